@@ -1,0 +1,29 @@
+# Entry points for the test suite and the demo. The scripts do the work; see scripts/.
+SHELL := /bin/bash
+
+.DEFAULT_GOAL := help
+.PHONY: help test demo moto bench clean-venv
+
+help:
+	@echo "Targets:"
+	@echo "  make test        whole suite: venv, moto, cargo fmt --check, clippy -D warnings, cargo test"
+	@echo "  make demo        run the idempotency demo (cargo example) against a local moto server"
+	@echo "  make moto        run moto server in the foreground and print the env vars to export"
+	@echo "  make bench       criterion benchmarks; figures kept in crates/sqsafe-idempotency/benches/RESULTS.md"
+	@echo "  make clean-venv  delete the Python venv (.venv)"
+
+test:
+	bash scripts/test.sh
+
+demo:
+	bash scripts/demo.sh
+
+moto:
+	@bash scripts/venv.sh
+	@bash scripts/moto.sh run
+
+bench:
+	bash scripts/bench.sh
+
+clean-venv:
+	rm -rf .venv

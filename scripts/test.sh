@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The whole test suite: Python venv, moto (local AWS), then fmt, clippy and the Rust tests.
+# Stops at the first failure; moto is stopped on exit whatever happens.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+# shellcheck source=scripts/aws-env.sh
+source "${ROOT}/scripts/aws-env.sh"
+
+step() {
+  printf '\n==> %s\n' "$*"
+}
+
+step "Python venv (.venv, requirements/test.txt)"
+bash "${ROOT}/scripts/venv.sh"
+
+step "mold linker"
+if command -v mold >/dev/null 2>&1; then
+  echo "mold present: $(command -v mold)"
+elif [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  if apt-get install -y -qq mold >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq mold >/dev/null 2>&1; }; then
+    echo "mold installed: $(command -v mold)"
+  else
+    echo "could not install mold: linking with the default linker (scripts/linker.sh falls back)"
+  fi
+else
+  echo "mold missing and cannot install it (not root or no apt-get): using the default linker"
+fi
+
+step "moto server (local AWS)"
+moto_up "${ROOT}"
+echo "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL}"
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test --workspace"
+cargo test --workspace
+
+step "all steps passed"
