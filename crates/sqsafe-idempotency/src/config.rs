@@ -1,0 +1,175 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cache::{CacheConfig, CompletedCache};
+use crate::clock::{Clock, RandomTokens, SystemClock, TokenSource};
+use crate::engine::{Idempotency, Inner};
+use crate::error::{Error, Result};
+use crate::fingerprint::FingerprintFields;
+use crate::store::IdempotencyStore;
+
+/// Longest result kept for replay, in bytes of JSON, by default. DynamoDB items stop at 400 KB.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
+/// Hard ceiling for [`IdempotencyBuilder::max_result_bytes`]: leaves room in a 400 KB item for the other attributes.
+pub const MAX_RESULT_BYTES_LIMIT: usize = 300 * 1024;
+
+/// Builds an [`Idempotency`]. Every setting is checked by [`IdempotencyBuilder::build`].
+///
+/// # Default
+/// - record window (`expiration`): 30 days after completion. It must cover the queue's retention, the DLQ's retention
+///   and the time to redrive, or a redriven message runs its effect again.
+/// - lease: until the Lambda deadline given with each request; without a deadline, 60 s; never less than 1 s.
+/// - fingerprint: the whole payload.
+/// - results kept for replay up to 64 KiB of JSON; larger ones are kept as SHA-256 and size only.
+/// - no local cache; no heartbeat.
+/// - system clock; random v4 UUID claim tokens.
+pub struct IdempotencyBuilder<S> {
+    store: S,
+    consumer: String,
+    consumer_version: u32,
+    record_ttl: Duration,
+    default_lease: Duration,
+    min_lease: Duration,
+    fingerprint_fields: FingerprintFields,
+    max_result_bytes: usize,
+    cache: Option<CacheConfig>,
+    heartbeat: Option<Heartbeat>,
+    clock: Arc<dyn Clock>,
+    tokens: Arc<dyn TokenSource>,
+}
+
+/// How a long effect keeps its claim: every `every`, the lease is moved to now + `lease`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Interval between extensions.
+    pub every: Duration,
+    /// New lease length at each extension; must be longer than `every`.
+    pub lease: Duration,
+}
+
+impl<S: IdempotencyStore> IdempotencyBuilder<S> {
+    pub(crate) fn new(store: S, consumer: String, consumer_version: u32) -> Self {
+        Self {
+            store,
+            consumer,
+            consumer_version,
+            record_ttl: Duration::from_secs(30 * 24 * 3600),
+            default_lease: Duration::from_secs(60),
+            min_lease: Duration::from_secs(1),
+            fingerprint_fields: FingerprintFields::All,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            cache: None,
+            heartbeat: None,
+            clock: Arc::new(SystemClock),
+            tokens: Arc::new(RandomTokens),
+        }
+    }
+
+    /// How long a completed record suppresses duplicates.
+    pub fn record_ttl(mut self, ttl: Duration) -> Self {
+        self.record_ttl = ttl;
+        self
+    }
+
+    /// Lease of a claim made without a deadline.
+    pub fn default_lease(mut self, lease: Duration) -> Self {
+        self.default_lease = lease;
+        self
+    }
+
+    /// Shortest lease ever granted, even when the deadline is nearer.
+    pub fn min_lease(mut self, lease: Duration) -> Self {
+        self.min_lease = lease;
+        self
+    }
+
+    /// Which payload fields define the intent.
+    pub fn fingerprint_fields(mut self, fields: FingerprintFields) -> Self {
+        self.fingerprint_fields = fields;
+        self
+    }
+
+    /// Largest result kept for replay, in bytes of JSON (at most [`MAX_RESULT_BYTES_LIMIT`]).
+    pub fn max_result_bytes(mut self, bytes: usize) -> Self {
+        self.max_result_bytes = bytes;
+        self
+    }
+
+    /// Enables the local cache of completed keys.
+    pub fn cache(mut self, cache: CacheConfig) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// Extends the lease periodically while the effect runs.
+    pub fn heartbeat(mut self, heartbeat: Heartbeat) -> Self {
+        self.heartbeat = Some(heartbeat);
+        self
+    }
+
+    /// Replaces the clock.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Replaces the claim-token source.
+    pub fn tokens(mut self, tokens: impl TokenSource) -> Self {
+        self.tokens = Arc::new(tokens);
+        self
+    }
+
+    /// Checks every setting and builds.
+    pub fn build(self) -> Result<Idempotency<S>> {
+        let name_ok = !self.consumer.is_empty()
+            && self
+                .consumer
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !name_ok {
+            return Err(Error::Config(format!(
+                "consumer name `{}` must be ASCII letters, digits, `-`, `_` or `.`",
+                self.consumer
+            )));
+        }
+        if self.record_ttl < Duration::from_secs(1) {
+            return Err(Error::Config("record_ttl must be at least 1 s".into()));
+        }
+        if self.min_lease.is_zero() || self.default_lease < self.min_lease {
+            return Err(Error::Config(
+                "leases must be positive, with default_lease >= min_lease".into(),
+            ));
+        }
+        if self.max_result_bytes > MAX_RESULT_BYTES_LIMIT {
+            return Err(Error::Config(format!(
+                "max_result_bytes {} is over the limit of {MAX_RESULT_BYTES_LIMIT} (DynamoDB items stop at 400 KB)",
+                self.max_result_bytes
+            )));
+        }
+        if let Some(h) = self.heartbeat
+            && (h.every.is_zero() || h.lease <= h.every)
+        {
+            return Err(Error::Config(
+                "heartbeat needs every > 0 and lease > every".into(),
+            ));
+        }
+        self.fingerprint_fields.validate()?;
+        if let Some(c) = &self.cache {
+            c.validate()?;
+        }
+        Ok(Idempotency::from_inner(Inner {
+            store: self.store,
+            consumer: self.consumer,
+            consumer_version: self.consumer_version,
+            record_ttl: self.record_ttl,
+            default_lease: self.default_lease,
+            min_lease: self.min_lease,
+            fingerprint_fields: self.fingerprint_fields,
+            max_result_bytes: self.max_result_bytes,
+            cache: self.cache.map(CompletedCache::new),
+            heartbeat: self.heartbeat,
+            clock: self.clock,
+            tokens: self.tokens,
+        }))
+    }
+}

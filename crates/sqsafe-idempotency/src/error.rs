@@ -1,0 +1,163 @@
+use std::time::SystemTime;
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Boxed source error from a storage backend (for DynamoDB: the SDK error).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Whether a failed record should come back (transient) or go to the dead-letter queue (permanent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// Retrying later can succeed: the record should be redelivered.
+    Transient,
+    /// Retrying cannot succeed: the record should reach the DLQ with its context, with no side effect.
+    Permanent,
+}
+
+/// Everything that can go wrong while claiming, completing or replaying an idempotency key.
+///
+/// The variants mirror the state machine; [`Error::class`] says what a batch processor should do with each.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No intent key could be derived from the message (and no fallback was explicitly allowed).
+    #[error("missing idempotency key: {what} is missing or empty")]
+    MissingKey {
+        /// Which part of the key was missing.
+        what: &'static str,
+    },
+    /// A key part, or a builder setting, is not acceptable.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The key was already used with different content. No effect was run.
+    #[error(
+        "payload mismatch for idempotency key `{key}`: stored fingerprint {stored}, this message {actual}; \
+         the same key must carry the same intent"
+    )]
+    PayloadMismatch {
+        /// The key.
+        key: String,
+        /// Fingerprint stored with the key by the first claim.
+        stored: String,
+        /// Fingerprint of this message.
+        actual: String,
+    },
+    /// Another attempt holds a live lease on the key.
+    #[error("idempotency key `{key}` is in progress elsewhere (lease until {lease_expires_at:?})")]
+    InProgress {
+        /// The key.
+        key: String,
+        /// When the other attempt's lease ends; after that the key can be taken over.
+        lease_expires_at: SystemTime,
+    },
+    /// This attempt no longer owns the key: its lease passed and another attempt took it over (or the record was
+    /// removed). The write was refused, so the other attempt's record is intact.
+    #[error("lost the claim on idempotency key `{key}`: another attempt took it over")]
+    LeaseLost {
+        /// The key.
+        key: String,
+    },
+    /// A stored result could not be decoded into the caller's type (its shape changed without a new effect version).
+    #[error("stored result for idempotency key `{key}` cannot be decoded: {source}")]
+    ResultDecode {
+        /// The key.
+        key: String,
+        /// The decoding error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The store answered something that the state machine cannot explain (e.g. a failed condition without the old item).
+    #[error("inconsistent idempotency record for key `{key}`: {detail}")]
+    Inconsistent {
+        /// The key.
+        key: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The storage backend failed (throttling, timeout, missing table, network). The key's state is unknown.
+    #[error("idempotency store failed during {operation} of key `{key}`: {source}")]
+    Store {
+        /// The primitive that failed: claim, complete, extend, release or get.
+        operation: &'static str,
+        /// The key.
+        key: String,
+        /// The backend's error (for DynamoDB, the SDK error).
+        #[source]
+        source: BoxError,
+    },
+}
+
+impl Error {
+    /// Transient or permanent.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::InProgress { .. }
+            | Error::LeaseLost { .. }
+            | Error::Store { .. }
+            | Error::Inconsistent { .. } => ErrorClass::Transient,
+            Error::MissingKey { .. }
+            | Error::Config(_)
+            | Error::PayloadMismatch { .. }
+            | Error::ResultDecode { .. } => ErrorClass::Permanent,
+        }
+    }
+
+    /// `true` when redelivering the message later can succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.class() == ErrorClass::Transient
+    }
+
+    /// `true` for [`Error::PayloadMismatch`].
+    pub fn is_payload_mismatch(&self) -> bool {
+        matches!(self, Error::PayloadMismatch { .. })
+    }
+
+    /// `true` for [`Error::InProgress`].
+    pub fn is_in_progress(&self) -> bool {
+        matches!(self, Error::InProgress { .. })
+    }
+
+    /// `true` for [`Error::Store`].
+    pub fn is_store(&self) -> bool {
+        matches!(self, Error::Store { .. })
+    }
+
+    pub(crate) fn store(operation: &'static str, key: &str, source: impl Into<BoxError>) -> Self {
+        Error::Store {
+            operation,
+            key: key.to_owned(),
+            source: source.into(),
+        }
+    }
+}
+
+/// The error of [`Idempotency::run`](crate::Idempotency::run): either the idempotency machinery or the effect failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError<E> {
+    /// Claiming, completing or replaying failed; the effect did not run (or, for [`Error::LeaseLost`] on completion,
+    /// ran but could not be recorded).
+    #[error(transparent)]
+    Idempotency(#[from] Error),
+    /// The effect itself failed; the key was released so a retry can run it.
+    #[error("effect failed: {0}")]
+    Effect(#[source] E),
+}
+
+impl<E> RunError<E> {
+    /// The idempotency error, if that is what failed.
+    pub fn idempotency(&self) -> Option<&Error> {
+        match self {
+            RunError::Idempotency(e) => Some(e),
+            RunError::Effect(_) => None,
+        }
+    }
+
+    /// The effect's error, if that is what failed.
+    pub fn into_effect(self) -> Option<E> {
+        match self {
+            RunError::Effect(e) => Some(e),
+            RunError::Idempotency(_) => None,
+        }
+    }
+}

@@ -1,0 +1,30 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+mod cache;
+mod clock;
+mod config;
+mod engine;
+mod error;
+mod fingerprint;
+mod key;
+mod record;
+mod store;
+
+pub use cache::CacheConfig;
+pub use clock::{Clock, ManualClock, RandomTokens, SystemClock, TokenSource};
+pub use config::{DEFAULT_MAX_RESULT_BYTES, Heartbeat, IdempotencyBuilder, MAX_RESULT_BYTES_LIMIT};
+pub use engine::{Claim, Guard, Idempotency, Outcome, ReplaySource, Replayed, Request};
+pub use error::{BoxError, Error, ErrorClass, Result, RunError};
+pub use fingerprint::{Fingerprint, FingerprintFields};
+pub use key::{IdempotencyKey, KeyBuilder, MAX_KEY_BYTES};
+pub use record::{Completion, Record, Status, StoredResult};
+#[cfg(feature = "dynamodb")]
+pub use store::dynamodb::{AttributeNames, DynamoDbStore, DynamoDbStoreBuilder};
+pub use store::memory::InMemoryStore;
+pub use store::{ClaimAttempt, IdempotencyStore};
+
+/// The workspace README's examples, compiled as doctests so they stay true.
+#[cfg(all(doctest, feature = "dynamodb"))]
+#[doc = include_str!("../../../README.md")]
+struct WorkspaceReadme;

@@ -1,0 +1,110 @@
+use std::time::SystemTime;
+
+use crate::clock::{epoch_millis, epoch_secs, from_millis};
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+
+/// The stored state of a key. Expired is derived from [`Record::expiration`], never stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Claimed; the claimer's effect may be running. Valid while the lease lasts.
+    InProgress,
+    /// The effect ran; the record holds its result for replay.
+    Completed,
+}
+
+impl Status {
+    /// The stored spelling: `IN_PROGRESS` or `COMPLETED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::InProgress => "IN_PROGRESS",
+            Status::Completed => "COMPLETED",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "IN_PROGRESS" => Some(Status::InProgress),
+            "COMPLETED" => Some(Status::Completed),
+            _ => None,
+        }
+    }
+}
+
+/// A stored outcome, as kept for replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredResult {
+    /// The result as JSON text.
+    Json(String),
+    /// The result was larger than the configured cap: only its SHA-256 and size were kept.
+    Omitted {
+        /// Lower-case hex SHA-256 of the JSON text.
+        digest: String,
+        /// Size of the JSON text in bytes.
+        size: u64,
+    },
+}
+
+/// One idempotency record: what a store keeps per key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The key.
+    pub key: IdempotencyKey,
+    /// In progress or completed.
+    pub status: Status,
+    /// Epoch seconds after which the record no longer counts (also the table's TTL attribute).
+    pub expiration: u64,
+    /// Epoch milliseconds at which an in-progress claim may be taken over.
+    pub lease_expires_at: Option<u64>,
+    /// The claim attempt's token; completing, extending and releasing must present it.
+    pub token: String,
+    /// Fingerprint of the intent's content.
+    pub fingerprint: Fingerprint,
+    /// The stored result of a completed record.
+    pub result: Option<StoredResult>,
+    /// Consumer that claimed (for operators).
+    pub consumer: String,
+    /// Consumer's effect version (for operators).
+    pub consumer_version: u32,
+    /// Delivery attempt that made the claim, e.g. SQS `ApproximateReceiveCount` (for operators).
+    pub attempt: u32,
+    /// Epoch milliseconds of the claim (for operators).
+    pub created_at: u64,
+    /// Correlation id of the claiming message (for operators).
+    pub correlation_id: Option<String>,
+}
+
+impl Record {
+    /// `true` when the record no longer counts at `now`: TTL deletion lags, so every read checks this.
+    pub fn is_expired(&self, now: SystemTime) -> bool {
+        self.expiration < epoch_secs(now)
+    }
+
+    /// `true` when an in-progress claim's lease has passed at `now`.
+    pub fn is_lease_passed(&self, now: SystemTime) -> bool {
+        self.status == Status::InProgress
+            && self
+                .lease_expires_at
+                .is_some_and(|lease| lease < epoch_millis(now))
+    }
+
+    /// `true` when a new claim may replace this record at `now`. Stores evaluate exactly this as their claim condition.
+    pub fn is_claimable(&self, now: SystemTime) -> bool {
+        self.is_expired(now) || self.is_lease_passed(now)
+    }
+
+    /// The lease end as a time.
+    pub fn lease_expires(&self) -> Option<SystemTime> {
+        self.lease_expires_at.map(from_millis)
+    }
+}
+
+/// What [`IdempotencyStore::complete`](crate::IdempotencyStore::complete) writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The result to keep, if any.
+    pub result: Option<StoredResult>,
+    /// New expiration, epoch seconds (the window starts when the effect completes).
+    pub expiration: u64,
+}

@@ -1,0 +1,470 @@
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+
+use super::{ClaimAttempt, IdempotencyStore};
+use crate::clock::{epoch_millis, epoch_secs};
+use crate::error::{Error, Result};
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::record::{Completion, Record, Status, StoredResult};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// Attribute names of the idempotency record.
+///
+/// # Default
+/// `pk`, `status`, `expiration` (the table's TTL attribute), `lease_expires_at`, `token`, `fingerprint`, `result`,
+/// `result_digest`, `result_size`, `consumer`, `consumer_version`, `attempt`, `created_at`, `correlation_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct AttributeNames {
+    pub partition_key: String,
+    pub status: String,
+    pub expiration: String,
+    pub lease_expires_at: String,
+    pub token: String,
+    pub fingerprint: String,
+    pub result: String,
+    pub result_digest: String,
+    pub result_size: String,
+    pub consumer: String,
+    pub consumer_version: String,
+    pub attempt: String,
+    pub created_at: String,
+    pub correlation_id: String,
+}
+
+impl Default for AttributeNames {
+    fn default() -> Self {
+        Self {
+            partition_key: "pk".into(),
+            status: "status".into(),
+            expiration: "expiration".into(),
+            lease_expires_at: "lease_expires_at".into(),
+            token: "token".into(),
+            fingerprint: "fingerprint".into(),
+            result: "result".into(),
+            result_digest: "result_digest".into(),
+            result_size: "result_size".into(),
+            consumer: "consumer".into(),
+            consumer_version: "consumer_version".into(),
+            attempt: "attempt".into(),
+            created_at: "created_at".into(),
+            correlation_id: "correlation_id".into(),
+        }
+    }
+}
+
+impl AttributeNames {
+    fn all(&self) -> [&str; 14] {
+        [
+            &self.partition_key,
+            &self.status,
+            &self.expiration,
+            &self.lease_expires_at,
+            &self.token,
+            &self.fingerprint,
+            &self.result,
+            &self.result_digest,
+            &self.result_size,
+            &self.consumer,
+            &self.consumer_version,
+            &self.attempt,
+            &self.created_at,
+            &self.correlation_id,
+        ]
+    }
+}
+
+/// Idempotency records in a DynamoDB table: one item per key, every write conditional.
+///
+/// ```no_run
+/// # async fn f(client: aws_sdk_dynamodb::Client) -> Result<(), sqsafe_idempotency::Error> {
+/// use sqsafe_idempotency::DynamoDbStore;
+/// // A table of its own, partition key `pk` (S), TTL on `expiration`:
+/// let store = DynamoDbStore::builder(client.clone(), "idempotency").build()?;
+/// // Or inside a single-table design: partition key `PK` holds the key, sort key `SK` a fixed value.
+/// let store = DynamoDbStore::builder(client, "app").partition_key("PK").sort_key("SK", "IDEMPOTENCY").build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DynamoDbStore {
+    client: Client,
+    table: String,
+    names: AttributeNames,
+    sort_key: Option<(String, String)>,
+}
+
+/// Builds a [`DynamoDbStore`].
+#[derive(Debug, Clone)]
+pub struct DynamoDbStoreBuilder {
+    client: Client,
+    table: String,
+    names: AttributeNames,
+    sort_key: Option<(String, String)>,
+}
+
+impl DynamoDbStore {
+    /// Starts building a store on `table`.
+    pub fn builder(client: Client, table: impl Into<String>) -> DynamoDbStoreBuilder {
+        DynamoDbStoreBuilder {
+            client,
+            table: table.into(),
+            names: AttributeNames::default(),
+            sort_key: None,
+        }
+    }
+
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The attribute names in use.
+    pub fn attribute_names(&self) -> &AttributeNames {
+        &self.names
+    }
+}
+
+impl DynamoDbStoreBuilder {
+    /// Name of the partition key attribute (default `pk`).
+    pub fn partition_key(mut self, name: impl Into<String>) -> Self {
+        self.names.partition_key = name.into();
+        self
+    }
+
+    /// Single-table mode: the table also has sort key `name`, and every record carries `value` in it.
+    pub fn sort_key(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.sort_key = Some((name.into(), value.into()));
+        self
+    }
+
+    /// All attribute names at once.
+    pub fn attribute_names(mut self, names: AttributeNames) -> Self {
+        self.names = names;
+        self
+    }
+
+    /// Checks the names (non-empty, distinct) and builds.
+    pub fn build(self) -> Result<DynamoDbStore> {
+        if self.table.len() < 3 || self.table.len() > 255 {
+            return Err(Error::Config(format!(
+                "table name `{}` must be 3-255 characters",
+                self.table
+            )));
+        }
+        let mut names: Vec<&str> = self.names.all().to_vec();
+        if let Some((sk, value)) = &self.sort_key {
+            if value.is_empty() {
+                return Err(Error::Config("sort key value must not be empty".into()));
+            }
+            names.push(sk);
+        }
+        if let Some(empty) = names.iter().position(|n| n.is_empty()) {
+            return Err(Error::Config(format!("attribute name #{empty} is empty")));
+        }
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::Config(format!(
+                "attribute name `{}` is used twice",
+                w[0]
+            )));
+        }
+        Ok(DynamoDbStore {
+            client: self.client,
+            table: self.table,
+            names: self.names,
+            sort_key: self.sort_key,
+        })
+    }
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+// Placeholders are fixed; attribute names are bound to them, so configured names need no escaping.
+const OWNED_BY_TOKEN: &str = "#token = :token AND #status = :in_progress";
+
+impl DynamoDbStore {
+    fn key_item(&self, key: &IdempotencyKey) -> Item {
+        let mut item = Item::with_capacity(2);
+        item.insert(self.names.partition_key.clone(), s(key.as_str()));
+        if let Some((sk, value)) = &self.sort_key {
+            item.insert(sk.clone(), s(value));
+        }
+        item
+    }
+
+    fn record_item(&self, r: &Record) -> Item {
+        let names = &self.names;
+        let mut item = self.key_item(&r.key);
+        item.insert(names.status.clone(), s(r.status.as_str()));
+        item.insert(names.expiration.clone(), n(r.expiration));
+        if let Some(lease) = r.lease_expires_at {
+            item.insert(names.lease_expires_at.clone(), n(lease));
+        }
+        item.insert(names.token.clone(), s(&r.token));
+        item.insert(names.fingerprint.clone(), s(r.fingerprint.as_str()));
+        item.insert(names.consumer.clone(), s(&r.consumer));
+        item.insert(names.consumer_version.clone(), n(r.consumer_version));
+        item.insert(names.attempt.clone(), n(r.attempt));
+        item.insert(names.created_at.clone(), n(r.created_at));
+        if let Some(id) = &r.correlation_id {
+            item.insert(names.correlation_id.clone(), s(id));
+        }
+        item
+    }
+
+    fn parse_item(&self, key: &IdempotencyKey, item: &Item) -> Result<Record> {
+        let names = &self.names;
+        let bad = |detail: String| Error::Inconsistent {
+            key: key.to_string(),
+            detail,
+        };
+        let text = |name: &str| -> Option<&str> {
+            item.get(name)
+                .and_then(|v| v.as_s().ok())
+                .map(String::as_str)
+        };
+        let num = |name: &str| -> Result<Option<u64>> {
+            match item.get(name) {
+                None => Ok(None),
+                Some(AttributeValue::N(v)) => v
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| bad(format!("attribute `{name}` is not a whole number: {v}"))),
+                Some(other) => Err(bad(format!(
+                    "attribute `{name}` is not a number: {other:?}"
+                ))),
+            }
+        };
+        let required_num =
+            |name: &str| num(name)?.ok_or_else(|| bad(format!("attribute `{name}` is missing")));
+        let status_text = text(&names.status)
+            .ok_or_else(|| bad(format!("attribute `{}` is missing", names.status)))?;
+        let status = Status::parse(status_text)
+            .ok_or_else(|| bad(format!("unknown status `{status_text}`")))?;
+        let result = match (text(&names.result), text(&names.result_digest)) {
+            (Some(json), _) => Some(StoredResult::Json(json.to_owned())),
+            (None, Some(digest)) => Some(StoredResult::Omitted {
+                digest: digest.to_owned(),
+                size: num(&names.result_size)?.unwrap_or(0),
+            }),
+            (None, None) => None,
+        };
+        let small = |name: &str| -> Result<u32> {
+            u32::try_from(num(name)?.unwrap_or(0))
+                .map_err(|_| bad(format!("attribute `{name}` is out of range")))
+        };
+        Ok(Record {
+            key: key.clone(),
+            status,
+            expiration: required_num(&names.expiration)?,
+            lease_expires_at: num(&names.lease_expires_at)?,
+            token: text(&names.token).unwrap_or_default().to_owned(),
+            fingerprint: Fingerprint::from_stored(text(&names.fingerprint).unwrap_or_default()),
+            result,
+            consumer: text(&names.consumer).unwrap_or_default().to_owned(),
+            consumer_version: small(&names.consumer_version)?,
+            attempt: small(&names.attempt)?,
+            created_at: num(&names.created_at)?.unwrap_or(0),
+            correlation_id: text(&names.correlation_id).map(str::to_owned),
+        })
+    }
+}
+
+/// `true` when a conditional write's condition failed; any other failure is a store error.
+trait ConditionFailed {
+    fn condition_failed(&self) -> bool;
+}
+
+impl ConditionFailed for UpdateItemError {
+    fn condition_failed(&self) -> bool {
+        self.is_conditional_check_failed_exception()
+    }
+}
+
+impl ConditionFailed for DeleteItemError {
+    fn condition_failed(&self) -> bool {
+        self.is_conditional_check_failed_exception()
+    }
+}
+
+fn fenced<E, R>(
+    operation: &'static str,
+    key: &IdempotencyKey,
+    result: Result<R, SdkError<E>>,
+) -> Result<()>
+where
+    E: ConditionFailed + std::error::Error + Send + Sync + 'static,
+    R: Send + Sync + std::fmt::Debug + 'static,
+{
+    match result {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(ConditionFailed::condition_failed) =>
+        {
+            Err(Error::LeaseLost {
+                key: key.to_string(),
+            })
+        }
+        Err(e) => Err(Error::store(operation, key.as_str(), e)),
+    }
+}
+
+impl IdempotencyStore for DynamoDbStore {
+    async fn claim(&self, record: &Record, now: SystemTime) -> Result<ClaimAttempt> {
+        // Claimable: no record; or expired (TTL deletion lags up to ~48 h, so the condition checks it); or an
+        // IN_PROGRESS claim whose lease has passed (its owner crashed or timed out). Same rule as Record::is_claimable.
+        let names = &self.names;
+        let outcome = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.record_item(record)))
+            .condition_expression(
+                "attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND #lease < :now_ms)",
+            )
+            .expression_attribute_names("#pk", &names.partition_key)
+            .expression_attribute_names("#expiration", &names.expiration)
+            .expression_attribute_names("#status", &names.status)
+            .expression_attribute_names("#lease", &names.lease_expires_at)
+            .expression_attribute_values(":now_s", n(epoch_secs(now)))
+            .expression_attribute_values(":now_ms", n(epoch_millis(now)))
+            .expression_attribute_values(":in_progress", s(Status::InProgress.as_str()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match outcome {
+            Ok(_) => Ok(ClaimAttempt::Claimed),
+            Err(e) => match e.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(failed)) => {
+                    match failed.item() {
+                        Some(old) => Ok(ClaimAttempt::Existing(self.parse_item(&record.key, old)?)),
+                        None => Err(Error::Inconsistent {
+                            key: record.key.to_string(),
+                            detail: "claim refused but the old item was not returned (ALL_OLD)"
+                                .into(),
+                        }),
+                    }
+                }
+                _ => Err(Error::store("claim", record.key.as_str(), e)),
+            },
+        }
+    }
+
+    async fn complete(
+        &self,
+        key: &IdempotencyKey,
+        token: &str,
+        completion: &Completion,
+    ) -> Result<()> {
+        let names = &self.names;
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key_item(key)))
+            .condition_expression(OWNED_BY_TOKEN)
+            .expression_attribute_names("#token", &names.token)
+            .expression_attribute_names("#status", &names.status)
+            .expression_attribute_names("#expiration", &names.expiration)
+            .expression_attribute_names("#lease", &names.lease_expires_at)
+            .expression_attribute_values(":token", s(token))
+            .expression_attribute_values(":in_progress", s(Status::InProgress.as_str()))
+            .expression_attribute_values(":completed", s(Status::Completed.as_str()))
+            .expression_attribute_values(":expiration", n(completion.expiration));
+        let set_result = match &completion.result {
+            None => "",
+            Some(StoredResult::Json(json)) => {
+                update = update
+                    .expression_attribute_names("#result", &names.result)
+                    .expression_attribute_values(":result", s(json));
+                ", #result = :result"
+            }
+            Some(StoredResult::Omitted { digest, size }) => {
+                update = update
+                    .expression_attribute_names("#digest", &names.result_digest)
+                    .expression_attribute_names("#size", &names.result_size)
+                    .expression_attribute_values(":digest", s(digest))
+                    .expression_attribute_values(":size", n(size));
+                ", #digest = :digest, #size = :size"
+            }
+        };
+        let expression = format!(
+            "SET #status = :completed, #expiration = :expiration{set_result} REMOVE #lease"
+        );
+        fenced(
+            "complete",
+            key,
+            update.update_expression(expression).send().await,
+        )
+    }
+
+    async fn extend(&self, key: &IdempotencyKey, token: &str, lease_expires_at: u64) -> Result<()> {
+        let names = &self.names;
+        let outcome = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key_item(key)))
+            .update_expression("SET #lease = :lease")
+            .condition_expression(OWNED_BY_TOKEN)
+            .expression_attribute_names("#token", &names.token)
+            .expression_attribute_names("#status", &names.status)
+            .expression_attribute_names("#lease", &names.lease_expires_at)
+            .expression_attribute_values(":token", s(token))
+            .expression_attribute_values(":in_progress", s(Status::InProgress.as_str()))
+            .expression_attribute_values(":lease", n(lease_expires_at))
+            .send()
+            .await;
+        fenced("extend", key, outcome)
+    }
+
+    async fn release(&self, key: &IdempotencyKey, token: &str) -> Result<()> {
+        let names = &self.names;
+        let outcome = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key_item(key)))
+            .condition_expression(OWNED_BY_TOKEN)
+            .expression_attribute_names("#token", &names.token)
+            .expression_attribute_names("#status", &names.status)
+            .expression_attribute_values(":token", s(token))
+            .expression_attribute_values(":in_progress", s(Status::InProgress.as_str()))
+            .send()
+            .await;
+        fenced("release", key, outcome)
+    }
+
+    async fn get(&self, key: &IdempotencyKey) -> Result<Option<Record>> {
+        let outcome = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key_item(key)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| Error::store("get", key.as_str(), e))?;
+        outcome
+            .item()
+            .map(|item| self.parse_item(key, item))
+            .transpose()
+    }
+}

@@ -1,0 +1,657 @@
+//! The state machine's behaviour, written once and run against every store: `tests/dynamodb.rs` (moto server, the
+//! proof) and `tests/memory.rs` (the in-memory store, which must agree with it).
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use sqsafe_idempotency::{
+    CacheConfig, Claim, Error, ErrorClass, Idempotency, IdempotencyKey, IdempotencyStore,
+    KeyBuilder, ManualClock, Outcome, ReplaySource, Replayed, RunError, Status, StoredResult,
+};
+
+use super::{RequestCounter, T0_MS, builder};
+
+pub struct Fixture<S> {
+    pub store: S,
+    pub requests: Requests,
+}
+
+/// The store's requests, when they can be counted (DynamoDB); budgets are asserted only then.
+pub struct Requests(pub Option<RequestCounter>);
+
+impl Requests {
+    /// Operation names sent since the last call, or `None` for a store that sends none.
+    fn sent(&self) -> Option<Vec<String>> {
+        self.0.as_ref().map(RequestCounter::take)
+    }
+
+    fn assert_sent(&self, expected: &[&str], what: &str) {
+        if let Some(sent) = self.sent() {
+            assert_eq!(sent, expected, "requests sent for {what}");
+        }
+    }
+}
+
+pub fn key(id: &str) -> IdempotencyKey {
+    KeyBuilder::new("charge-payment", 1)
+        .tenant("acme")
+        .intent("payment", id)
+        .build()
+        .expect("key")
+}
+
+pub fn payment(id: &str, amount: u64) -> Value {
+    json!({ "payment_id": id, "amount": amount, "currency": "EUR" })
+}
+
+/// Runs a charge whose effect counts itself and returns `ch_<n>`.
+async fn charge<S: IdempotencyStore>(
+    idem: &Idempotency<S>,
+    id: &str,
+    amount: u64,
+    effects: &AtomicU32,
+) -> Result<Outcome<String>, RunError<String>> {
+    idem.run(key(id), &payment(id, amount), || async {
+        let n = effects.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok::<_, String>(format!("ch_{n}"))
+    })
+    .await
+}
+
+fn idempotency_error<T: std::fmt::Debug>(r: Result<T, RunError<String>>) -> Error {
+    match r {
+        Err(RunError::Idempotency(e)) => e,
+        other => panic!("expected an idempotency error, got {other:?}"),
+    }
+}
+
+pub async fn fresh_key_runs_once_then_replays<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    let effects = AtomicU32::new(0);
+    let request = idem
+        .request(key("p-1"), &payment("p-1", 100))
+        .expect("request")
+        .attempt(2)
+        .correlation_id("corr-1");
+    fx.requests.assert_sent(&[], "building a request");
+
+    let first = idem
+        .execute(&request, || async {
+            Ok::<_, String>(format!("ch_{}", effects.fetch_add(1, Ordering::SeqCst) + 1))
+        })
+        .await
+        .expect("first delivery");
+    assert_eq!(first, Outcome::Executed("ch_1".to_owned()));
+    fx.requests.assert_sent(
+        &["PutItem", "UpdateItem"],
+        "a fresh key (claim + complete, no read)",
+    );
+
+    for _ in 0..2 {
+        let again = charge(&idem, "p-1", 100, &effects)
+            .await
+            .expect("duplicate");
+        assert_eq!(
+            again,
+            Outcome::Replayed {
+                result: Replayed::Value("ch_1".to_owned()),
+                source: ReplaySource::Store
+            }
+        );
+        fx.requests.assert_sent(
+            &["PutItem"],
+            "a completed duplicate (one conditional write, no read)",
+        );
+    }
+    assert_eq!(effects.load(Ordering::SeqCst), 1, "the effect ran once");
+
+    let record = idem
+        .store()
+        .get(&key("p-1"))
+        .await
+        .expect("get")
+        .expect("record exists");
+    assert_eq!(record.status, Status::Completed);
+    assert_eq!(
+        record.result,
+        Some(StoredResult::Json("\"ch_1\"".to_owned()))
+    );
+    assert_eq!(
+        record.expiration,
+        T0_MS / 1000 + 30 * 24 * 3600,
+        "default window: 30 days"
+    );
+    assert_eq!(
+        record.lease_expires_at, None,
+        "a completed record has no lease"
+    );
+    assert_eq!(record.fingerprint, *request.fingerprint());
+    assert_eq!(
+        (record.consumer.as_str(), record.consumer_version),
+        ("charge-payment", 1)
+    );
+    assert_eq!(record.attempt, 2);
+    assert_eq!(record.created_at, T0_MS);
+    assert_eq!(record.correlation_id.as_deref(), Some("corr-1"));
+    assert_eq!(record.token, "tok-1");
+}
+
+pub async fn live_in_progress_is_refused_as_transient<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    let deadline = UNIX_EPOCH + Duration::from_millis(T0_MS + 30_000);
+    let request = idem
+        .request(key("p-2"), &payment("p-2", 100))
+        .expect("request")
+        .deadline(deadline);
+    let Ok(Claim::Acquired(_held)) = idem.claim::<String>(&request).await else {
+        panic!("first claim acquires")
+    };
+    let record = idem
+        .store()
+        .get(&key("p-2"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(record.status, Status::InProgress);
+    assert_eq!(
+        record.lease_expires_at,
+        Some(T0_MS + 30_000),
+        "lease ends at the Lambda deadline"
+    );
+    fx.requests.sent();
+
+    let effects = AtomicU32::new(0);
+    clock.advance(Duration::from_secs(30)); // exactly at the lease end: still held
+    let err = idempotency_error(charge(&idem, "p-2", 100, &effects).await);
+    assert!(err.is_in_progress(), "{err}");
+    assert_eq!(err.class(), ErrorClass::Transient);
+    assert!(err.is_retryable());
+    match err {
+        Error::InProgress {
+            lease_expires_at, ..
+        } => {
+            assert_eq!(
+                lease_expires_at, deadline,
+                "the error says when the key may be taken over"
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(
+        effects.load(Ordering::SeqCst),
+        0,
+        "no effect while another attempt holds the key"
+    );
+    fx.requests
+        .assert_sent(&["PutItem"], "a refused claim (no read)");
+}
+
+pub async fn stale_in_progress_is_taken_over<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock)
+        .default_lease(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    let request = idem
+        .request(key("p-3"), &payment("p-3", 100))
+        .expect("request");
+    // The first attempt claims and "crashes": its guard is dropped without completing or releasing.
+    let Ok(Claim::Acquired(crashed)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    drop(crashed);
+
+    clock.advance(Duration::from_millis(5_001));
+    let effects = AtomicU32::new(0);
+    let taken = charge(&idem, "p-3", 100, &effects).await.expect("takeover");
+    assert_eq!(taken, Outcome::Executed("ch_1".to_owned()));
+    let record = idem
+        .store()
+        .get(&key("p-3"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(
+        (record.status, record.token.as_str()),
+        (Status::Completed, "tok-2")
+    );
+}
+
+pub async fn lease_follows_the_deadline_but_never_below_the_minimum<S: IdempotencyStore>(
+    fx: Fixture<S>,
+) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock)
+        .min_lease(Duration::from_secs(2))
+        .build()
+        .expect("config");
+    let past = UNIX_EPOCH + Duration::from_millis(T0_MS - 10_000);
+    let request = idem
+        .request(key("p-4"), &payment("p-4", 1))
+        .expect("request")
+        .deadline(past);
+    let Ok(Claim::Acquired(_g)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    let record = idem
+        .store()
+        .get(&key("p-4"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(
+        record.lease_expires_at,
+        Some(T0_MS + 2_000),
+        "a past deadline still gets the minimum lease"
+    );
+}
+
+pub async fn expired_completed_record_runs_again<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock)
+        .record_ttl(Duration::from_secs(3600))
+        .build()
+        .expect("config");
+    let effects = AtomicU32::new(0);
+    charge(&idem, "p-5", 100, &effects).await.expect("first");
+
+    clock.advance(Duration::from_secs(3600)); // the last second of the window: still a duplicate
+    assert!(
+        !charge(&idem, "p-5", 100, &effects)
+            .await
+            .expect("replay")
+            .is_executed()
+    );
+    fx.requests.sent();
+
+    clock.advance(Duration::from_secs(1)); // past the window; the item is still there (TTL deletion lags)
+    assert!(
+        idem.store().get(&key("p-5")).await.expect("get").is_some(),
+        "item still present"
+    );
+    fx.requests.sent();
+    let again = charge(&idem, "p-5", 100, &effects)
+        .await
+        .expect("after expiry");
+    assert_eq!(again, Outcome::Executed("ch_2".to_owned()));
+    fx.requests
+        .assert_sent(&["PutItem", "UpdateItem"], "re-claiming an expired record");
+    assert_eq!(effects.load(Ordering::SeqCst), 2);
+}
+
+pub async fn mismatch_is_refused_without_effect<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    let effects = AtomicU32::new(0);
+    charge(&idem, "p-6", 100, &effects).await.expect("first");
+    let stored = idem
+        .store()
+        .get(&key("p-6"))
+        .await
+        .expect("get")
+        .expect("record");
+
+    let err = idempotency_error(charge(&idem, "p-6", 999, &effects).await);
+    assert!(err.is_payload_mismatch(), "{err}");
+    assert_eq!(err.class(), ErrorClass::Permanent);
+    assert!(
+        err.to_string().contains(key("p-6").as_str()),
+        "the error names the key: {err}"
+    );
+    assert_eq!(effects.load(Ordering::SeqCst), 1, "no second effect");
+    let after = idem
+        .store()
+        .get(&key("p-6"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(after, stored, "the record is untouched");
+
+    // Also while the first attempt is still in progress.
+    let request = idem
+        .request(key("p-7"), &payment("p-7", 1))
+        .expect("request");
+    let Ok(Claim::Acquired(_held)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    let err = idempotency_error(charge(&idem, "p-7", 2, &effects).await);
+    assert!(err.is_payload_mismatch(), "{err}");
+}
+
+pub async fn failed_effect_releases_the_key<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    fx.requests.sent();
+    let failed = idem
+        .run(key("p-8"), &payment("p-8", 100), || async {
+            Err::<String, _>("downstream 503".to_owned())
+        })
+        .await;
+    assert!(
+        matches!(failed, Err(RunError::Effect(ref e)) if e == "downstream 503"),
+        "{failed:?}"
+    );
+    fx.requests
+        .assert_sent(&["PutItem", "DeleteItem"], "claim + release");
+    assert_eq!(
+        idem.store().get(&key("p-8")).await.expect("get"),
+        None,
+        "released"
+    );
+
+    let effects = AtomicU32::new(0);
+    let retry = charge(&idem, "p-8", 100, &effects).await.expect("retry");
+    assert_eq!(
+        retry,
+        Outcome::Executed("ch_1".to_owned()),
+        "the retry runs at once, no lease to wait for"
+    );
+}
+
+pub async fn panicking_effect_releases_the_key<S: IdempotencyStore + Clone>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    let panicking = idem.clone();
+    let joined = tokio::spawn(async move {
+        panicking
+            .run(key("p-9"), &payment("p-9", 1), || async {
+                if T0_MS > 0 {
+                    panic!("effect blew up");
+                }
+                Ok::<String, String>(String::new())
+            })
+            .await
+    })
+    .await;
+    assert!(joined.expect_err("the panic resumes").is_panic());
+    assert_eq!(
+        idem.store().get(&key("p-9")).await.expect("get"),
+        None,
+        "released despite the panic"
+    );
+}
+
+/// A claims, its lease passes, B takes over: A's late writes must not touch B's record.
+async fn late_and_owner<S: IdempotencyStore>(
+    idem: &Idempotency<S>,
+    clock: &ManualClock,
+    id: &str,
+) -> (sqsafe_idempotency::Guard<S>, sqsafe_idempotency::Guard<S>) {
+    let request = idem.request(key(id), &payment(id, 100)).expect("request");
+    let Ok(Claim::Acquired(late)) = idem.claim::<String>(&request).await else {
+        panic!("A claims")
+    };
+    clock.advance(Duration::from_secs(6));
+    let Ok(Claim::Acquired(owner)) = idem.claim::<String>(&request).await else {
+        panic!("B takes over")
+    };
+    (late, owner)
+}
+
+pub async fn fencing_stops_a_late_complete_and_extend<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock)
+        .default_lease(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    let (late, owner) = late_and_owner(&idem, &clock, "p-10").await;
+    let owned = idem
+        .store()
+        .get(&key("p-10"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(owned.token, "tok-2");
+
+    assert!(matches!(
+        late.extend(Duration::from_secs(60)).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    let err = late
+        .complete(&"late result")
+        .await
+        .expect_err("A cannot complete");
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err}");
+    assert!(err.is_retryable());
+    assert_eq!(
+        idem.store()
+            .get(&key("p-10"))
+            .await
+            .expect("get")
+            .expect("record"),
+        owned,
+        "B's record untouched"
+    );
+
+    owner
+        .extend(Duration::from_secs(60))
+        .await
+        .expect("the owner can extend");
+    owner.complete(&"ch_b").await.expect("the owner completes");
+    let effects = AtomicU32::new(0);
+    let replay = charge(&idem, "p-10", 100, &effects).await.expect("replay");
+    assert_eq!(
+        replay.into_value().as_deref(),
+        Some("ch_b"),
+        "B's result is the one kept"
+    );
+}
+
+pub async fn fencing_stops_a_late_release<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock)
+        .default_lease(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    let (late, owner) = late_and_owner(&idem, &clock, "p-11").await;
+    let owned = idem
+        .store()
+        .get(&key("p-11"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert!(matches!(late.release().await, Err(Error::LeaseLost { .. })));
+    assert_eq!(
+        idem.store()
+            .get(&key("p-11"))
+            .await
+            .expect("get")
+            .expect("record"),
+        owned,
+        "not deleted"
+    );
+    owner.release().await.expect("the owner can release");
+    assert_eq!(idem.store().get(&key("p-11")).await.expect("get"), None);
+}
+
+pub async fn concurrent_claims_have_one_winner<S: IdempotencyStore + Clone>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    let request = Arc::new(
+        idem.request(key("p-12"), &payment("p-12", 100))
+            .expect("request"),
+    );
+    let barrier = Arc::new(tokio::sync::Barrier::new(20));
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (idem, request, barrier) =
+                (idem.clone(), Arc::clone(&request), Arc::clone(&barrier));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                idem.claim::<String>(&request).await
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut in_progress = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(Claim::Acquired(guard)) => winners.push(guard),
+            Ok(Claim::Replay { .. }) => panic!("nothing completed yet"),
+            Err(e) if e.is_in_progress() => in_progress += 1,
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    assert_eq!((winners.len(), in_progress), (1, 19), "exactly one winner");
+    // The stored record is the winner's: only the winner can complete it.
+    winners
+        .pop()
+        .expect("one")
+        .complete(&"ch_1")
+        .await
+        .expect("the winner completes");
+    let record = idem
+        .store()
+        .get(&key("p-12"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(record.status, Status::Completed);
+}
+
+pub async fn oversized_result_is_kept_as_a_digest<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock)
+        .max_result_bytes(100)
+        .build()
+        .expect("config");
+    let big = "x".repeat(1_000);
+    let first = idem
+        .run(key("p-13"), &payment("p-13", 1), || async {
+            Ok::<_, String>(big.clone())
+        })
+        .await
+        .expect("first");
+    assert_eq!(
+        first,
+        Outcome::Executed(big.clone()),
+        "this call still gets its value"
+    );
+    let record = idem
+        .store()
+        .get(&key("p-13"))
+        .await
+        .expect("get")
+        .expect("record");
+    let json = serde_json::to_string(&big).expect("json");
+    let Some(StoredResult::Omitted { digest, size }) = record.result else {
+        panic!("digest only: {:?}", record.result)
+    };
+    assert_eq!(size, json.len() as u64);
+    assert_eq!(digest.len(), 64);
+
+    let effects = AtomicU32::new(0);
+    let replay = idem
+        .run(key("p-13"), &payment("p-13", 1), || async {
+            effects.fetch_add(1, Ordering::SeqCst);
+            Ok::<String, String>(String::new())
+        })
+        .await
+        .expect("replay");
+    assert_eq!(
+        replay,
+        Outcome::Replayed {
+            result: Replayed::Omitted { digest, size },
+            source: ReplaySource::Store
+        }
+    );
+    assert_eq!(effects.load(Ordering::SeqCst), 0);
+}
+
+pub async fn cache_answers_completed_duplicates_without_requests<S: IdempotencyStore>(
+    fx: Fixture<S>,
+) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let cache = CacheConfig {
+        max_entries: 100,
+        ttl: Duration::from_secs(60),
+    };
+    let idem = builder(fx.store, &clock)
+        .cache(cache)
+        .build()
+        .expect("config");
+    let effects = AtomicU32::new(0);
+    charge(&idem, "p-14", 100, &effects).await.expect("first");
+    fx.requests.sent();
+
+    let hit = charge(&idem, "p-14", 100, &effects)
+        .await
+        .expect("cache hit");
+    assert_eq!(
+        hit,
+        Outcome::Replayed {
+            result: Replayed::Value("ch_1".to_owned()),
+            source: ReplaySource::Cache
+        }
+    );
+    fx.requests.assert_sent(&[], "a cache hit");
+
+    let err = idempotency_error(charge(&idem, "p-14", 5, &effects).await);
+    assert!(
+        err.is_payload_mismatch(),
+        "the cache checks the fingerprint: {err}"
+    );
+    fx.requests
+        .assert_sent(&[], "a mismatch answered from cache");
+
+    clock.advance(Duration::from_secs(61));
+    let from_store = charge(&idem, "p-14", 100, &effects)
+        .await
+        .expect("store replay");
+    assert_eq!(
+        from_store,
+        Outcome::Replayed {
+            result: Replayed::Value("ch_1".to_owned()),
+            source: ReplaySource::Store
+        },
+        "the cache window passed"
+    );
+    fx.requests
+        .assert_sent(&["PutItem"], "after the cache window");
+    assert_eq!(effects.load(Ordering::SeqCst), 1);
+
+    // In-progress keys are never cached: a held key is asked of the store every time.
+    let request = idem
+        .request(key("p-15"), &payment("p-15", 1))
+        .expect("request");
+    let Ok(Claim::Acquired(_held)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    fx.requests.sent();
+    for _ in 0..2 {
+        assert!(idempotency_error(charge(&idem, "p-15", 1, &effects).await).is_in_progress());
+        fx.requests
+            .assert_sent(&["PutItem"], "an in-progress key, never from cache");
+    }
+}
+
+pub async fn extend_moves_the_lease<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock)
+        .default_lease(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    let request = idem
+        .request(key("p-16"), &payment("p-16", 1))
+        .expect("request");
+    let Ok(Claim::Acquired(guard)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    clock.advance(Duration::from_secs(4));
+    guard.extend(Duration::from_secs(10)).await.expect("extend");
+    let record = idem
+        .store()
+        .get(&key("p-16"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(record.lease_expires_at, Some(T0_MS + 14_000));
+    clock.advance(Duration::from_secs(5)); // past the first lease, inside the extended one
+    let effects = AtomicU32::new(0);
+    assert!(idempotency_error(charge(&idem, "p-16", 1, &effects).await).is_in_progress());
+}

@@ -1,0 +1,220 @@
+//! The idempotency state machine against DynamoDB's real API (moto server, started by `make test`).
+
+mod common;
+
+use common::scenarios::{self, Fixture, Requests};
+use common::{RequestCounter, create_table, dynamodb_client, table_name};
+use sqsafe_idempotency::DynamoDbStore;
+
+async fn fixture() -> Fixture<DynamoDbStore> {
+    let requests = RequestCounter::default();
+    let client = dynamodb_client(&requests).await;
+    let table = table_name("idem");
+    create_table(&client, &table, "pk", None).await;
+    let store = DynamoDbStore::builder(client, table)
+        .build()
+        .expect("store");
+    requests.take();
+    Fixture {
+        store,
+        requests: Requests(Some(requests)),
+    }
+}
+
+macro_rules! on_dynamodb {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            scenarios::$name(fixture().await).await;
+        }
+    )*};
+}
+
+on_dynamodb!(
+    fresh_key_runs_once_then_replays,
+    live_in_progress_is_refused_as_transient,
+    stale_in_progress_is_taken_over,
+    lease_follows_the_deadline_but_never_below_the_minimum,
+    expired_completed_record_runs_again,
+    mismatch_is_refused_without_effect,
+    failed_effect_releases_the_key,
+    panicking_effect_releases_the_key,
+    fencing_stops_a_late_complete_and_extend,
+    fencing_stops_a_late_release,
+    concurrent_claims_have_one_winner,
+    oversized_result_is_kept_as_a_digest,
+    cache_answers_completed_duplicates_without_requests,
+    extend_moves_the_lease,
+);
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use common::scenarios::{key, payment};
+use common::{T0_MS, builder};
+use sqsafe_idempotency::{AttributeNames, ErrorClass, ManualClock, Outcome, RunError};
+
+#[tokio::test]
+async fn a_missing_table_is_a_typed_transient_store_error() {
+    let requests = RequestCounter::default();
+    let client = dynamodb_client(&requests).await;
+    let store = DynamoDbStore::builder(client, "no-such-table")
+        .build()
+        .expect("store");
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(store, &clock).build().expect("config");
+    let effects = AtomicU32::new(0);
+    let result = idem
+        .run(key("p-1"), &payment("p-1", 1), || async {
+            effects.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(())
+        })
+        .await;
+    let Err(RunError::Idempotency(err)) = result else {
+        panic!("expected a store error, got {result:?}")
+    };
+    assert!(err.is_store(), "{err}");
+    assert_eq!(err.class(), ErrorClass::Transient);
+    assert!(err.to_string().contains("claim"), "{err}");
+    let source = std::error::Error::source(&err).expect("the SDK error is the source");
+    assert!(
+        format!("{source:?}").contains("ResourceNotFoundException"),
+        "{source:?}"
+    );
+    assert_eq!(
+        effects.load(Ordering::SeqCst),
+        0,
+        "no effect without a claim"
+    );
+}
+
+#[tokio::test]
+async fn records_are_stored_with_ttl_friendly_types_and_operator_attributes() {
+    let fx = fixture().await;
+    let client_requests = fx.requests.0.clone().expect("counter");
+    let table = fx.store.table().to_owned();
+    let raw_client = dynamodb_client(&client_requests).await;
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    let request = idem
+        .request(key("p-1"), &payment("p-1", 1))
+        .expect("request")
+        .correlation_id("c-9")
+        .attempt(3);
+    idem.execute(&request, || async { Ok::<_, String>(7) })
+        .await
+        .expect("run");
+
+    let item = raw_client
+        .get_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S(key("p-1").to_string()))
+        .send()
+        .await
+        .expect("get")
+        .item
+        .expect("item");
+    let n = |name: &str| item.get(name).and_then(|v| v.as_n().ok()).cloned();
+    let s = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+    assert_eq!(
+        n("expiration"),
+        Some((T0_MS / 1000 + 30 * 86_400).to_string()),
+        "TTL attribute is a Number of seconds"
+    );
+    assert_eq!(s("status").as_deref(), Some("COMPLETED"));
+    assert_eq!(s("result").as_deref(), Some("7"));
+    assert_eq!(
+        s("fingerprint").as_deref(),
+        Some(request.fingerprint().as_str())
+    );
+    assert_eq!(s("consumer").as_deref(), Some("charge-payment"));
+    assert_eq!(n("consumer_version").as_deref(), Some("1"));
+    assert_eq!(n("attempt").as_deref(), Some("3"));
+    assert_eq!(n("created_at"), Some(T0_MS.to_string()));
+    assert_eq!(s("correlation_id").as_deref(), Some("c-9"));
+    assert!(
+        !item.contains_key("lease_expires_at"),
+        "completion removes the lease"
+    );
+}
+
+#[tokio::test]
+async fn single_table_mode_with_a_sort_key_and_custom_names() {
+    let requests = RequestCounter::default();
+    let client = dynamodb_client(&requests).await;
+    let table = table_name("single");
+    create_table(&client, &table, "PK", Some("SK")).await;
+    let names = AttributeNames {
+        partition_key: "PK".into(),
+        status: "Status".into(),
+        ..AttributeNames::default()
+    };
+    let store = DynamoDbStore::builder(client.clone(), &table)
+        .attribute_names(names)
+        .sort_key("SK", "IDEMPOTENCY")
+        .build()
+        .expect("store");
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(store, &clock).build().expect("config");
+    let effects = AtomicU32::new(0);
+    let body = payment("p-1", 1);
+    let run = || {
+        idem.run(key("p-1"), &body, || async {
+            Ok::<_, String>(effects.fetch_add(1, Ordering::SeqCst) + 1)
+        })
+    };
+    assert_eq!(run().await.expect("first"), Outcome::Executed(1));
+    assert!(!run().await.expect("replay").is_executed());
+    assert_eq!(effects.load(Ordering::SeqCst), 1);
+
+    let item = client
+        .get_item()
+        .table_name(&table)
+        .key("PK", AttributeValue::S(key("p-1").to_string()))
+        .key("SK", AttributeValue::S("IDEMPOTENCY".into()))
+        .send()
+        .await
+        .expect("get")
+        .item
+        .expect("the record lives under PK + SK");
+    assert_eq!(
+        item.get("Status")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str),
+        Some("COMPLETED")
+    );
+}
+
+#[test]
+fn store_settings_are_validated() {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version_latest()
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    assert!(
+        DynamoDbStore::builder(client.clone(), "t").build().is_err(),
+        "table name too short"
+    );
+    let clash = AttributeNames {
+        token: "status".into(),
+        ..AttributeNames::default()
+    };
+    let err = DynamoDbStore::builder(client.clone(), "table")
+        .attribute_names(clash)
+        .build()
+        .expect_err("clash");
+    assert!(err.to_string().contains("`status` is used twice"), "{err}");
+    assert!(
+        DynamoDbStore::builder(client.clone(), "table")
+            .sort_key("SK", "")
+            .build()
+            .is_err()
+    );
+    assert!(
+        DynamoDbStore::builder(client, "table")
+            .sort_key("pk", "x")
+            .build()
+            .is_err(),
+        "sort key = partition key"
+    );
+}
