@@ -267,35 +267,16 @@ impl<S: IdempotencyStore> Idempotency<S> {
 
     /// Claims the key: one conditional write, no read (or no request at all on a cache hit).
     pub async fn claim<T: DeserializeOwned>(&self, request: &Request) -> Result<Claim<S, T>> {
-        let inner = &self.inner;
-        let now = inner.clock.now();
-        if let Some(cache) = &inner.cache
-            && let Some(hit) = cache.get(&request.key, now)
-        {
-            check_fingerprint(&request.key, &hit.fingerprint, &request.fingerprint)?;
-            let result = decode(&request.key, hit.result.as_ref())?;
+        let now = self.inner.clock.now();
+        if let Some(result) = self.replay_from_cache(request, now)? {
             return Ok(Claim::Replay {
                 result,
                 source: ReplaySource::Cache,
             });
         }
-
-        let token = inner.tokens.token();
-        let record = Record {
-            key: request.key.clone(),
-            status: Status::InProgress,
-            expiration: epoch_secs(now + inner.record_ttl),
-            lease_expires_at: Some(self.lease_until(now, request.deadline)),
-            token: token.clone(),
-            fingerprint: request.fingerprint.clone(),
-            result: None,
-            consumer: inner.consumer.clone(),
-            consumer_version: inner.consumer_version,
-            attempt: request.attempt,
-            created_at: epoch_millis(now),
-            correlation_id: request.correlation_id.clone(),
-        };
-        match inner.store.claim(&record, now).await? {
+        let token = self.inner.tokens.token();
+        let record = self.new_record(request, now, token.clone());
+        match self.inner.store.claim(&record, now).await? {
             ClaimAttempt::Claimed => Ok(Claim::Acquired(Guard {
                 idem: self.clone(),
                 key: request.key.clone(),
@@ -306,8 +287,63 @@ impl<S: IdempotencyStore> Idempotency<S> {
         }
     }
 
+    pub(crate) fn inner(&self) -> &Inner<S> {
+        &self.inner
+    }
+
+    /// A completed key this instance saw recently, with the fingerprint checked.
+    pub(crate) fn replay_from_cache<T: DeserializeOwned>(
+        &self,
+        request: &Request,
+        now: SystemTime,
+    ) -> Result<Option<Replayed<T>>> {
+        let Some(hit) = self
+            .inner
+            .cache
+            .as_ref()
+            .and_then(|c| c.get(&request.key, now))
+        else {
+            return Ok(None);
+        };
+        check_fingerprint(&request.key, &hit.fingerprint, &request.fingerprint)?;
+        decode(&request.key, hit.result.as_ref()).map(Some)
+    }
+
+    /// The `IN_PROGRESS` record a claim writes.
+    pub(crate) fn new_record(&self, request: &Request, now: SystemTime, token: String) -> Record {
+        let inner = &self.inner;
+        Record {
+            key: request.key.clone(),
+            status: Status::InProgress,
+            expiration: epoch_secs(now + inner.record_ttl),
+            lease_expires_at: Some(self.lease_until(now, request.deadline)),
+            token,
+            fingerprint: request.fingerprint.clone(),
+            result: None,
+            consumer: inner.consumer.clone(),
+            consumer_version: inner.consumer_version,
+            attempt: request.attempt,
+            created_at: epoch_millis(now),
+            correlation_id: request.correlation_id.clone(),
+        }
+    }
+
+    /// Remembers a completed key in the local cache, if there is one.
+    pub(crate) fn remember(
+        &self,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        result: Option<StoredResult>,
+        expiration: u64,
+        now: SystemTime,
+    ) {
+        if let Some(cache) = &self.inner.cache {
+            cache.insert(key, fingerprint, result, expiration, now);
+        }
+    }
+
     /// The claim was refused: say why, from the old record the same write returned.
-    fn refused<T: DeserializeOwned>(
+    pub(crate) fn refused<T: DeserializeOwned>(
         &self,
         request: &Request,
         existing: Record,
@@ -318,15 +354,13 @@ impl<S: IdempotencyStore> Idempotency<S> {
         match existing.status {
             Status::Completed if !existing.is_expired(now) => {
                 let result = decode(key, existing.result.as_ref())?;
-                if let Some(cache) = &self.inner.cache {
-                    cache.insert(
-                        key,
-                        &existing.fingerprint,
-                        existing.result,
-                        existing.expiration,
-                        now,
-                    );
-                }
+                self.remember(
+                    key,
+                    &existing.fingerprint,
+                    existing.result,
+                    existing.expiration,
+                    now,
+                );
                 Ok(Claim::Replay {
                     result,
                     source: ReplaySource::Store,
@@ -354,7 +388,11 @@ impl<S: IdempotencyStore> Idempotency<S> {
         epoch_millis(until)
     }
 
-    fn encode_result<T: Serialize>(&self, key: &IdempotencyKey, value: &T) -> Option<StoredResult> {
+    pub(crate) fn encode_result<T: Serialize>(
+        &self,
+        key: &IdempotencyKey,
+        value: &T,
+    ) -> Option<StoredResult> {
         let json = match serde_json::to_string(value) {
             Ok(json) => json,
             Err(e) => {
@@ -398,15 +436,13 @@ impl<S: IdempotencyStore> Guard<S> {
             .store
             .complete(&self.key, &self.token, &completion)
             .await?;
-        if let Some(cache) = &inner.cache {
-            cache.insert(
-                &self.key,
-                &self.fingerprint,
-                result,
-                completion.expiration,
-                now,
-            );
-        }
+        self.idem.remember(
+            &self.key,
+            &self.fingerprint,
+            result,
+            completion.expiration,
+            now,
+        );
         Ok(())
     }
 

@@ -22,6 +22,8 @@ pub use record::{Completion, Record, Status, StoredResult};
 #[cfg(feature = "dynamodb")]
 pub use store::dynamodb::{AttributeNames, DynamoDbStore, DynamoDbStoreBuilder};
 pub use store::memory::InMemoryStore;
+#[cfg(feature = "dynamodb")]
+pub use store::transact::{MAX_EFFECT_ITEMS, TransactOutcome};
 pub use store::{ClaimAttempt, IdempotencyStore};
 
 /// The workspace README's examples, compiled as doctests so they stay true.

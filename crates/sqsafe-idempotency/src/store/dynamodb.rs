@@ -15,7 +15,7 @@ use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
 use crate::record::{Completion, Record, Status, StoredResult};
 
-type Item = HashMap<String, AttributeValue>;
+pub(crate) type Item = HashMap<String, AttributeValue>;
 
 /// Attribute names of the idempotency record.
 ///
@@ -127,6 +127,10 @@ impl DynamoDbStore {
         &self.table
     }
 
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The attribute names in use.
     pub fn attribute_names(&self) -> &AttributeNames {
         &self.names
@@ -187,19 +191,23 @@ impl DynamoDbStoreBuilder {
     }
 }
 
-fn s(v: impl Into<String>) -> AttributeValue {
+pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
-fn n(v: impl ToString) -> AttributeValue {
+pub(crate) fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
+
+/// Claimable: no record; or expired (TTL deletion lags up to ~48 h, so the condition checks it); or an IN_PROGRESS
+/// claim whose lease has passed (its owner crashed or timed out). Same rule as `Record::is_claimable`.
+pub(crate) const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND #lease < :now_ms)";
 
 // Placeholders are fixed; attribute names are bound to them, so configured names need no escaping.
 const OWNED_BY_TOKEN: &str = "#token = :token AND #status = :in_progress";
 
 impl DynamoDbStore {
-    fn key_item(&self, key: &IdempotencyKey) -> Item {
+    pub(crate) fn key_item(&self, key: &IdempotencyKey) -> Item {
         let mut item = Item::with_capacity(2);
         item.insert(self.names.partition_key.clone(), s(key.as_str()));
         if let Some((sk, value)) = &self.sort_key {
@@ -208,7 +216,17 @@ impl DynamoDbStore {
         item
     }
 
-    fn record_item(&self, r: &Record) -> Item {
+    pub(crate) fn claim_names(&self) -> HashMap<String, String> {
+        let names = &self.names;
+        HashMap::from([
+            ("#pk".to_owned(), names.partition_key.clone()),
+            ("#expiration".to_owned(), names.expiration.clone()),
+            ("#status".to_owned(), names.status.clone()),
+            ("#lease".to_owned(), names.lease_expires_at.clone()),
+        ])
+    }
+
+    pub(crate) fn record_item(&self, r: &Record) -> Item {
         let names = &self.names;
         let mut item = self.key_item(&r.key);
         item.insert(names.status.clone(), s(r.status.as_str()));
@@ -218,6 +236,16 @@ impl DynamoDbStore {
         }
         item.insert(names.token.clone(), s(&r.token));
         item.insert(names.fingerprint.clone(), s(r.fingerprint.as_str()));
+        match &r.result {
+            None => {}
+            Some(StoredResult::Json(json)) => {
+                item.insert(names.result.clone(), s(json));
+            }
+            Some(StoredResult::Omitted { digest, size }) => {
+                item.insert(names.result_digest.clone(), s(digest));
+                item.insert(names.result_size.clone(), n(size));
+            }
+        }
         item.insert(names.consumer.clone(), s(&r.consumer));
         item.insert(names.consumer_version.clone(), n(r.consumer_version));
         item.insert(names.attempt.clone(), n(r.attempt));
@@ -228,7 +256,7 @@ impl DynamoDbStore {
         item
     }
 
-    fn parse_item(&self, key: &IdempotencyKey, item: &Item) -> Result<Record> {
+    pub(crate) fn parse_item(&self, key: &IdempotencyKey, item: &Item) -> Result<Record> {
         let names = &self.names;
         let bad = |detail: String| Error::Inconsistent {
             key: key.to_string(),
@@ -286,6 +314,14 @@ impl DynamoDbStore {
     }
 }
 
+pub(crate) fn claim_values(now: SystemTime) -> Item {
+    HashMap::from([
+        (":now_s".to_owned(), n(epoch_secs(now))),
+        (":now_ms".to_owned(), n(epoch_millis(now))),
+        (":in_progress".to_owned(), s(Status::InProgress.as_str())),
+    ])
+}
+
 /// `true` when a conditional write's condition failed; any other failure is a store error.
 trait ConditionFailed {
     fn condition_failed(&self) -> bool;
@@ -328,24 +364,14 @@ where
 
 impl IdempotencyStore for DynamoDbStore {
     async fn claim(&self, record: &Record, now: SystemTime) -> Result<ClaimAttempt> {
-        // Claimable: no record; or expired (TTL deletion lags up to ~48 h, so the condition checks it); or an
-        // IN_PROGRESS claim whose lease has passed (its owner crashed or timed out). Same rule as Record::is_claimable.
-        let names = &self.names;
         let outcome = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(self.record_item(record)))
-            .condition_expression(
-                "attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND #lease < :now_ms)",
-            )
-            .expression_attribute_names("#pk", &names.partition_key)
-            .expression_attribute_names("#expiration", &names.expiration)
-            .expression_attribute_names("#status", &names.status)
-            .expression_attribute_names("#lease", &names.lease_expires_at)
-            .expression_attribute_values(":now_s", n(epoch_secs(now)))
-            .expression_attribute_values(":now_ms", n(epoch_millis(now)))
-            .expression_attribute_values(":in_progress", s(Status::InProgress.as_str()))
+            .condition_expression(CLAIM_CONDITION)
+            .set_expression_attribute_names(Some(self.claim_names()))
+            .set_expression_attribute_values(Some(claim_values(now)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;

@@ -4,6 +4,8 @@
 #[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb;
 pub(crate) mod memory;
+#[cfg(feature = "dynamodb")]
+pub(crate) mod transact;
 
 use std::future::Future;
 use std::time::SystemTime;
