@@ -44,7 +44,10 @@ pub enum Error {
         actual: String,
     },
     /// Another attempt holds a live lease on the key.
-    #[error("idempotency key `{key}` is in progress elsewhere (lease until {lease_expires_at:?})")]
+    #[error(
+        "idempotency key `{key}` is in progress elsewhere (lease until {} ms after the epoch)",
+        crate::clock::epoch_millis(*.lease_expires_at)
+    )]
     InProgress {
         /// The key.
         key: String,

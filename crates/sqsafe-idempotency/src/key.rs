@@ -32,6 +32,12 @@ impl IdempotencyKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The value to send downstream as an `Idempotency-Key` header: SHA-256 (hex) of the key, so it names the
+    /// intent (never the attempt), is the same on every redelivery, and is safe in any header whatever the key holds.
+    pub fn downstream_key(&self) -> String {
+        sha256_hex(self.0.as_bytes())
+    }
 }
 
 impl fmt::Display for IdempotencyKey {
@@ -294,6 +300,29 @@ mod tests {
             key(KeyBuilder::new("c", 1).event_id("\u{e9}")),
             key(KeyBuilder::new("c", 1).event_id("e\u{301}"))
         );
+    }
+
+    #[test]
+    fn the_downstream_key_is_stable_opaque_and_header_safe() {
+        let a = KeyBuilder::new("c", 1)
+            .tenant("zürich")
+            .event_id("注文-1")
+            .build()
+            .expect("key");
+        let b = KeyBuilder::new("c", 1)
+            .tenant("zürich")
+            .event_id("注文-1")
+            .build()
+            .expect("key");
+        assert_eq!(a.downstream_key(), b.downstream_key());
+        assert_eq!(a.downstream_key().len(), 64);
+        assert!(a.downstream_key().bytes().all(|c| c.is_ascii_hexdigit()));
+        let other = KeyBuilder::new("c", 2)
+            .tenant("zürich")
+            .event_id("注文-1")
+            .build()
+            .expect("key");
+        assert_ne!(a.downstream_key(), other.downstream_key());
     }
 
     #[test]

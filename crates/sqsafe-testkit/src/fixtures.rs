@@ -1,0 +1,135 @@
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    TimeToLiveSpecification,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+
+use crate::RequestCounter;
+
+/// The local AWS endpoint: `SQSAFE_TEST_ENDPOINT`, else `AWS_ENDPOINT_URL`.
+///
+/// # Panics
+/// When neither is set, with a message that says how to start the server (`make test`, or `make moto`).
+pub fn endpoint() -> String {
+    std::env::var("SQSAFE_TEST_ENDPOINT").or_else(|_| std::env::var("AWS_ENDPOINT_URL")).unwrap_or_else(|_| {
+        panic!(
+            "SQSAFE_TEST_ENDPOINT (or AWS_ENDPOINT_URL) must point at a running moto server: run `make test`, \
+             or `make moto` and export what it prints"
+        )
+    })
+}
+
+/// SDK configuration for the local AWS: its endpoint, test credentials, `us-east-1`, 10 s per attempt.
+pub async fn sdk_config() -> SdkConfig {
+    sqsafe_aws::config_loader()
+        .endpoint_url(endpoint())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::for_tests())
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .operation_attempt_timeout(Duration::from_secs(10))
+                .build(),
+        )
+        .load()
+        .await
+}
+
+/// A DynamoDB client for the local AWS whose requests `counter` counts.
+pub async fn dynamodb(counter: &RequestCounter) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config().await)
+        .interceptor(counter.clone())
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// An SQS client for the local AWS.
+pub async fn sqs() -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::new(&sdk_config().await)
+}
+
+static NAMES: AtomicU64 = AtomicU64::new(0);
+
+/// `prefix-<pid>-<n>`: unique per process and call, so tests share one server without stepping on each other.
+pub fn unique_name(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NAMES.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// Creates an on-demand table with a String partition key (and optional String sort key), TTL on `expiration`.
+///
+/// # Panics
+/// When the server refuses (a test fixture: failing loudly is the point).
+pub async fn create_table(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    partition_key: &str,
+    sort_key: Option<&str>,
+) {
+    let attribute = |name: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .expect("attribute definition")
+    };
+    let key = |name: &str, kind: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .expect("key schema")
+    };
+    let mut create = client
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attribute(partition_key))
+        .key_schema(key(partition_key, KeyType::Hash));
+    if let Some(sk) = sort_key {
+        create = create
+            .attribute_definitions(attribute(sk))
+            .key_schema(key(sk, KeyType::Range));
+    }
+    create.send().await.expect("create table in moto");
+    client
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .attribute_name("expiration")
+                .enabled(true)
+                .build()
+                .expect("ttl"),
+        )
+        .send()
+        .await
+        .expect("enable TTL in moto");
+}
+
+/// Creates a queue named `unique_name(prefix)` (FIFO: with the `.fifo` suffix) and returns its URL.
+///
+/// # Panics
+/// When the server refuses.
+pub async fn create_queue(client: &aws_sdk_sqs::Client, prefix: &str, fifo: bool) -> String {
+    let name = unique_name(prefix);
+    let mut create =
+        client
+            .create_queue()
+            .queue_name(if fifo { format!("{name}.fifo") } else { name });
+    if fifo {
+        create = create.attributes(QueueAttributeName::FifoQueue, "true");
+    }
+    create
+        .send()
+        .await
+        .expect("create queue in moto")
+        .queue_url
+        .expect("queue url")
+}

@@ -1,0 +1,34 @@
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_lambda_events::sqs::SqsEvent;
+use lambda_runtime::{Context, LambdaEvent};
+
+/// The workspace's `events/` folder.
+pub fn events_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../events")
+}
+
+/// Reads `events/<name>` as an SQS event.
+///
+/// # Panics
+/// When the file is missing or is not an SQS event (a broken fixture must fail the test).
+pub fn event_file(name: &str) -> SqsEvent {
+    let path = events_dir().join(name);
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not an SQS event: {e}", path.display()))
+}
+
+/// An invocation of `event` with a request id and a deadline 30 s from now, as the Lambda runtime would pass it.
+pub fn invocation(event: SqsEvent, request_id: &str) -> LambdaEvent<SqsEvent> {
+    let mut context = Context::default();
+    context.request_id = request_id.to_owned();
+    let deadline = SystemTime::now() + Duration::from_secs(30);
+    context.deadline = deadline
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    LambdaEvent::new(event, context)
+}

@@ -1,0 +1,14 @@
+//! Test support for sqsafe's crates and functions: SDK clients pointed at the local AWS (moto server, started by
+//! `make test`), unique table and queue names so tests run in parallel against one server, and a request counter
+//! that asserts request budgets.
+//!
+//! A test that needs the server fails loudly when it is not there; it never skips.
+#![forbid(unsafe_code)]
+
+mod counter;
+mod fixtures;
+mod lambda;
+
+pub use counter::RequestCounter;
+pub use fixtures::{create_queue, create_table, dynamodb, endpoint, sdk_config, sqs, unique_name};
+pub use lambda::{event_file, events_dir, invocation};
