@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+mod config;
+pub mod correlation;
+mod error;
+mod logging;
+pub mod metrics;
+mod spans;
+mod timestamp;
+
+pub use config::{LogConfig, LogFormat};
+pub use correlation::{CorrelationId, CorrelationOrigin, CorrelationSource};
+pub use error::{Error, Result};
+pub use logging::{init, init_with, layer, layer_with_writer};
+pub use metrics::{BatchMetrics, Metric};
+pub use spans::{RecordFields, invocation_span, queue_name, record_span};

@@ -1,0 +1,126 @@
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+use tracing::Subscriber;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{EnvFilter, ParseError};
+use tracing_subscriber::fmt::{self, MakeWriter};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::config::{DEFAULT_LEVEL, LogConfig, LogFormat};
+use crate::error::{Error, Result};
+use crate::spans::SPAN_TARGET;
+use crate::timestamp::Rfc3339Millis;
+
+/// The function name given to [`init_with`], for [`invocation_span`](crate::invocation_span).
+static FUNCTION_NAME: OnceLock<String> = OnceLock::new();
+
+/// Installs the global subscriber configured from the environment: `init_with(LogConfig::from_env())`.
+///
+/// Call it once, first thing in `main`.
+///
+/// # Errors
+///
+/// As [`init_with`].
+pub fn init() -> Result<()> {
+    init_with(LogConfig::from_env())
+}
+
+/// Installs a global subscriber that writes [`layer`]'s lines to stdout, where Lambda sends them to CloudWatch Logs.
+///
+/// Also remembers `config.function_name`, which every later [`invocation_span`](crate::invocation_span) carries.
+///
+/// # Errors
+///
+/// - [`Error::InvalidLevel`] when `config.level` is not a valid filter directive; nothing is installed.
+/// - [`Error::AlreadyInitialised`] when a global subscriber is already installed (by an earlier call or by
+///   another library); the existing one stays.
+pub fn init_with(config: LogConfig) -> Result<()> {
+    filter(&config.level).map_err(|source| Error::InvalidLevel {
+        directive: config.level.clone(),
+        source,
+    })?;
+    let subscriber = tracing_subscriber::registry().with(layer(&config));
+    tracing::subscriber::set_global_default(subscriber).map_err(|_| Error::AlreadyInitialised)?;
+    if let Some(name) = config.function_name {
+        // Only the call that installed the subscriber gets here, so the cell is still empty.
+        let _ = FUNCTION_NAME.set(name);
+    }
+    Ok(())
+}
+
+/// The formatting layer alone, filtered by `config.level` and writing to stdout, for composing a subscriber with
+/// other layers (OpenTelemetry, a test capture).
+///
+/// The filter is attached to this layer only, so other layers keep their own. It always lets this crate's
+/// [`invocation_span`](crate::invocation_span) and [`record_span`](crate::record_span) through: a `WARN` line inside
+/// a record still carries `message_id` and `correlation_id` when the level is `warn`. An invalid `config.level`
+/// falls back to `info` here; [`init_with`] refuses it instead.
+pub fn layer<S>(config: &LogConfig) -> impl Layer<S> + Send + Sync
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + 'static,
+{
+    layer_with_writer(config, std::io::stdout)
+}
+
+/// [`layer`] writing to `writer` instead of stdout (tests capture lines this way).
+pub fn layer_with_writer<S, W>(config: &LogConfig, writer: W) -> impl Layer<S> + Send + Sync
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + 'static,
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    layer_with_clock(config, writer, SystemTime::now)
+}
+
+/// [`layer_with_writer`] with the clock that stamps each line.
+pub(crate) fn layer_with_clock<S, W, C>(
+    config: &LogConfig,
+    writer: W,
+    clock: C,
+) -> impl Layer<S> + Send + Sync
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + 'static,
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+    C: Fn() -> SystemTime + Send + Sync + 'static,
+{
+    let base = fmt::layer()
+        .with_writer(writer)
+        .with_ansi(false)
+        .with_timer(Rfc3339Millis::new(clock));
+    let formatted: Box<dyn Layer<S> + Send + Sync> = match config.format {
+        LogFormat::Json => base
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .boxed(),
+        LogFormat::Text => base.compact().boxed(),
+    };
+    let filter = filter(&config.level)
+        .unwrap_or_else(|_| EnvFilter::builder().parse_lossy(directives(DEFAULT_LEVEL)));
+    formatted.with_filter(filter)
+}
+
+/// The function name given to [`init_with`], if any.
+pub(crate) fn configured_function_name() -> Option<&'static str> {
+    FUNCTION_NAME.get().map(String::as_str)
+}
+
+fn filter(level: &str) -> std::result::Result<EnvFilter, ParseError> {
+    EnvFilter::builder().parse(directives(level))
+}
+
+/// The user's directives plus one that keeps this crate's spans, whose fields are the point of the log lines.
+fn directives(level: &str) -> String {
+    let level = level.trim();
+    let level = if level.is_empty() {
+        DEFAULT_LEVEL
+    } else {
+        level
+    };
+    format!("{level},{SPAN_TARGET}=trace")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,299 @@
+use std::io;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+
+use super::*;
+use crate::spans::invocation_span_with;
+use crate::{RecordFields, record_span};
+
+/// Lines written by the layer under test.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Capture {
+    fn text(&self) -> String {
+        let bytes = self.0.lock().expect("capture lock").clone();
+        String::from_utf8(bytes).expect("log lines are UTF-8")
+    }
+
+    fn json_lines(&self) -> Vec<Value> {
+        self.text()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("each line is one JSON object"))
+            .collect()
+    }
+}
+
+impl io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().expect("capture lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Capture {
+    type Writer = Capture;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// 2024-05-01T12:00:00.250Z
+fn fixed_clock() -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(1_714_564_800_250)
+}
+
+fn config(level: &str, format: LogFormat) -> LogConfig {
+    LogConfig {
+        level: level.to_owned(),
+        format,
+        function_name: None,
+    }
+}
+
+/// Runs `f` under a local subscriber made of the layer alone, and returns what it wrote.
+fn capture(config: &LogConfig, f: impl FnOnce()) -> Capture {
+    let out = Capture::default();
+    let subscriber =
+        tracing_subscriber::registry().with(layer_with_clock(config, out.clone(), fixed_clock));
+    tracing::subscriber::with_default(subscriber, f);
+    out
+}
+
+fn context() -> lambda_runtime::Context {
+    let mut ctx = lambda_runtime::Context::default();
+    ctx.request_id = "c6af9ac6-7b61-11e6-9a41-93e812345678".to_owned();
+    ctx
+}
+
+const RECORD: RecordFields<'static> = RecordFields {
+    message_id: "059f36b4-87a3-44ab-83d2-661975830a7d",
+    correlation_id: "checkout-7",
+    receive_count: 2,
+    queue: "payments",
+    group_id: None,
+};
+
+/// The scenario of the example line in the README.
+fn readme_scenario() {
+    let _invocation =
+        invocation_span_with(&context(), &AtomicBool::new(true), Some("charge-payment")).entered();
+    let record = record_span(&RECORD);
+    let _record = record.enter();
+    record.record("idempotency_key", "charge-payment#v1#acme#payment:p-42");
+    let body = r#"{"payment_id":"p-42","card":"4242 4242 4242 4242"}"#;
+    let _ = body; // handled, never passed to a log macro
+    tracing::info!(target: "charge_payment", payment_id = "p-42", "charged");
+}
+
+#[test]
+fn json_line_has_timestamp_level_message_and_span_fields() {
+    let out = capture(&LogConfig::default(), readme_scenario);
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 1, "{}", out.text());
+    let line = &lines[0];
+
+    assert_eq!(line["timestamp"], "2024-05-01T12:00:00.250Z");
+    assert_eq!(line["level"], "INFO");
+    assert_eq!(line["message"], "charged");
+    assert_eq!(line["payment_id"], "p-42");
+    assert_eq!(line["target"], "charge_payment");
+
+    let invocation = &line["spans"][0];
+    assert_eq!(invocation["name"], "invocation");
+    assert_eq!(
+        invocation["request_id"],
+        "c6af9ac6-7b61-11e6-9a41-93e812345678"
+    );
+    assert_eq!(invocation["cold_start"], true);
+    assert_eq!(invocation["function_name"], "charge-payment");
+    assert!(invocation.get("xray_trace_id").is_none());
+
+    let record = &line["spans"][1];
+    assert_eq!(record["name"], "record");
+    assert_eq!(record["message_id"], RECORD.message_id);
+    assert_eq!(record["correlation_id"], "checkout-7");
+    assert_eq!(record["receive_count"], 2);
+    assert_eq!(record["queue"], "payments");
+    assert!(record.get("group_id").is_none());
+    assert_eq!(
+        record["idempotency_key"],
+        "charge-payment#v1#acme#payment:p-42"
+    );
+
+    let text = out.text();
+    assert!(!text.contains("4242"), "the body leaked: {text}");
+}
+
+#[test]
+fn readme_shows_a_real_line() {
+    let out = capture(&LogConfig::default(), readme_scenario);
+    let line = out.text();
+    let line = line.trim_end();
+    assert!(
+        include_str!("../../README.md").contains(line),
+        "README's example line is stale; the scenario now writes:\n{line}"
+    );
+}
+
+#[test]
+fn idempotency_key_appears_once_recorded() {
+    let out = capture(&LogConfig::default(), || {
+        let record = record_span(&RecordFields {
+            group_id: Some("acme"),
+            ..RECORD
+        });
+        let _entered = record.enter();
+        tracing::info!("claiming");
+        record.record("idempotency_key", "k-1");
+        tracing::info!("claimed");
+    });
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0]["spans"][0].get("idempotency_key").is_none());
+    assert_eq!(lines[0]["spans"][0]["group_id"], "acme");
+    assert_eq!(lines[1]["spans"][0]["idempotency_key"], "k-1");
+    assert_eq!(lines[1]["spans"][0]["message_id"], RECORD.message_id);
+}
+
+#[test]
+fn cold_start_is_true_only_for_the_first_invocation() {
+    let cold = AtomicBool::new(true);
+    let out = capture(&LogConfig::default(), || {
+        for _ in 0..3 {
+            let _entered = invocation_span_with(&context(), &cold, None).entered();
+            tracing::info!("handled");
+        }
+    });
+    let cold_starts: Vec<Value> = out
+        .json_lines()
+        .iter()
+        .map(|l| l["spans"][0]["cold_start"].clone())
+        .collect();
+    assert_eq!(cold_starts, [true, false, false]);
+}
+
+#[test]
+fn cold_start_flips_even_without_a_subscriber() {
+    let cold = AtomicBool::new(true);
+    drop(invocation_span_with(&context(), &cold, None));
+    let out = capture(&LogConfig::default(), || {
+        let _entered = invocation_span_with(&context(), &cold, None).entered();
+        tracing::info!("handled");
+    });
+    assert_eq!(out.json_lines()[0]["spans"][0]["cold_start"], false);
+}
+
+#[test]
+fn function_name_falls_back_to_the_context_and_is_absent_without_one() {
+    let mut named = context();
+    named.env_config = Arc::new(lambda_runtime::Config {
+        function_name: "from-context".to_owned(),
+        ..Default::default()
+    });
+    named.xray_trace_id = Some("Root=1-5759e988-bd862e3fe1be46a994272793".to_owned());
+    let out = capture(&LogConfig::default(), || {
+        for ctx in [&named, &context()] {
+            let _entered = invocation_span_with(ctx, &AtomicBool::new(false), None).entered();
+            tracing::info!("handled");
+        }
+    });
+    let lines = out.json_lines();
+    assert_eq!(lines[0]["spans"][0]["function_name"], "from-context");
+    assert_eq!(
+        lines[0]["spans"][0]["xray_trace_id"],
+        "Root=1-5759e988-bd862e3fe1be46a994272793"
+    );
+    assert!(lines[1]["spans"][0].get("function_name").is_none());
+    assert!(lines[1]["spans"][0].get("xray_trace_id").is_none());
+}
+
+#[test]
+fn warn_level_drops_info_but_keeps_span_fields_on_warnings() {
+    let out = capture(&config("warn", LogFormat::Json), || {
+        let _invocation = invocation_span_with(&context(), &AtomicBool::new(true), None).entered();
+        let _record = record_span(&RECORD).entered();
+        tracing::info!("dropped");
+        tracing::warn!("kept");
+    });
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 1, "{}", out.text());
+    assert_eq!(lines[0]["level"], "WARN");
+    assert_eq!(lines[0]["message"], "kept");
+    assert_eq!(lines[0]["spans"][0]["request_id"], context().request_id);
+    assert_eq!(lines[0]["spans"][1]["correlation_id"], "checkout-7");
+}
+
+#[test]
+fn events_outside_spans_have_no_spans_key() {
+    let out = capture(&LogConfig::default(), || tracing::info!("starting"));
+    let line = &out.json_lines()[0];
+    assert_eq!(line["message"], "starting");
+    assert!(line.get("spans").is_none());
+}
+
+#[test]
+fn text_format_is_compact_without_colours() {
+    let out = capture(&config("info", LogFormat::Text), readme_scenario);
+    let text = out.text();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(!text.contains('\u{1b}'), "ANSI escape in {text:?}");
+    assert!(text.starts_with("2024-05-01T12:00:00.250Z"), "{text}");
+    for expected in [
+        "INFO",
+        "charged",
+        "payment_id",
+        "checkout-7",
+        "c6af9ac6-7b61",
+    ] {
+        assert!(text.contains(expected), "{expected} missing from {text}");
+    }
+}
+
+#[test]
+fn invalid_level_is_refused_by_init_and_falls_back_to_info_in_the_layer() {
+    let bad = config("info,=[", LogFormat::Json);
+    let err = init_with(bad.clone()).expect_err("an invalid directive is refused");
+    assert!(
+        matches!(&err, Error::InvalidLevel { directive, .. } if directive == "info,=["),
+        "{err:?}"
+    );
+
+    let out = capture(&bad, || {
+        tracing::debug!("dropped");
+        tracing::info!("kept");
+    });
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["message"], "kept");
+}
+
+#[test]
+fn blank_level_means_info() {
+    let out = capture(&config(" ", LogFormat::Json), || {
+        tracing::debug!("dropped");
+        tracing::info!("kept");
+    });
+    assert_eq!(out.json_lines().len(), 1);
+}
+
+#[test]
+fn target_directives_are_honoured() {
+    let out = capture(&config("warn,chatty=debug", LogFormat::Json), || {
+        tracing::debug!(target: "chatty", "kept");
+        tracing::debug!(target: "quiet", "dropped");
+    });
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["target"], "chatty");
+}

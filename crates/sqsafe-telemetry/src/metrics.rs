@@ -1,0 +1,284 @@
+//! Per-batch counters written as one CloudWatch
+//! [Embedded Metric Format](https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html)
+//! line: CloudWatch Logs turns it into metrics, with no `PutMetricData` call and no extra latency.
+//!
+//! ```
+//! use std::time::Duration;
+//! use sqsafe_telemetry::metrics::{BatchMetrics, Metric};
+//!
+//! let metrics = BatchMetrics::new("sqsafe", "charge-payment");
+//! metrics.incr(Metric::Processed);
+//! metrics.incr(Metric::Replayed);
+//! assert_eq!(metrics.get(Metric::Processed), 1);
+//!
+//! let mut out = Vec::new();
+//! metrics.write_to(&mut out, 1_714_564_800_000, Duration::from_micros(12_500))?;
+//! let doc: serde_json::Value = serde_json::from_slice(&out)?;
+//! assert_eq!(doc["consumer"], "charge-payment");
+//! assert_eq!(doc["RecordsReplayed"], 1);
+//! assert_eq!(doc["RecordsSentToDlq"], 0); // every counter, every batch
+//! assert_eq!(doc["BatchDuration"], 12.5);
+//! // In the handler: metrics.emit(now_ms, started.elapsed());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! One metric directive, dimension set `[["consumer"]]`, counters with unit `Count` and `BatchDuration` in
+//! `Milliseconds`. All six counters are written every time, zeros included, so dashboards and alarms see a
+//! continuous series rather than gaps.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// The dimension that names the consumer.
+const CONSUMER_DIMENSION: &str = "consumer";
+
+/// The metric name of the batch duration.
+const BATCH_DURATION: &str = "BatchDuration";
+
+/// What happened to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// The effect ran and completed: `RecordsProcessed`.
+    Processed,
+    /// A duplicate answered from the idempotency store: `RecordsReplayed`.
+    Replayed,
+    /// A duplicate answered from the local cache, without a store read: `RecordsSkippedByCache`.
+    SkippedByCache,
+    /// Failed and reported for redelivery: `RecordsFailedTransient`.
+    FailedTransient,
+    /// Failed in a way a retry cannot fix: `RecordsFailedPermanent`.
+    FailedPermanent,
+    /// Sent to the dead-letter queue: `RecordsSentToDlq`.
+    SentToDlq,
+}
+
+impl Metric {
+    /// Every metric, in the order they appear in the EMF document.
+    pub const ALL: [Metric; 6] = [
+        Metric::Processed,
+        Metric::Replayed,
+        Metric::SkippedByCache,
+        Metric::FailedTransient,
+        Metric::FailedPermanent,
+        Metric::SentToDlq,
+    ];
+
+    /// The CloudWatch metric name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Metric::Processed => "RecordsProcessed",
+            Metric::Replayed => "RecordsReplayed",
+            Metric::SkippedByCache => "RecordsSkippedByCache",
+            Metric::FailedTransient => "RecordsFailedTransient",
+            Metric::FailedPermanent => "RecordsFailedPermanent",
+            Metric::SentToDlq => "RecordsSentToDlq",
+        }
+    }
+
+    const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The counters of one batch, for one consumer. Create one per batch; records handled concurrently increment it
+/// through `&self`.
+#[derive(Debug)]
+pub struct BatchMetrics {
+    namespace: String,
+    consumer: String,
+    counts: [AtomicU64; 6],
+}
+
+impl BatchMetrics {
+    /// Counters at zero. `namespace` is the CloudWatch namespace (1 to 255 characters, e.g. `sqsafe`); `consumer`
+    /// is the value of the `consumer` dimension (e.g. the function's name).
+    pub fn new(namespace: impl Into<String>, consumer: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            consumer: consumer.into(),
+            counts: Default::default(),
+        }
+    }
+
+    /// Counts one record.
+    pub fn incr(&self, metric: Metric) {
+        self.counts[metric.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The count so far.
+    pub fn get(&self, metric: Metric) -> u64 {
+        self.counts[metric.index()].load(Ordering::Relaxed)
+    }
+
+    /// The EMF document: `timestamp_ms` is milliseconds since the Unix epoch (CloudWatch accepts up to two weeks
+    /// in the past and two hours in the future); `batch_duration` becomes `BatchDuration` in milliseconds.
+    pub fn to_emf(&self, timestamp_ms: u64, batch_duration: Duration) -> Value {
+        let mut definitions: Vec<Value> = Metric::ALL
+            .iter()
+            .map(|m| json!({ "Name": m.name(), "Unit": "Count" }))
+            .collect();
+        definitions.push(json!({ "Name": BATCH_DURATION, "Unit": "Milliseconds" }));
+
+        let mut doc = json!({
+            "_aws": {
+                "Timestamp": timestamp_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": self.namespace,
+                    "Dimensions": [[CONSUMER_DIMENSION]],
+                    "Metrics": definitions,
+                }],
+            },
+            CONSUMER_DIMENSION: self.consumer,
+            BATCH_DURATION: millis(batch_duration),
+        });
+        for metric in Metric::ALL {
+            doc[metric.name()] = self.get(metric).into();
+        }
+        doc
+    }
+
+    /// Prints the EMF document as one line on stdout, beside (not through) the `tracing` logs, where CloudWatch
+    /// Logs picks it up.
+    pub fn emit(&self, timestamp_ms: u64, batch_duration: Duration) {
+        // Metrics must never fail a batch, so a closed stdout loses the line instead of panicking like `println!`.
+        let _ = self.write_to(&mut io::stdout().lock(), timestamp_ms, batch_duration);
+    }
+
+    /// Writes the EMF document as one line to `out`.
+    ///
+    /// # Errors
+    ///
+    /// When writing to `out` fails.
+    pub fn write_to(
+        &self,
+        out: &mut impl io::Write,
+        timestamp_ms: u64,
+        batch_duration: Duration,
+    ) -> io::Result<()> {
+        writeln!(out, "{}", self.to_emf(timestamp_ms, batch_duration))
+    }
+}
+
+/// Milliseconds with the sub-millisecond part kept (12.5 for 12 500 µs).
+fn millis(d: Duration) -> f64 {
+    // Nanoseconds over 1e6 is exact for round durations, unlike `as_secs_f64() * 1e3`.
+    d.as_nanos() as f64 / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_start_at_zero_and_count() {
+        let metrics = BatchMetrics::new("sqsafe", "c");
+        for metric in Metric::ALL {
+            assert_eq!(metrics.get(metric), 0, "{metric:?}");
+        }
+        metrics.incr(Metric::Processed);
+        metrics.incr(Metric::Processed);
+        metrics.incr(Metric::SentToDlq);
+        assert_eq!(metrics.get(Metric::Processed), 2);
+        assert_eq!(metrics.get(Metric::SentToDlq), 1);
+        assert_eq!(metrics.get(Metric::Replayed), 0);
+    }
+
+    #[test]
+    fn emf_document_has_the_exact_shape() {
+        let metrics = BatchMetrics::new("sqsafe", "charge-payment");
+        for _ in 0..3 {
+            metrics.incr(Metric::Processed);
+        }
+        metrics.incr(Metric::Replayed);
+        metrics.incr(Metric::FailedTransient);
+
+        let doc = metrics.to_emf(1_714_564_800_250, Duration::from_micros(12_500));
+
+        assert_eq!(
+            doc,
+            json!({
+                "_aws": {
+                    "Timestamp": 1_714_564_800_250_u64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "sqsafe",
+                        "Dimensions": [["consumer"]],
+                        "Metrics": [
+                            { "Name": "RecordsProcessed", "Unit": "Count" },
+                            { "Name": "RecordsReplayed", "Unit": "Count" },
+                            { "Name": "RecordsSkippedByCache", "Unit": "Count" },
+                            { "Name": "RecordsFailedTransient", "Unit": "Count" },
+                            { "Name": "RecordsFailedPermanent", "Unit": "Count" },
+                            { "Name": "RecordsSentToDlq", "Unit": "Count" },
+                            { "Name": "BatchDuration", "Unit": "Milliseconds" },
+                        ],
+                    }],
+                },
+                "consumer": "charge-payment",
+                "RecordsProcessed": 3,
+                "RecordsReplayed": 1,
+                "RecordsSkippedByCache": 0,
+                "RecordsFailedTransient": 1,
+                "RecordsFailedPermanent": 0,
+                "RecordsSentToDlq": 0,
+                "BatchDuration": 12.5,
+            })
+        );
+    }
+
+    #[test]
+    fn every_declared_metric_has_a_numeric_value_at_the_root() {
+        let doc = BatchMetrics::new("sqsafe", "c").to_emf(0, Duration::ZERO);
+        let declared = doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("Metrics is an array");
+        assert_eq!(declared.len(), 7);
+        for definition in declared {
+            let name = definition["Name"].as_str().expect("Name is a string");
+            assert!(doc[name].is_number(), "{name} has no value");
+        }
+        assert!(doc["consumer"].is_string());
+    }
+
+    #[test]
+    fn write_to_writes_one_line() {
+        let metrics = BatchMetrics::new("sqsafe", "c");
+        metrics.incr(Metric::SkippedByCache);
+        let mut out = Vec::new();
+        metrics
+            .write_to(&mut out, 7, Duration::from_millis(3))
+            .expect("writing to a Vec cannot fail");
+        let text = String::from_utf8(out).expect("EMF is UTF-8");
+        assert!(text.ends_with('\n'));
+        assert_eq!(text.matches('\n').count(), 1);
+        let doc: Value = serde_json::from_str(&text).expect("one JSON document");
+        assert_eq!(doc, metrics.to_emf(7, Duration::from_millis(3)));
+    }
+
+    #[test]
+    fn batch_duration_keeps_sub_milliseconds() {
+        assert_eq!(millis(Duration::from_micros(12_500)), 12.5);
+        assert_eq!(millis(Duration::from_secs(2)), 2000.0);
+        assert_eq!(millis(Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn batch_metrics_are_shared_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<BatchMetrics>();
+
+        let metrics = BatchMetrics::new("sqsafe", "c");
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..100 {
+                        metrics.incr(Metric::Processed);
+                    }
+                });
+            }
+        });
+        assert_eq!(metrics.get(Metric::Processed), 400);
+    }
+}
