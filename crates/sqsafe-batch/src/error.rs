@@ -1,0 +1,160 @@
+use std::borrow::Cow;
+use std::fmt;
+
+pub use sqsafe_idempotency::ErrorClass;
+use sqsafe_idempotency::{BoxError, RunError};
+
+/// Why one record failed, and whether it should come back.
+///
+/// `kind` is a short stable label (`bad_payload`, `payload_mismatch`, `downstream_5xx`, …) for logs, metrics and the
+/// DLQ's `sqsafe.error_kind` attribute; `message` is for people.
+#[derive(Debug)]
+pub struct RecordError {
+    class: ErrorClass,
+    kind: Cow<'static, str>,
+    message: String,
+    source: Option<BoxError>,
+}
+
+impl RecordError {
+    /// A failure that a later delivery can get past (throttling, timeouts, a downstream 5xx, a key in progress).
+    pub fn transient(kind: impl Into<Cow<'static, str>>, message: impl fmt::Display) -> Self {
+        Self {
+            class: ErrorClass::Transient,
+            kind: kind.into(),
+            message: message.to_string(),
+            source: None,
+        }
+    }
+
+    /// A failure that no later delivery can get past (bad schema, unknown version, a failed business precondition).
+    pub fn permanent(kind: impl Into<Cow<'static, str>>, message: impl fmt::Display) -> Self {
+        Self {
+            class: ErrorClass::Permanent,
+            kind: kind.into(),
+            message: message.to_string(),
+            source: None,
+        }
+    }
+
+    /// Attaches the underlying error.
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Transient or permanent.
+    pub fn class(&self) -> ErrorClass {
+        self.class
+    }
+
+    /// `true` when the record should come back.
+    pub fn is_retryable(&self) -> bool {
+        self.class == ErrorClass::Transient
+    }
+
+    /// The short label.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The human-readable message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}): {}",
+            self.kind,
+            class_name(self.class),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+pub(crate) fn class_name(class: ErrorClass) -> &'static str {
+    match class {
+        ErrorClass::Transient => "transient",
+        ErrorClass::Permanent => "permanent",
+    }
+}
+
+impl From<sqsafe_idempotency::Error> for RecordError {
+    fn from(e: sqsafe_idempotency::Error) -> Self {
+        use sqsafe_idempotency::Error as E;
+        let kind = match &e {
+            E::MissingKey { .. } => "missing_key",
+            E::Config(_) => "config",
+            E::PayloadMismatch { .. } => "payload_mismatch",
+            E::InProgress { .. } => "in_progress",
+            E::LeaseLost { .. } => "lease_lost",
+            E::ResultDecode { .. } => "result_decode",
+            E::Inconsistent { .. } => "inconsistent_record",
+            E::Store { .. } => "idempotency_store",
+            _ => "idempotency",
+        };
+        Self {
+            class: e.class(),
+            kind: kind.into(),
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        }
+    }
+}
+
+impl From<RunError<RecordError>> for RecordError {
+    fn from(e: RunError<RecordError>) -> Self {
+        match e {
+            RunError::Idempotency(e) => e.into(),
+            RunError::Effect(e) => e,
+        }
+    }
+}
+
+/// An error for the whole invocation: Lambda retries the whole batch (nothing is acknowledged).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BatchError {
+    /// The event is not a usable SQS batch (no records, or a record without a message id). Reporting such records in
+    /// `batchItemFailures` is impossible (an empty or unknown id fails the whole batch anyway), so the invocation fails.
+    #[error("malformed SQS event: {0}")]
+    MalformedEvent(String),
+    /// Every record failed and the processor is set to fail the invocation in that case.
+    #[error("all {0} records of the batch failed")]
+    AllFailed(usize),
+    /// A builder setting is not acceptable.
+    #[error("invalid batch processor configuration: {0}")]
+    Config(String),
+}
+
+impl BatchError {
+    /// A stable error type for Lambda's error report.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            BatchError::MalformedEvent(_) => "sqsafe.MalformedEvent",
+            BatchError::AllFailed(_) => "sqsafe.AllRecordsFailed",
+            BatchError::Config(_) => "sqsafe.Config",
+        }
+    }
+}
+
+impl From<BatchError> for lambda_runtime::Diagnostic {
+    fn from(e: BatchError) -> Self {
+        lambda_runtime::Diagnostic {
+            error_type: e.error_type().to_owned(),
+            error_message: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,600 @@
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use futures::{FutureExt, StreamExt, stream};
+use lambda_runtime::LambdaEvent;
+use sqsafe_idempotency::{Clock, SystemClock};
+use sqsafe_telemetry::{BatchMetrics, CorrelationSource, Metric, RecordFields};
+use tracing::Instrument;
+
+use crate::dlq::{DeadLetterQueue, FailureContext};
+use crate::error::{BatchError, RecordError, class_name};
+use crate::record::{Processed, Record, group_id, receive_count};
+use crate::visibility::{Backoff, MAX_VISIBILITY, VisibilityControl};
+
+/// Handles one record. Closures `Fn(Record) -> impl Future<Output = Result<Processed, RecordError>>` are handlers.
+pub trait RecordHandler: Send + Sync {
+    /// Processes the record: `Ok` acknowledges it; `Err` reports it (transient) or dead-letters it (permanent).
+    fn handle(&self, record: Record)
+    -> impl Future<Output = Result<Processed, RecordError>> + Send;
+}
+
+impl<F, Fut> RecordHandler for F
+where
+    F: Fn(Record) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<Processed, RecordError>> + Send,
+{
+    fn handle(
+        &self,
+        record: Record,
+    ) -> impl Future<Output = Result<Processed, RecordError>> + Send {
+        self(record)
+    }
+}
+
+/// Whether records run in `MessageGroupId` order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FifoMode {
+    /// FIFO when the event source ARN names a `.fifo` queue. The default.
+    #[default]
+    Auto,
+    /// Always group by `MessageGroupId` (records without one form a group of their own each).
+    Always,
+    /// Never: all records run concurrently.
+    Never,
+}
+
+/// What to do when every record of a batch failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AllFailedPolicy {
+    /// Report every record in `batchItemFailures` (the invocation succeeds). The default: the ESM's retry and the
+    /// redrive policy work per message.
+    #[default]
+    ReportItems,
+    /// Fail the invocation with [`BatchError::AllFailed`]; Lambda's event source mapping counts it as a failed
+    /// batch (this can back off the mapping's polling when a dependency is down).
+    FailInvocation,
+}
+
+/// Keeps a long-running record invisible: every `every`, its visibility timeout is set to `extend_to` from now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VisibilityHeartbeat {
+    /// Interval between extensions.
+    pub every: Duration,
+    /// Visibility timeout set at each extension; must exceed `every`.
+    pub extend_to: Duration,
+}
+
+/// What happened to one record.
+#[derive(Debug)]
+pub enum Disposition {
+    /// Handled: acknowledged (deleted by the event source mapping).
+    Succeeded(Processed),
+    /// Reported in `batchItemFailures`: it comes back after its visibility timeout.
+    Retry(RecordError),
+    /// Sent to the dead-letter queue with its context, then acknowledged.
+    DeadLettered(RecordError),
+    /// FIFO: an earlier record of its group was reported, so this one was not run and is reported too.
+    SkippedAfterGroupFailure,
+}
+
+impl Disposition {
+    /// `true` when the record is in `batchItemFailures`.
+    pub fn is_reported(&self) -> bool {
+        matches!(
+            self,
+            Disposition::Retry(_) | Disposition::SkippedAfterGroupFailure
+        )
+    }
+}
+
+/// One record's result.
+#[derive(Debug)]
+pub struct RecordReport {
+    /// Its message id.
+    pub message_id: String,
+    /// What happened.
+    pub disposition: Disposition,
+}
+
+/// A processed batch: the response for Lambda, each record's disposition, and the counters.
+#[derive(Debug)]
+pub struct BatchReport {
+    /// What to return to Lambda.
+    pub response: SqsBatchResponse,
+    /// Per record, in the event's order.
+    pub records: Vec<RecordReport>,
+    /// The batch's counters.
+    pub metrics: BatchMetrics,
+}
+
+/// Runs the records of an SQS batch through a handler and says which must come back.
+///
+/// ```
+/// use sqsafe_batch::{BatchProcessor, Processed, Record, RecordError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let processor = BatchProcessor::builder("greeter", 1).build()?;
+/// let event: aws_lambda_events::sqs::SqsEvent = serde_json::from_str(
+///     r#"{"Records":[{"messageId":"m1","body":"{\"name\":\"Zoë\"}"},{"messageId":"m2","body":"not json"}]}"#,
+/// )?;
+/// #[derive(serde::Deserialize)]
+/// struct Greet { name: String }
+/// let handler = |record: Record| async move {
+///     let greet: Greet = record.parse()?; // bad body: permanent error, before any effect
+///     println!("hello {}", greet.name);
+///     Ok::<_, RecordError>(Processed::Applied)
+/// };
+/// let report = processor.process(event, None, &handler).await?;
+/// // No DLQ configured: the poison record is reported, and the queue's redrive policy takes it to the DLQ.
+/// assert_eq!(report.response.batch_item_failures.len(), 1);
+/// assert_eq!(report.response.batch_item_failures[0].item_identifier, "m2");
+/// # Ok(()) }
+/// ```
+pub struct BatchProcessor {
+    consumer: String,
+    consumer_version: u32,
+    max_concurrency: usize,
+    fifo: FifoMode,
+    max_attempts: u32,
+    all_failed: AllFailedPolicy,
+    dlq: Option<Arc<dyn DeadLetterQueue>>,
+    visibility: Option<Arc<dyn VisibilityControl>>,
+    backoff: Option<Backoff>,
+    heartbeat: Option<VisibilityHeartbeat>,
+    correlation: CorrelationSource,
+    metrics_namespace: String,
+    clock: Arc<dyn Clock>,
+}
+
+/// Builds a [`BatchProcessor`].
+///
+/// # Default
+/// up to 10 records at once; FIFO detected from the event source ARN; 5 attempts before a transient failure is
+/// dead-lettered (when a DLQ is set: keep it at or below the queue's `maxReceiveCount`); no DLQ (failures are reported
+/// and the queue's redrive policy applies); no backoff; no visibility heartbeat; all-failed batches reported item by
+/// item; correlation id from the `correlationId` attribute, else generated; metrics namespace `sqsafe`.
+pub struct BatchProcessorBuilder {
+    processor: BatchProcessor,
+}
+
+impl BatchProcessor {
+    /// Starts building a processor for `consumer` at `consumer_version` (both go into DLQ context and metrics).
+    pub fn builder(consumer: impl Into<String>, consumer_version: u32) -> BatchProcessorBuilder {
+        BatchProcessorBuilder {
+            processor: BatchProcessor {
+                consumer: consumer.into(),
+                consumer_version,
+                max_concurrency: 10,
+                fifo: FifoMode::Auto,
+                max_attempts: 5,
+                all_failed: AllFailedPolicy::ReportItems,
+                dlq: None,
+                visibility: None,
+                backoff: None,
+                heartbeat: None,
+                correlation: CorrelationSource::new(),
+                metrics_namespace: "sqsafe".to_owned(),
+                clock: Arc::new(SystemClock),
+            },
+        }
+    }
+}
+
+impl BatchProcessorBuilder {
+    /// Most records (standard) or groups (FIFO) in flight at once.
+    pub fn max_concurrency(mut self, n: usize) -> Self {
+        self.processor.max_concurrency = n;
+        self
+    }
+
+    /// FIFO detection.
+    pub fn fifo(mut self, mode: FifoMode) -> Self {
+        self.processor.fifo = mode;
+        self
+    }
+
+    /// Deliveries after which a transient failure goes to the DLQ instead of coming back.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.processor.max_attempts = n;
+        self
+    }
+
+    /// All-failed policy.
+    pub fn all_failed(mut self, policy: AllFailedPolicy) -> Self {
+        self.processor.all_failed = policy;
+        self
+    }
+
+    /// Where permanent failures (and exhausted transient ones) go, with their context.
+    pub fn dead_letter_queue(mut self, dlq: impl DeadLetterQueue) -> Self {
+        self.processor.dlq = Some(Arc::new(dlq));
+        self
+    }
+
+    /// How to change a message's visibility (needed by [`backoff`](Self::backoff) and
+    /// [`visibility_heartbeat`](Self::visibility_heartbeat)).
+    pub fn visibility(mut self, control: impl VisibilityControl) -> Self {
+        self.processor.visibility = Some(Arc::new(control));
+        self
+    }
+
+    /// Transient failures come back after a jittered exponential backoff instead of the queue's visibility timeout.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.processor.backoff = Some(backoff);
+        self
+    }
+
+    /// Keeps long-running records invisible while their handler runs.
+    pub fn visibility_heartbeat(mut self, heartbeat: VisibilityHeartbeat) -> Self {
+        self.processor.heartbeat = Some(heartbeat);
+        self
+    }
+
+    /// Where correlation ids come from.
+    pub fn correlation(mut self, source: CorrelationSource) -> Self {
+        self.processor.correlation = source;
+        self
+    }
+
+    /// CloudWatch namespace of the batch metrics.
+    pub fn metrics_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.processor.metrics_namespace = namespace.into();
+        self
+    }
+
+    /// Replaces the clock (metric timestamps).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.processor.clock = Arc::new(clock);
+        self
+    }
+
+    /// Checks the settings and builds.
+    pub fn build(self) -> Result<BatchProcessor, BatchError> {
+        let p = self.processor;
+        let fail = |m: &str| Err(BatchError::Config(m.to_owned()));
+        if p.consumer.trim().is_empty() {
+            return fail("consumer name is empty");
+        }
+        if p.max_concurrency == 0 {
+            return fail("max_concurrency must be at least 1");
+        }
+        if p.max_attempts == 0 {
+            return fail("max_attempts must be at least 1");
+        }
+        if (p.backoff.is_some() || p.heartbeat.is_some()) && p.visibility.is_none() {
+            return fail(
+                "backoff and visibility_heartbeat need a visibility control (.visibility(SqsVisibility::new(..)))",
+            );
+        }
+        if let Some(h) = p.heartbeat
+            && (h.every.is_zero() || h.extend_to <= h.every || h.extend_to > MAX_VISIBILITY)
+        {
+            return fail("visibility heartbeat needs 0 < every < extend_to <= 12 h");
+        }
+        Ok(p)
+    }
+}
+
+impl BatchProcessor {
+    /// Handles a Lambda invocation: one span for it (request id, cold start), the deadline from its context, the
+    /// batch metrics printed as one EMF line at the end.
+    pub async fn handle<H: RecordHandler>(
+        &self,
+        event: LambdaEvent<SqsEvent>,
+        handler: &H,
+    ) -> Result<SqsBatchResponse, BatchError> {
+        let span = sqsafe_telemetry::invocation_span(&event.context);
+        let deadline = event.context.deadline();
+        async move {
+            let started = Instant::now();
+            match self.process(event.payload, Some(deadline), handler).await {
+                Ok(report) => {
+                    report
+                        .metrics
+                        .emit(epoch_millis(self.clock.now()), started.elapsed());
+                    Ok(report.response)
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "batch refused");
+                    Err(e)
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Processes a batch.
+    pub async fn process<H: RecordHandler>(
+        &self,
+        event: SqsEvent,
+        deadline: Option<SystemTime>,
+        handler: &H,
+    ) -> Result<BatchReport, BatchError> {
+        let messages = validate(event)?;
+        let fifo = match self.fifo {
+            FifoMode::Always => true,
+            FifoMode::Never => false,
+            FifoMode::Auto => messages.iter().any(|(_, m)| {
+                m.event_source_arn
+                    .as_deref()
+                    .is_some_and(|arn| arn.ends_with(".fifo"))
+            }),
+        };
+        let metrics = BatchMetrics::new(self.metrics_namespace.clone(), self.consumer.clone());
+        let total = messages.len();
+        let mut results: Vec<(usize, RecordReport)> = if fifo {
+            self.run_fifo(messages, deadline, handler, &metrics).await
+        } else {
+            stream::iter(messages.into_iter().enumerate())
+                .map(|(i, (id, m))| {
+                    self.run_record(m, id, deadline, handler, &metrics)
+                        .map(move |r| (i, r))
+                })
+                .buffer_unordered(self.max_concurrency)
+                .collect()
+                .await
+        };
+        results.sort_by_key(|(i, _)| *i);
+        let records: Vec<RecordReport> = results.into_iter().map(|(_, r)| r).collect();
+        let mut response = SqsBatchResponse::default();
+        for r in records.iter().filter(|r| r.disposition.is_reported()) {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = r.message_id.clone();
+            response.batch_item_failures.push(failure);
+        }
+        let reported = response.batch_item_failures.len();
+        if reported == total && self.all_failed == AllFailedPolicy::FailInvocation {
+            return Err(BatchError::AllFailed(total));
+        }
+        Ok(BatchReport {
+            response,
+            records,
+            metrics,
+        })
+    }
+
+    async fn run_fifo<H: RecordHandler>(
+        &self,
+        messages: Vec<(String, Arc<SqsMessage>)>,
+        deadline: Option<SystemTime>,
+        handler: &H,
+        metrics: &BatchMetrics,
+    ) -> Vec<(usize, RecordReport)> {
+        // Groups in order of first appearance; records in event order within a group.
+        let mut groups: Vec<Vec<(usize, String, Arc<SqsMessage>)>> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for (i, (id, m)) in messages.into_iter().enumerate() {
+            match group_id(&m).map(str::to_owned) {
+                Some(g) => {
+                    let slot = *index.entry(g).or_insert_with(|| {
+                        groups.push(Vec::new());
+                        groups.len() - 1
+                    });
+                    groups[slot].push((i, id, m));
+                }
+                None => groups.push(vec![(i, id, m)]),
+            }
+        }
+        let per_group = groups.into_iter().map(|group| async move {
+            let mut out = Vec::with_capacity(group.len());
+            let mut blocked: Option<String> = None;
+            for (i, id, m) in group {
+                if let Some(first) = &blocked {
+                    tracing::warn!(message_id = %id, group_id = group_id(&m), blocked_by = %first,
+                        "not run: an earlier message of its group failed; reported to keep the group's order");
+                    out.push((i, RecordReport { message_id: id, disposition: Disposition::SkippedAfterGroupFailure }));
+                    continue;
+                }
+                let report = self.run_record(m, id, deadline, handler, metrics).await;
+                if report.disposition.is_reported() {
+                    blocked = Some(report.message_id.clone());
+                }
+                out.push((i, report));
+            }
+            out
+        });
+        stream::iter(per_group)
+            .buffer_unordered(self.max_concurrency)
+            .flat_map(stream::iter)
+            .collect()
+            .await
+    }
+
+    async fn run_record<H: RecordHandler>(
+        &self,
+        message: Arc<SqsMessage>,
+        message_id: String,
+        deadline: Option<SystemTime>,
+        handler: &H,
+        metrics: &BatchMetrics,
+    ) -> RecordReport {
+        let correlation = self.correlation.extract(&message);
+        let arn = message.event_source_arn.as_deref().unwrap_or_default();
+        let span = sqsafe_telemetry::record_span(&RecordFields {
+            message_id: &message_id,
+            correlation_id: correlation.as_str(),
+            receive_count: receive_count(&message),
+            queue: sqsafe_telemetry::queue_name(arn).unwrap_or_default(),
+            group_id: group_id(&message),
+        });
+        let record = Record::new(
+            Arc::clone(&message),
+            message_id.clone(),
+            correlation,
+            deadline,
+        );
+        async move {
+            let correlation_id = record.correlation_id().as_str().to_owned();
+            let outcome = self.run_handler(&message, record, handler).await;
+            let disposition = match outcome {
+                Ok(processed) => {
+                    metrics.incr(match processed {
+                        Processed::Applied => Metric::Processed,
+                        Processed::Replayed => Metric::Replayed,
+                        Processed::SkippedByCache => Metric::SkippedByCache,
+                    });
+                    Disposition::Succeeded(processed)
+                }
+                Err(error) => {
+                    self.dispose(&message, &message_id, &correlation_id, error, metrics)
+                        .await
+                }
+            };
+            RecordReport {
+                message_id,
+                disposition,
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Runs the handler; a panic becomes a transient `panic` failure of this record only.
+    async fn run_handler<H: RecordHandler>(
+        &self,
+        message: &SqsMessage,
+        record: Record,
+        handler: &H,
+    ) -> Result<Processed, RecordError> {
+        let work = AssertUnwindSafe(handler.handle(record)).catch_unwind();
+        let caught = match (
+            self.heartbeat,
+            &self.visibility,
+            message.receipt_handle.as_deref(),
+        ) {
+            (Some(heartbeat), Some(control), Some(receipt)) => {
+                let mut work = std::pin::pin!(work);
+                loop {
+                    tokio::select! {
+                        biased;
+                        out = &mut work => break out,
+                        () = tokio::time::sleep(heartbeat.every) => {
+                            if let Err(e) = control.set_visibility(receipt, heartbeat.extend_to).await {
+                                tracing::warn!(error = %e, "visibility heartbeat failed");
+                            }
+                        }
+                    }
+                }
+            }
+            _ => work.await,
+        };
+        caught.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".to_owned());
+            Err(RecordError::transient(
+                "panic",
+                format!("handler panicked: {what}"),
+            ))
+        })
+    }
+
+    /// Decides where a failed record goes, and logs it once.
+    async fn dispose(
+        &self,
+        message: &SqsMessage,
+        message_id: &str,
+        correlation_id: &str,
+        error: RecordError,
+        metrics: &BatchMetrics,
+    ) -> Disposition {
+        let attempts = receive_count(message);
+        let exhausted = error.is_retryable() && attempts >= self.max_attempts;
+        metrics.incr(if error.is_retryable() {
+            Metric::FailedTransient
+        } else {
+            Metric::FailedPermanent
+        });
+        let class = class_name(error.class());
+        if !error.is_retryable() || exhausted {
+            if let Some(dlq) = &self.dlq {
+                let failure = FailureContext {
+                    message_id: message_id.to_owned(),
+                    error_kind: error.kind().to_owned(),
+                    error_class: error.class(),
+                    error_message: error.message().to_owned(),
+                    attempts,
+                    consumer: self.consumer.clone(),
+                    consumer_version: self.consumer_version,
+                    correlation_id: correlation_id.to_owned(),
+                };
+                match dlq.send(message, &failure).await {
+                    Ok(()) => {
+                        metrics.incr(Metric::SentToDlq);
+                        tracing::error!(
+                            message_id,
+                            error_kind = error.kind(),
+                            error_class = class,
+                            attempts,
+                            exhausted,
+                            error = error.message(),
+                            disposition = "dead_lettered",
+                            "record failed"
+                        );
+                        return Disposition::DeadLettered(error);
+                    }
+                    Err(send_error) => {
+                        tracing::error!(message_id, error_kind = error.kind(), error_class = class, attempts,
+                            error = error.message(), dlq_error = %send_error, disposition = "retry",
+                            "record failed and could not be dead-lettered; reporting it so it comes back");
+                        return Disposition::Retry(error);
+                    }
+                }
+            }
+        } else if let (Some(backoff), Some(control), Some(receipt)) = (
+            &self.backoff,
+            &self.visibility,
+            message.receipt_handle.as_deref(),
+        ) {
+            let delay = backoff.delay(attempts);
+            if let Err(e) = control.set_visibility(receipt, delay).await {
+                tracing::warn!(message_id, error = %e, "could not set the backoff visibility; the queue's timeout applies");
+            }
+        }
+        tracing::warn!(
+            message_id,
+            error_kind = error.kind(),
+            error_class = class,
+            attempts,
+            error = error.message(),
+            disposition = "retry",
+            "record failed"
+        );
+        Disposition::Retry(error)
+    }
+}
+
+/// Every record must have a non-empty message id; an empty batch is not a batch.
+fn validate(event: SqsEvent) -> Result<Vec<(String, Arc<SqsMessage>)>, BatchError> {
+    if event.records.is_empty() {
+        return Err(BatchError::MalformedEvent(
+            "the event has no records".into(),
+        ));
+    }
+    event
+        .records
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| match m.message_id.as_deref().map(str::trim) {
+            Some(id) if !id.is_empty() => Ok((id.to_owned(), Arc::new(m))),
+            _ => Err(BatchError::MalformedEvent(format!(
+                "record {i} has no messageId"
+            ))),
+        })
+        .collect()
+}
+
+fn epoch_millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

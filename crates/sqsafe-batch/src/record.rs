@@ -1,0 +1,185 @@
+use std::future::Future;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use aws_lambda_events::sqs::SqsMessage;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sqsafe_idempotency::{Idempotency, IdempotencyKey, IdempotencyStore, Outcome, Request};
+use sqsafe_telemetry::CorrelationId;
+
+use crate::error::RecordError;
+
+/// What a record handler reports on success; the batch counts each in its metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Processed {
+    /// The effect ran now.
+    Applied,
+    /// A duplicate: the stored result was replayed from the idempotency store.
+    Replayed,
+    /// A duplicate answered by the local cache of completed keys, with no request.
+    SkippedByCache,
+}
+
+impl Processed {
+    /// How an idempotency outcome counts.
+    pub fn of<T>(outcome: &Outcome<T>) -> Self {
+        match outcome {
+            Outcome::Executed(_) => Processed::Applied,
+            Outcome::Replayed {
+                source: sqsafe_idempotency::ReplaySource::Store,
+                ..
+            } => Processed::Replayed,
+            Outcome::Replayed {
+                source: sqsafe_idempotency::ReplaySource::Cache,
+                ..
+            } => Processed::SkippedByCache,
+        }
+    }
+}
+
+/// One SQS record as a handler sees it: the message plus what the batch derived from it.
+#[derive(Debug, Clone)]
+pub struct Record {
+    message: Arc<SqsMessage>,
+    message_id: String,
+    receive_count: u32,
+    correlation_id: CorrelationId,
+    deadline: Option<SystemTime>,
+}
+
+impl Record {
+    pub(crate) fn new(
+        message: Arc<SqsMessage>,
+        message_id: String,
+        correlation_id: CorrelationId,
+        deadline: Option<SystemTime>,
+    ) -> Self {
+        let receive_count = receive_count(&message);
+        Self {
+            message,
+            message_id,
+            receive_count,
+            correlation_id,
+            deadline,
+        }
+    }
+
+    /// The SQS message id (never empty: the batch refuses events with missing ids).
+    pub fn message_id(&self) -> &str {
+        &self.message_id
+    }
+
+    /// `ApproximateReceiveCount`: 1 on the first delivery. 1 when the attribute is missing or unreadable.
+    pub fn receive_count(&self) -> u32 {
+        self.receive_count
+    }
+
+    /// The correlation id: from the message attribute or body, else generated for this record.
+    pub fn correlation_id(&self) -> &CorrelationId {
+        &self.correlation_id
+    }
+
+    /// `MessageGroupId` of a FIFO message.
+    pub fn group_id(&self) -> Option<&str> {
+        group_id(&self.message)
+    }
+
+    /// A message attribute's string value.
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        self.message
+            .message_attributes
+            .get(name)
+            .and_then(|a| a.string_value.as_deref())
+    }
+
+    /// The invocation's deadline.
+    pub fn deadline(&self) -> Option<SystemTime> {
+        self.deadline
+    }
+
+    /// The raw message.
+    pub fn message(&self) -> &SqsMessage {
+        &self.message
+    }
+
+    /// The body; a missing body is a permanent `missing_body` error.
+    pub fn body(&self) -> Result<&str, RecordError> {
+        self.message
+            .body
+            .as_deref()
+            .ok_or_else(|| RecordError::permanent("missing_body", "the message has no body"))
+    }
+
+    /// Parses the body into the consumer's typed, versioned payload. A body that does not parse (bad JSON, wrong
+    /// shape, unknown version tag) is a permanent `bad_payload` error, raised before any side effect.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, RecordError> {
+        serde_json::from_str(self.body()?).map_err(|e| {
+            RecordError::permanent(
+                "bad_payload",
+                format!("body does not match {}: {e}", short_type_name::<T>()),
+            )
+            .with_source(e)
+        })
+    }
+
+    /// An idempotency request for `key` carrying this record's deadline, receive count and correlation id.
+    pub fn idempotency_request<S, P>(
+        &self,
+        idem: &Idempotency<S>,
+        key: IdempotencyKey,
+        payload: &P,
+    ) -> Result<Request, RecordError>
+    where
+        S: IdempotencyStore,
+        P: Serialize + ?Sized,
+    {
+        let mut request = idem
+            .request(key, payload)?
+            .attempt(self.receive_count)
+            .correlation_id(self.correlation_id.as_str());
+        if let Some(deadline) = self.deadline {
+            request = request.deadline(deadline);
+        }
+        Ok(request)
+    }
+
+    /// Runs `effect` at most once for `key`, mapping every idempotency outcome to what the batch needs.
+    pub async fn run_idempotent<S, P, T, F, Fut>(
+        &self,
+        idem: &Idempotency<S>,
+        key: IdempotencyKey,
+        payload: &P,
+        effect: F,
+    ) -> Result<(Processed, Option<T>), RecordError>
+    where
+        S: IdempotencyStore,
+        P: Serialize + ?Sized,
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, RecordError>>,
+    {
+        let request = self.idempotency_request(idem, key, payload)?;
+        tracing::Span::current().record("idempotency_key", request.key().as_str());
+        let outcome = idem.execute(&request, effect).await?;
+        Ok((Processed::of(&outcome), outcome.into_value()))
+    }
+}
+
+pub(crate) fn receive_count(message: &SqsMessage) -> u32 {
+    message
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+pub(crate) fn group_id(message: &SqsMessage) -> Option<&str> {
+    message.attributes.get("MessageGroupId").map(String::as_str)
+}
+
+fn short_type_name<T>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    full.rsplit("::").next().unwrap_or(full)
+}

@@ -1,0 +1,172 @@
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use sqsafe_idempotency::BoxError;
+
+use crate::error::BatchError;
+
+/// SQS's longest visibility timeout: 12 hours.
+pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
+
+/// Changes when a received message becomes visible again. Implemented for SQS by [`SqsVisibility`].
+pub trait VisibilityControl: Send + Sync + 'static {
+    /// Makes the message with `receipt_handle` visible again after `timeout` from now.
+    fn set_visibility<'a>(
+        &'a self,
+        receipt_handle: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), BoxError>>;
+}
+
+/// `ChangeMessageVisibility` on one source queue.
+#[derive(Debug, Clone)]
+pub struct SqsVisibility {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsVisibility {
+    /// Controls messages received from `queue_url`.
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        Self {
+            client,
+            queue_url: queue_url.into(),
+        }
+    }
+}
+
+impl VisibilityControl for SqsVisibility {
+    fn set_visibility<'a>(
+        &'a self,
+        receipt_handle: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let seconds = i32::try_from(timeout.as_secs()).unwrap_or(i32::MAX);
+            self.client
+                .change_message_visibility()
+                .queue_url(&self.queue_url)
+                .receipt_handle(receipt_handle)
+                .visibility_timeout(seconds)
+                .send()
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+/// Exponential backoff with jitter for transient failures, from the receive count.
+///
+/// Delivery `n` (1-based) waits a value drawn uniformly from `[d/2, d]` with `d = min(max, base * 2^(n-1))`
+/// ("equal jitter": never immediate, never in lockstep). The jitter comes from a seeded generator, so a run can be
+/// replayed.
+///
+/// # Default
+/// base 5 s, max 15 min, seed 0 (set [`Backoff::seed`] per process, e.g. from the request id, in production).
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    state: Arc<Mutex<u64>>,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(5),
+            max: Duration::from_secs(900),
+            state: Arc::new(Mutex::new(0)),
+        }
+    }
+}
+
+impl Backoff {
+    /// Validated: `0 < base <= max <= 12 h`.
+    pub fn new(base: Duration, max: Duration) -> Result<Self, BatchError> {
+        if base.is_zero() || base > max || max > MAX_VISIBILITY {
+            return Err(BatchError::Config(format!(
+                "backoff needs 0 < base <= max <= 12 h (got base {base:?}, max {max:?})"
+            )));
+        }
+        Ok(Self {
+            base,
+            max,
+            ..Self::default()
+        })
+    }
+
+    /// Seeds the jitter.
+    pub fn seed(self, seed: u64) -> Self {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = seed;
+        self
+    }
+
+    /// The delay before delivery `receive_count + 1`.
+    pub fn delay(&self, receive_count: u32) -> Duration {
+        let exponent = receive_count.saturating_sub(1).min(30);
+        let ceiling = self.base.saturating_mul(1 << exponent).min(self.max);
+        let unit = self.next_unit();
+        let half = ceiling / 2;
+        // Whole seconds: SQS takes seconds. At least 1 s.
+        let delay = half + half.mul_f64(unit);
+        Duration::from_secs(delay.as_secs().max(1))
+    }
+
+    /// A uniform number in [0, 1) from splitmix64.
+    fn next_unit(&self) -> f64 {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_grow_exponentially_within_equal_jitter_bounds_and_cap() {
+        let backoff = Backoff::new(Duration::from_secs(4), Duration::from_secs(60))
+            .expect("valid")
+            .seed(7);
+        for (count, ceiling) in [(1, 4), (2, 8), (3, 16), (4, 32), (5, 60), (9, 60), (40, 60)] {
+            for _ in 0..50 {
+                let d = backoff.delay(count).as_secs();
+                assert!(
+                    d >= ceiling / 2 && d <= ceiling,
+                    "receive {count}: {d}s not in [{}, {ceiling}]",
+                    ceiling / 2
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_same_seed_replays_the_same_delays() {
+        let a = Backoff::default().seed(42);
+        let b = Backoff::default().seed(42);
+        let c = Backoff::default().seed(43);
+        let run = |x: &Backoff| (1..20).map(|n| x.delay(n)).collect::<Vec<_>>();
+        assert_eq!(run(&a), run(&b));
+        assert_ne!(run(&Backoff::default().seed(42)), run(&c));
+    }
+
+    #[test]
+    fn settings_are_validated() {
+        assert!(Backoff::new(Duration::ZERO, Duration::from_secs(1)).is_err());
+        assert!(Backoff::new(Duration::from_secs(2), Duration::from_secs(1)).is_err());
+        assert!(
+            Backoff::new(
+                Duration::from_secs(1),
+                MAX_VISIBILITY + Duration::from_secs(1)
+            )
+            .is_err()
+        );
+        assert!(Backoff::new(Duration::from_secs(1), MAX_VISIBILITY).is_ok());
+    }
+}
