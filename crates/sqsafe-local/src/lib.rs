@@ -1,0 +1,10 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+mod error;
+pub mod payments;
+
+pub use error::{Error, Result};
+pub use payments::{
+    Charge, Fault, PaymentsApi, PaymentsApiBuilder, ProcessingDelay, RunningPayments, Stats,
+};

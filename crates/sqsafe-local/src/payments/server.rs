@@ -1,0 +1,154 @@
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::config::{PaymentsApi, ProcessingDelay};
+use super::fault::{Fault, FaultPlan};
+use super::http::handle;
+use super::ledger::{Charge, Ledger, Stats};
+use crate::error::{Error, Result};
+
+/// State shared by the server's connections and its [`RunningPayments`] handle.
+pub(crate) struct Shared {
+    ledger: Mutex<Ledger>,
+    pub(crate) delay: Option<Arc<dyn ProcessingDelay>>,
+}
+
+impl Shared {
+    /// The lock is never held across an await, and every transition leaves the ledger consistent, so a panic while
+    /// holding it (there is no code that panics there) would not leave anything half-done: poisoning is ignored.
+    pub(crate) fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn charges(&self) -> Vec<Charge> {
+        self.ledger().charges().to_vec()
+    }
+}
+
+/// A payments API serving on a spawned task. Dropping it stops the server; [`shutdown`](Self::shutdown) also waits
+/// until the port is released.
+#[derive(Debug)]
+pub struct RunningPayments {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl RunningPayments {
+    pub(crate) async fn start(api: PaymentsApi, addr: SocketAddr) -> Result<Self> {
+        let bind_error = |source| Error::Bind { addr, source };
+        let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+        let local = listener.local_addr().map_err(bind_error)?;
+        let shared = Arc::new(Shared {
+            ledger: Mutex::new(Ledger::new(FaultPlan::new(
+                api.seed,
+                api.fail_before_rate,
+                api.fail_after_rate,
+            ))),
+            delay: api.delay,
+        });
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(serve(listener, shared.clone(), stopped));
+        tracing::info!(addr = %local, seed = api.seed, "payments API listening");
+        Ok(Self {
+            addr: local,
+            shared,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The address the server listens on, with the actual port when port 0 was asked for.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The ledger: every charge made so far, oldest first.
+    pub fn charges(&self) -> Vec<Charge> {
+        self.shared.charges()
+    }
+
+    /// Queues `fault` for the next new request (a request whose key is not known yet), ahead of the seeded RNG.
+    /// Several calls queue several outcomes, used in order; forcing does not shift the seeded sequence.
+    pub fn force_next(&self, fault: Fault) {
+        self.shared.ledger().force(fault);
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        self.shared.ledger().stats()
+    }
+
+    /// Stops accepting, cuts open connections (requests still in flight are dropped, their keys released) and waits
+    /// until the listening socket is closed.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            // The task ends on the stop signal; an error would mean it panicked, which it does not.
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for RunningPayments {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("ledger", &self.ledger)
+            .field("processing_delay", &self.delay.is_some())
+            .finish()
+    }
+}
+
+/// Accepts until told to stop (or until the handle is gone). Connections live in a `JoinSet`, so that stopping or
+/// aborting this task also ends every connection task.
+async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let shared = shared.clone();
+                    connections.spawn(async move {
+                        let service = service_fn(move |request| handle(shared.clone(), request));
+                        let served = http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .keep_alive(true)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                        if let Err(e) = served {
+                            tracing::debug!(%peer, error = %e, "connection ended with an error");
+                        }
+                    });
+                }
+                // Per-connection failures (reset before accept, out of file descriptors); keep serving the others.
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+}
