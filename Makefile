@@ -2,13 +2,14 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo moto bench clean-venv
+.PHONY: help test demo moto local-resources bench clean-venv
 
 help:
 	@echo "Targets:"
 	@echo "  make test        whole suite: venv, moto, cargo fmt --check, clippy -D warnings, cargo test"
 	@echo "  make demo        run the idempotency demo (cargo example) against a local moto server"
 	@echo "  make moto        run moto server in the foreground and print the env vars to export"
+	@echo "  make local-resources  create the tables and DLQs the functions' READMEs use, in a running moto"
 	@echo "  make bench       criterion benchmarks; figures kept in crates/sqsafe-idempotency/benches/RESULTS.md"
 	@echo "  make clean-venv  delete the Python venv (.venv)"
 
@@ -21,6 +22,10 @@ demo:
 moto:
 	@bash scripts/venv.sh
 	@bash scripts/moto.sh run
+
+local-resources:
+	@bash scripts/venv.sh
+	@.venv/bin/python scripts/local-resources.py
 
 bench:
 	bash scripts/bench.sh

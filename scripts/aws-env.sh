@@ -17,6 +17,7 @@ aws_env_export() {
 aws_env_exports() {
   local endpoint="http://127.0.0.1:$1"
   cat <<ENV
+export MOTO_PORT=$1
 export AWS_ENDPOINT_URL=${endpoint}
 export SQSAFE_TEST_ENDPOINT=${endpoint}
 export AWS_ACCESS_KEY_ID=testing

@@ -1,0 +1,104 @@
+/// What the function needs from its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `IDEMPOTENCY_TABLE`: the idempotency table.
+    pub idempotency_table: String,
+    /// `LEDGER_TABLE`: the ledger (partition key `pk` = account, sort key `sk` = `BALANCE` or `ENTRY#<id>`).
+    pub ledger_table: String,
+    /// `DLQ_URL`: the dead-letter queue (FIFO) for refused entries, with their context.
+    pub dlq_url: String,
+    /// `MAX_ATTEMPTS` (default 5): deliveries before a transient failure is dead-lettered.
+    pub max_attempts: u32,
+}
+
+/// A missing or unreadable setting.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A required variable is not set (or empty).
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    /// A variable does not parse.
+    #[error("environment variable {name} = {value:?} is not valid: a positive whole number")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+    },
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Reads settings through `get` (tests pass a map).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let required = |name: &'static str| {
+            get(name)
+                .filter(|v| !v.trim().is_empty())
+                .ok_or(ConfigError::Missing(name))
+        };
+        let max_attempts = match get("MAX_ATTEMPTS") {
+            None => 5,
+            Some(v) => {
+                v.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or(ConfigError::Invalid {
+                        name: "MAX_ATTEMPTS",
+                        value: v,
+                    })?
+            }
+        };
+        Ok(Self {
+            idempotency_table: required("IDEMPOTENCY_TABLE")?,
+            ledger_table: required("LEDGER_TABLE")?,
+            dlq_url: required("DLQ_URL")?,
+            max_attempts,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_what_is_missing_and_reads_defaults() {
+        let all = |name: &str| match name {
+            "IDEMPOTENCY_TABLE" => Some("i".to_owned()),
+            "LEDGER_TABLE" => Some("l".to_owned()),
+            "DLQ_URL" => Some("d".to_owned()),
+            _ => None,
+        };
+        assert_eq!(Config::from_vars(all).expect("valid").max_attempts, 5);
+        let no_ledger = |name: &str| {
+            if name == "LEDGER_TABLE" {
+                None
+            } else {
+                all(name)
+            }
+        };
+        assert_eq!(
+            Config::from_vars(no_ledger),
+            Err(ConfigError::Missing("LEDGER_TABLE"))
+        );
+        let bad = |name: &str| {
+            if name == "MAX_ATTEMPTS" {
+                Some("-1".to_owned())
+            } else {
+                all(name)
+            }
+        };
+        assert!(matches!(
+            Config::from_vars(bad),
+            Err(ConfigError::Invalid {
+                name: "MAX_ATTEMPTS",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,263 @@
+//! apply-ledger against DynamoDB's and SQS's real APIs (moto server, started by `make test`), driven by the sample
+//! event `events/apply-ledger-fifo.json`.
+
+use std::collections::HashMap;
+
+use apply_ledger::{ApplyLedger, BALANCE_SK, Config, entry_sk};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use sqsafe_testkit::{
+    RequestCounter, create_queue, create_table, event_file, invocation, unique_name,
+};
+
+struct Fixture {
+    dynamodb: aws_sdk_dynamodb::Client,
+    sqs: aws_sdk_sqs::Client,
+    config: Config,
+}
+
+async fn fixture() -> Fixture {
+    let dynamodb = sqsafe_testkit::dynamodb(&RequestCounter::default()).await;
+    let sqs = sqsafe_testkit::sqs().await;
+    let config = Config {
+        idempotency_table: unique_name("idem"),
+        ledger_table: unique_name("ledger"),
+        dlq_url: create_queue(&sqs, "apply-ledger-dlq", true).await,
+        max_attempts: 5,
+    };
+    create_table(&dynamodb, &config.idempotency_table, "pk", None).await;
+    create_table(&dynamodb, &config.ledger_table, "pk", Some("sk")).await;
+    Fixture {
+        dynamodb,
+        sqs,
+        config,
+    }
+}
+
+impl Fixture {
+    fn consumer(&self) -> ApplyLedger {
+        ApplyLedger::new(&self.config, self.dynamodb.clone(), self.sqs.clone()).expect("consumer")
+    }
+
+    async fn ledger(&self) -> HashMap<(String, String), HashMap<String, AttributeValue>> {
+        let items = self
+            .dynamodb
+            .scan()
+            .table_name(&self.config.ledger_table)
+            .send()
+            .await
+            .expect("scan")
+            .items;
+        items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|item| {
+                let s = |k: &str| {
+                    item.get(k)
+                        .and_then(|v| v.as_s().ok())
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                ((s("pk"), s("sk")), item)
+            })
+            .collect()
+    }
+
+    async fn balance(&self, account: &str) -> Option<String> {
+        let ledger = self.ledger().await;
+        ledger
+            .get(&(account.to_owned(), BALANCE_SK.to_owned()))?
+            .get("balance")?
+            .as_n()
+            .ok()
+            .cloned()
+    }
+
+    async fn idempotency_keys(&self) -> Vec<String> {
+        let items = self
+            .dynamodb
+            .scan()
+            .table_name(&self.config.idempotency_table)
+            .send()
+            .await
+            .expect("scan")
+            .items;
+        let mut keys: Vec<String> = items
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|i| i.get("pk").and_then(|v| v.as_s().ok()).cloned())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    async fn dead_letters(&self) -> Vec<aws_sdk_sqs::types::Message> {
+        self.sqs
+            .receive_message()
+            .queue_url(&self.config.dlq_url)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .expect("receive")
+            .messages
+            .unwrap_or_default()
+    }
+}
+
+fn key(entry: &str) -> String {
+    format!("apply-ledger#v1#acme#ledger-entry:{entry}")
+}
+
+#[tokio::test]
+async fn the_sample_fifo_batch_applies_each_entry_once_and_dead_letters_the_overdraft() {
+    let fx = fixture().await;
+    let consumer = fx.consumer();
+    let response = consumer
+        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-1"))
+        .await
+        .expect("batch");
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "{:?}",
+        response.batch_item_failures
+    );
+
+    // acct-A: +1000 -300 (-5000 refused) +50; acct-B: +500 -200, then e-2 redelivered (replayed, not applied again).
+    assert_eq!(fx.balance("acct-A").await.as_deref(), Some("750"));
+    assert_eq!(fx.balance("acct-B").await.as_deref(), Some("300"));
+
+    // Atomicity: an entry item exists exactly when its idempotency record does.
+    let ledger = fx.ledger().await;
+    let entries: Vec<String> = ledger
+        .keys()
+        .filter_map(|(_, sk)| sk.strip_prefix("ENTRY#").map(str::to_owned))
+        .collect();
+    let mut expected_keys: Vec<String> = entries.iter().map(|e| key(e)).collect();
+    expected_keys.sort();
+    assert_eq!(
+        fx.idempotency_keys().await,
+        expected_keys,
+        "marker and effect, both or neither"
+    );
+    assert_eq!(entries.len(), 5, "e-1, e-2, e-3, e-5, e-6: {entries:?}");
+    assert!(
+        !ledger.contains_key(&("acct-A".to_owned(), entry_sk("e-4"))),
+        "the refused debit wrote nothing"
+    );
+
+    let dead = fx.dead_letters().await;
+    assert_eq!(dead.len(), 1);
+    let attrs = dead[0].message_attributes().expect("attributes");
+    let get = |n: &str| {
+        attrs
+            .get(n)
+            .and_then(|a| a.string_value())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(get("sqsafe.error_kind"), "insufficient_funds");
+    assert_eq!(get("sqsafe.original_message_id"), "7c2f-0004");
+    assert_eq!(get("sqsafe.consumer"), "apply-ledger");
+    assert_eq!(get("correlationId"), "corr-b4");
+    assert!(
+        get("sqsafe.error").contains("balance 700"),
+        "{}",
+        get("sqsafe.error")
+    );
+    let group = dead[0]
+        .attributes()
+        .and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId))
+        .cloned();
+    assert_eq!(group.as_deref(), Some("acct-A"));
+}
+
+#[tokio::test]
+async fn a_redelivered_batch_changes_nothing() {
+    let fx = fixture().await;
+    let consumer = fx.consumer();
+    consumer
+        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-1"))
+        .await
+        .expect("first");
+    let before = fx.ledger().await;
+    let again = consumer
+        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-2"))
+        .await
+        .expect("again");
+    assert!(again.batch_item_failures.is_empty());
+    assert_eq!(
+        fx.ledger().await,
+        before,
+        "every entry replayed, no balance moved"
+    );
+}
+
+#[tokio::test]
+async fn a_transient_failure_holds_back_the_rest_of_its_group() {
+    let fx = fixture().await;
+    // The idempotency table does not exist: every transaction fails with a transient store error.
+    let broken = Config {
+        idempotency_table: "no-such-table".into(),
+        ..fx.config.clone()
+    };
+    let consumer =
+        ApplyLedger::new(&broken, fx.dynamodb.clone(), fx.sqs.clone()).expect("consumer");
+    let response = consumer
+        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-1"))
+        .await
+        .expect("batch");
+    let reported: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(
+        reported,
+        [
+            "7c2f-0001",
+            "7c2f-0002",
+            "7c2f-0003",
+            "7c2f-0004",
+            "7c2f-0005",
+            "7c2f-0006",
+            "7c2f-0007"
+        ],
+        "each group's first record failed, the rest of each group was held back, in event order"
+    );
+    assert!(fx.ledger().await.is_empty(), "nothing applied");
+    assert!(
+        fx.dead_letters().await.is_empty(),
+        "transient failures come back; they are not dead-lettered"
+    );
+}
+
+#[tokio::test]
+async fn a_poison_entry_goes_to_the_dlq_and_its_group_goes_on() {
+    let fx = fixture().await;
+    let mut event = event_file("apply-ledger-fifo.json");
+    event.records.truncate(2); // e-1 (acct-A), e-2 (acct-B)
+    let mut poison = event.records[0].clone();
+    poison.message_id = Some("poison-1".into());
+    poison.body = Some(r#"{"version":"7","entry_id":"e-x"}"#.into());
+    event.records.insert(0, poison);
+    let response = fx
+        .consumer()
+        .handle(invocation(event, "req-1"))
+        .await
+        .expect("batch");
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(
+        fx.balance("acct-A").await.as_deref(),
+        Some("1000"),
+        "the group went on after the DLQ took the poison"
+    );
+    let dead = fx.dead_letters().await;
+    assert_eq!(dead.len(), 1);
+    let kind = dead[0]
+        .message_attributes()
+        .and_then(|a| a.get("sqsafe.error_kind"))
+        .and_then(|a| a.string_value());
+    assert_eq!(kind, Some("bad_payload"));
+}

@@ -1,0 +1,147 @@
+use std::time::Duration;
+
+/// What the function needs from its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `IDEMPOTENCY_TABLE`: the idempotency table.
+    pub idempotency_table: String,
+    /// `PAYMENTS_API_URL`: base URL of the payments API (`https://…`, no trailing path).
+    pub payments_api_url: String,
+    /// `DLQ_URL`: the dead-letter queue for poison messages, with their context.
+    pub dlq_url: String,
+    /// `MAX_ATTEMPTS` (default 5): deliveries before a transient failure is dead-lettered; at most the queue's
+    /// `maxReceiveCount`.
+    pub max_attempts: u32,
+    /// `PAYMENTS_TIMEOUT_MS` (default 5000): per request to the payments API.
+    pub payments_timeout: Duration,
+}
+
+/// A missing or unreadable setting.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A required variable is not set (or empty).
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    /// A variable does not parse.
+    #[error("environment variable {name} = {value:?} is not valid: {reason}")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What was expected.
+        reason: &'static str,
+    },
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Reads settings through `get` (tests pass a map).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let required = |name: &'static str| {
+            get(name)
+                .filter(|v| !v.trim().is_empty())
+                .ok_or(ConfigError::Missing(name))
+        };
+        let number =
+            |name: &'static str, default: u64| -> Result<u64, ConfigError> {
+                match get(name) {
+                    None => Ok(default),
+                    Some(v) => v.trim().parse::<u64>().ok().filter(|n| *n > 0).ok_or(
+                        ConfigError::Invalid {
+                            name,
+                            value: v,
+                            reason: "a positive whole number",
+                        },
+                    ),
+                }
+            };
+        let payments_api_url = required("PAYMENTS_API_URL")?
+            .trim_end_matches('/')
+            .to_owned();
+        if !payments_api_url.starts_with("http://") && !payments_api_url.starts_with("https://") {
+            return Err(ConfigError::Invalid {
+                name: "PAYMENTS_API_URL",
+                value: payments_api_url,
+                reason: "an http:// or https:// URL",
+            });
+        }
+        let max_attempts =
+            u32::try_from(number("MAX_ATTEMPTS", 5)?).map_err(|_| ConfigError::Invalid {
+                name: "MAX_ATTEMPTS",
+                value: get("MAX_ATTEMPTS").unwrap_or_default(),
+                reason: "at most 4294967295",
+            })?;
+        Ok(Self {
+            idempotency_table: required("IDEMPOTENCY_TABLE")?,
+            payments_api_url,
+            dlq_url: required("DLQ_URL")?,
+            max_attempts,
+            payments_timeout: Duration::from_millis(number("PAYMENTS_TIMEOUT_MS", 5000)?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    const BASE: &[(&str, &str)] = &[
+        ("IDEMPOTENCY_TABLE", "idem"),
+        ("PAYMENTS_API_URL", "https://pay.example/"),
+        ("DLQ_URL", "https://q/dlq"),
+    ];
+
+    #[test]
+    fn reads_required_settings_and_documented_defaults() {
+        let config = Config::from_vars(vars(BASE)).expect("valid");
+        assert_eq!(config.payments_api_url, "https://pay.example");
+        assert_eq!(config.max_attempts, 5);
+        assert_eq!(config.payments_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn names_the_missing_or_bad_variable() {
+        for missing in ["IDEMPOTENCY_TABLE", "PAYMENTS_API_URL", "DLQ_URL"] {
+            let pairs: Vec<_> = BASE
+                .iter()
+                .copied()
+                .filter(|(k, _)| *k != missing)
+                .collect();
+            assert_eq!(
+                Config::from_vars(vars(&pairs)),
+                Err(ConfigError::Missing(missing))
+            );
+        }
+        let mut pairs = BASE.to_vec();
+        pairs.push(("MAX_ATTEMPTS", "zero"));
+        let err = Config::from_vars(vars(&pairs)).expect_err("bad number");
+        assert!(err.to_string().contains("MAX_ATTEMPTS"), "{err}");
+        let bad_url = [
+            ("IDEMPOTENCY_TABLE", "t"),
+            ("PAYMENTS_API_URL", "pay.example"),
+            ("DLQ_URL", "q"),
+        ];
+        assert!(matches!(
+            Config::from_vars(vars(&bad_url)),
+            Err(ConfigError::Invalid {
+                name: "PAYMENTS_API_URL",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,249 @@
+//! charge-payment against DynamoDB's and SQS's real APIs (moto server, started by `make test`) and the local payments
+//! API, driven by the sample events in `events/`.
+
+use std::time::Duration;
+
+use aws_lambda_events::sqs::SqsEvent;
+use charge_payment::{ChargePayment, Config};
+use sqsafe_idempotency::KeyBuilder;
+use sqsafe_local::{Fault, PaymentsApi, RunningPayments};
+use sqsafe_testkit::{
+    RequestCounter, create_queue, create_table, event_file, invocation, unique_name,
+};
+
+struct Fixture {
+    sqs: aws_sdk_sqs::Client,
+    consumer: ChargePayment,
+    payments: RunningPayments,
+    dlq_url: String,
+}
+
+async fn fixture() -> Fixture {
+    let dynamodb = sqsafe_testkit::dynamodb(&RequestCounter::default()).await;
+    let sqs = sqsafe_testkit::sqs().await;
+    let payments = PaymentsApi::builder()
+        .start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("payments API");
+    let config = Config {
+        idempotency_table: unique_name("idem"),
+        payments_api_url: payments.base_url(),
+        dlq_url: create_queue(&sqs, "charge-payment-dlq", false).await,
+        max_attempts: 5,
+        payments_timeout: Duration::from_secs(5),
+    };
+    create_table(&dynamodb, &config.idempotency_table, "pk", None).await;
+    let consumer = ChargePayment::new(&config, dynamodb, sqs.clone()).expect("consumer");
+    Fixture {
+        sqs,
+        consumer,
+        payments,
+        dlq_url: config.dlq_url,
+    }
+}
+
+impl Fixture {
+    async fn invoke(&self, event: SqsEvent) -> Vec<String> {
+        let response = self
+            .consumer
+            .handle(invocation(event, "req-test"))
+            .await
+            .expect("batch");
+        response
+            .batch_item_failures
+            .into_iter()
+            .map(|f| f.item_identifier)
+            .collect()
+    }
+
+    /// (error kind, original message id) of every dead-lettered message.
+    async fn dead_letters(&self) -> Vec<(String, String)> {
+        let messages = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.dlq_url)
+            .message_attribute_names("All")
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .expect("receive")
+            .messages
+            .unwrap_or_default();
+        let get = |m: &aws_sdk_sqs::types::Message, n: &str| {
+            m.message_attributes()
+                .and_then(|a| a.get(n))
+                .and_then(|a| a.string_value())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        messages
+            .iter()
+            .map(|m| {
+                (
+                    get(m, "sqsafe.error_kind"),
+                    get(m, "sqsafe.original_message_id"),
+                )
+            })
+            .collect()
+    }
+}
+
+fn downstream_key(payment_id: &str) -> String {
+    KeyBuilder::new("charge-payment", 1)
+        .tenant("acme")
+        .intent("payment", payment_id)
+        .build()
+        .expect("key")
+        .downstream_key()
+}
+
+fn only(event: SqsEvent, message_id: &str) -> SqsEvent {
+    let mut event = event;
+    event
+        .records
+        .retain(|r| r.message_id.as_deref() == Some(message_id));
+    event
+}
+
+const DUPLICATE: &str = "0b1e6c4a-0003-4e7a-9c1d-000000000003";
+const POISON: &str = "0b1e6c4a-0004-4e7a-9c1d-000000000004";
+
+#[tokio::test]
+async fn the_sample_batch_charges_each_payment_once_and_dead_letters_the_poison() {
+    let fx = fixture().await;
+    let failed = fx.invoke(event_file("charge-payment-batch.json")).await;
+    // p-1001 arrives twice in one batch. Records run concurrently, so the copy either replays the completed charge
+    // or finds the key in progress (transient) and comes back: never a second charge.
+    assert!(failed.is_empty() || failed == [DUPLICATE], "{failed:?}");
+    if !failed.is_empty() {
+        assert!(
+            fx.invoke(only(event_file("charge-payment-batch.json"), DUPLICATE))
+                .await
+                .is_empty(),
+            "replayed"
+        );
+    }
+    let charges = fx.payments.charges();
+    let mut paid: Vec<(&str, u64)> = charges
+        .iter()
+        .map(|c| (c.payment_id.as_str(), c.amount))
+        .collect();
+    paid.sort();
+    assert_eq!(
+        paid,
+        [("p-1001", 1250), ("p-1002", 990)],
+        "one charge per payment"
+    );
+    for charge in &charges {
+        assert_eq!(
+            charge.idempotency_key,
+            downstream_key(&charge.payment_id),
+            "derived from the intent, not the attempt"
+        );
+    }
+    let correlation: Vec<_> = charges
+        .iter()
+        .filter_map(|c| c.correlation_id.as_deref())
+        .collect();
+    assert!(
+        correlation.contains(&"corr-a1") && correlation.contains(&"corr-a2"),
+        "propagated: {correlation:?}"
+    );
+    assert_eq!(
+        fx.dead_letters().await,
+        [("bad_payload".to_owned(), POISON.to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_amount_is_refused_and_dead_lettered() {
+    let fx = fixture().await;
+    fx.invoke(only(
+        event_file("charge-payment-batch.json"),
+        "0b1e6c4a-0001-4e7a-9c1d-000000000001",
+    ))
+    .await;
+    let failed = fx.invoke(event_file("charge-payment-mismatch.json")).await;
+    assert!(
+        failed.is_empty(),
+        "permanent: acknowledged after the DLQ took it"
+    );
+    assert_eq!(fx.payments.charges().len(), 1, "no second charge");
+    assert_eq!(
+        fx.payments.stats().requests,
+        1,
+        "the payments API was not even called"
+    );
+    assert_eq!(
+        fx.dead_letters().await,
+        [(
+            "payload_mismatch".to_owned(),
+            "0b1e6c4a-0005-4e7a-9c1d-000000000005".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_charge_made_but_answered_503_is_not_made_again_on_redelivery() {
+    let fx = fixture().await;
+    let first = only(
+        event_file("charge-payment-batch.json"),
+        "0b1e6c4a-0002-4e7a-9c1d-000000000002",
+    );
+    fx.payments.force_next(Fault::After);
+    assert_eq!(
+        fx.invoke(first.clone()).await,
+        ["0b1e6c4a-0002-4e7a-9c1d-000000000002"],
+        "transient: comes back"
+    );
+    assert_eq!(
+        fx.payments.charges().len(),
+        1,
+        "the money moved although the answer was 503"
+    );
+    assert!(fx.invoke(first).await.is_empty(), "the redelivery succeeds");
+    assert_eq!(
+        fx.payments.charges().len(),
+        1,
+        "the downstream Idempotency-Key made the retry a replay"
+    );
+    assert_eq!(fx.payments.stats().replays, 1);
+}
+
+#[tokio::test]
+async fn a_503_before_charging_comes_back_and_the_retry_charges_once() {
+    let fx = fixture().await;
+    let first = only(
+        event_file("charge-payment-batch.json"),
+        "0b1e6c4a-0002-4e7a-9c1d-000000000002",
+    );
+    fx.payments.force_next(Fault::Before);
+    assert_eq!(fx.invoke(first.clone()).await.len(), 1);
+    assert!(fx.payments.charges().is_empty());
+    assert!(fx.invoke(first).await.is_empty());
+    assert_eq!(fx.payments.charges().len(), 1);
+    assert!(fx.dead_letters().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_downstream_422_is_permanent() {
+    let fx = fixture().await;
+    // Someone else used this payment's downstream key with another body: the payments API refuses with 422.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let other = reqwest::Client::new()
+        .post(format!("{}/v1/charges", fx.payments.base_url()))
+        .header("Idempotency-Key", downstream_key("p-1002"))
+        .json(&serde_json::json!({"payment_id":"p-1002","amount":1,"currency":"EUR","customer_id":"x"}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(other.status(), 201);
+    let failed = fx
+        .invoke(only(
+            event_file("charge-payment-batch.json"),
+            "0b1e6c4a-0002-4e7a-9c1d-000000000002",
+        ))
+        .await;
+    assert!(failed.is_empty());
+    assert_eq!(fx.dead_letters().await[0].0, "downstream_key_reused");
+}
