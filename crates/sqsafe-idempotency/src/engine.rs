@@ -16,6 +16,14 @@ use crate::key::IdempotencyKey;
 use crate::record::{Completion, Record, Status, StoredResult};
 use crate::store::{ClaimAttempt, IdempotencyStore};
 
+/// A crash point for fault-injection tests; nothing without the `fault-injection` feature.
+macro_rules! crash_point {
+    ($point:ident, $key:expr) => {
+        #[cfg(feature = "fault-injection")]
+        crate::fault::point(crate::fault::Point::$point, $key);
+    };
+}
+
 /// Runs effects at most once per [`IdempotencyKey`], with the records kept in a store `S`.
 ///
 /// Cheap to clone: clones share the store, the cache and the settings.
@@ -244,6 +252,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
             Claim::Replay { result, source } => return Ok(Outcome::Replayed { result, source }),
             Claim::Acquired(guard) => guard,
         };
+        crash_point!(AfterClaim, request.key());
         let effect = AssertUnwindSafe(effect()).catch_unwind();
         let outcome = match self.inner.heartbeat {
             None => effect.await,
@@ -251,7 +260,9 @@ impl<S: IdempotencyStore> Idempotency<S> {
         };
         match outcome {
             Ok(Ok(value)) => {
+                crash_point!(AfterEffect, request.key());
                 guard.complete(&value).await?;
+                crash_point!(AfterComplete, request.key());
                 Ok(Outcome::Executed(value))
             }
             Ok(Err(e)) => {

@@ -6,6 +6,8 @@ mod clock;
 mod config;
 mod engine;
 mod error;
+#[cfg(feature = "fault-injection")]
+mod fault;
 mod fingerprint;
 mod key;
 mod record;

@@ -9,6 +9,9 @@ pub struct Config {
     pub dlq_url: String,
     /// `MAX_ATTEMPTS` (default 5): deliveries before a transient failure is dead-lettered.
     pub max_attempts: u32,
+    /// `IDEMPOTENCY_WINDOW_DAYS` (default 30): how long an applied entry suppresses duplicates. Must cover the
+    /// queue's retention + the DLQ's retention + the time to redrive (template.yaml checks it).
+    pub idempotency_window: std::time::Duration,
 }
 
 /// A missing or unreadable setting.
@@ -40,24 +43,23 @@ impl Config {
                 .filter(|v| !v.trim().is_empty())
                 .ok_or(ConfigError::Missing(name))
         };
-        let max_attempts = match get("MAX_ATTEMPTS") {
-            None => 5,
-            Some(v) => {
-                v.trim()
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or(ConfigError::Invalid {
-                        name: "MAX_ATTEMPTS",
-                        value: v,
-                    })?
-            }
+        let positive = |name: &'static str, default: u32| match get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or(ConfigError::Invalid { name, value: v }),
         };
+        let max_attempts = positive("MAX_ATTEMPTS", 5)?;
+        let window_days = positive("IDEMPOTENCY_WINDOW_DAYS", 30)?.min(3650);
         Ok(Self {
             idempotency_table: required("IDEMPOTENCY_TABLE")?,
             ledger_table: required("LEDGER_TABLE")?,
             dlq_url: required("DLQ_URL")?,
             max_attempts,
+            idempotency_window: std::time::Duration::from_secs(86_400 * u64::from(window_days)),
         })
     }
 }
@@ -74,7 +76,9 @@ mod tests {
             "DLQ_URL" => Some("d".to_owned()),
             _ => None,
         };
-        assert_eq!(Config::from_vars(all).expect("valid").max_attempts, 5);
+        let config = Config::from_vars(all).expect("valid");
+        assert_eq!(config.max_attempts, 5);
+        assert_eq!(config.idempotency_window.as_secs(), 30 * 86_400);
         let no_ledger = |name: &str| {
             if name == "LEDGER_TABLE" {
                 None

@@ -61,7 +61,9 @@ impl ApplyLedger {
         sqs: aws_sdk_sqs::Client,
     ) -> Result<Self, SetupError> {
         let store = DynamoDbStore::builder(dynamodb, &config.idempotency_table).build()?;
-        let idem = Idempotency::builder(store, CONSUMER, EFFECT_VERSION).build()?;
+        let idem = Idempotency::builder(store, CONSUMER, EFFECT_VERSION)
+            .record_ttl(config.idempotency_window)
+            .build()?;
         let processor = BatchProcessor::builder(CONSUMER, EFFECT_VERSION)
             .max_attempts(config.max_attempts)
             .dead_letter_queue(SqsDeadLetterQueue::new(sqs, &config.dlq_url))

@@ -24,6 +24,7 @@ async fn fixture() -> Fixture {
         ledger_table: unique_name("ledger"),
         dlq_url: create_queue(&sqs, "apply-ledger-dlq", true).await,
         max_attempts: 5,
+        idempotency_window: std::time::Duration::from_secs(30 * 86_400),
     };
     create_table(&dynamodb, &config.idempotency_table, "pk", None).await;
     create_table(&dynamodb, &config.ledger_table, "pk", Some("sk")).await;

@@ -14,6 +14,9 @@ pub struct Config {
     pub max_attempts: u32,
     /// `PAYMENTS_TIMEOUT_MS` (default 5000): per request to the payments API.
     pub payments_timeout: Duration,
+    /// `IDEMPOTENCY_WINDOW_DAYS` (default 30): how long a completed payment suppresses duplicates. Must cover the
+    /// queue's retention + the DLQ's retention + the time to redrive (template.yaml checks it).
+    pub idempotency_window: Duration,
 }
 
 /// A missing or unreadable setting.
@@ -82,6 +85,9 @@ impl Config {
             dlq_url: required("DLQ_URL")?,
             max_attempts,
             payments_timeout: Duration::from_millis(number("PAYMENTS_TIMEOUT_MS", 5000)?),
+            idempotency_window: Duration::from_secs(
+                86_400 * number("IDEMPOTENCY_WINDOW_DAYS", 30)?.min(3650),
+            ),
         })
     }
 }
@@ -112,6 +118,7 @@ mod tests {
         assert_eq!(config.payments_api_url, "https://pay.example");
         assert_eq!(config.max_attempts, 5);
         assert_eq!(config.payments_timeout, Duration::from_secs(5));
+        assert_eq!(config.idempotency_window, Duration::from_secs(30 * 86_400));
     }
 
     #[test]

@@ -45,9 +45,15 @@ async fn charge_payment_under_cargo_lambda_watch() {
     .await
     .expect("invoke");
     let failed = failures(&answer);
+    // p-1001 is in the batch twice (records 1 and 3) and they run concurrently: whichever loses the claim race finds
+    // the key in progress and comes back; nothing else may.
+    let racing = [
+        "0b1e6c4a-0001-4e7a-9c1d-000000000001",
+        "0b1e6c4a-0003-4e7a-9c1d-000000000003",
+    ];
     assert!(
-        failed.is_empty() || failed == ["0b1e6c4a-0003-4e7a-9c1d-000000000003"],
-        "only the in-batch duplicate may come back: {answer}"
+        failed.len() <= 1 && failed.iter().all(|f| racing.contains(&f.as_str())),
+        "{answer}"
     );
     assert_eq!(payments.charges().len(), 2, "p-1001 and p-1002, once each");
 

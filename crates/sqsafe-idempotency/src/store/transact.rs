@@ -102,6 +102,8 @@ impl Idempotency<DynamoDbStore> {
             .await;
         let error = match sent {
             Ok(_) => {
+                #[cfg(feature = "fault-injection")]
+                crate::fault::point(crate::fault::Point::AfterComplete, request.key());
                 self.remember(
                     request.key(),
                     request.fingerprint(),
