@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: Python venv, moto (local AWS), then fmt, clippy and the Rust tests.
+# The whole test suite: Python venv, moto (local AWS), then fmt, clippy, the Rust tests and the template checks.
 # Stops at the first failure; moto is stopped on exit whatever happens.
 set -euo pipefail
 
@@ -40,7 +40,13 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo test --workspace"
+step "cargo clippy with the fault-injection crash points (built only for the fault suite)"
+cargo clippy -p sqsafe-idempotency -p charge-payment -p apply-ledger --features sqsafe-idempotency/fault-injection -- -D warnings
+
+step "cargo test --workspace (includes the fault-injection suite; SQSAFE_FAULTS_HEAVY=1 for thousands of messages)"
 cargo test --workspace
+
+step "template checks (scripts/template-checks.sh: sam validate, cfn-lint, sam build, rules, smoke deploy)"
+bash "${ROOT}/scripts/template-checks.sh"
 
 step "all steps passed"

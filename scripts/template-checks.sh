@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Checks template.yaml offline, in the order a mistake is cheapest to find:
+#   1. sam validate --lint           (cfn-lint on the SAM template)
+#   2. sam validate                  (the SAM translator's own validation; region set, no credentials)
+#   3. SAM transform + cfn-lint      (cfn-lint on the translated CloudFormation: errors inside
+#                                     AWS::Serverless::Function that 1 misses)
+#   4. sam build                     (every function, with the pinned cargo-lambda from .venv)
+#   5. pytest tests/template         (the rules, the structure moto cannot create, the smoke deploy into moto)
+# Each catches errors the others miss (see /work/shared/LOCAL-AWS.md, "Template checks").
+#
+# Expects what scripts/test.sh sets up: the venv (.venv) and moto server with AWS_ENDPOINT_URL etc. exported
+# (scripts/aws-env.sh). By hand: `bash scripts/venv.sh && bash scripts/moto.sh start`, then
+# `source scripts/aws-env.sh && aws_env_export "$(cat .run/moto.port)"`, then this script.
+#
+# Build architecture: the template deploys arm64. Building arm64 needs the aarch64-unknown-linux-gnu Rust standard
+# library; when `rustup target list --installed` lacks it (a fresh CI machine cannot reliably download it), the
+# functions are built for x86_64 instead (parameter Architecture=x86_64, for this build only) and the script says so.
+# SQSAFE_BUILD_ARCH=arm64|x86_64 forces one. Outputs stay in .aws-sam/ (ignored by git); cargo-lambda builds in
+# target/<triple>/release and target/lambda/, apart from the dev build in target/debug.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+VENV="${ROOT}/.venv"
+OUT="${ROOT}/.aws-sam"
+TEMPLATE="template.yaml"
+REGION="us-east-1"
+
+die() {
+  echo "template-checks.sh: $*" >&2
+  exit 1
+}
+
+step() {
+  printf '\n--> %s\n' "$*"
+}
+
+TIMINGS=()
+# timed LABEL CMD...: runs CMD, records how long it took.
+timed() {
+  local label="$1" start rc=0
+  shift
+  start="$(date +%s.%N)"
+  "$@" || rc=$?
+  local took
+  took="$(awk -v a="${start}" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
+  TIMINGS+=("$(printf '%-34s %7s s' "${label}" "${took}")")
+  if [[ "${rc}" -ne 0 ]]; then
+    echo "template-checks.sh: FAILED: ${label} (exit ${rc}, after ${took} s)" >&2
+    exit "${rc}"
+  fi
+  echo "(${label}: ${took} s)"
+}
+
+# ---------------------------------------------------------------- preconditions
+[[ -x "${VENV}/bin/sam" && -x "${VENV}/bin/cfn-lint" && -x "${VENV}/bin/cargo-lambda" ]] \
+  || die "${VENV} lacks sam, cfn-lint or cargo-lambda: run scripts/venv.sh"
+[[ -n "${AWS_ENDPOINT_URL:-}" ]] \
+  || die "AWS_ENDPOINT_URL is not set: run from scripts/test.sh, or start moto (scripts/moto.sh start) and export scripts/aws-env.sh's variables"
+case "${AWS_ENDPOINT_URL}" in
+  http://127.0.0.1:* | http://localhost:*) ;;
+  *) die "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL} is not loopback: refusing to run" ;;
+esac
+
+# The pinned tools first (cargo-lambda, sam, cfn-lint); never the real AWS.
+export PATH="${VENV}/bin:${PATH}"
+export AWS_EC2_METADATA_DISABLED=true
+# SAM CLI: no telemetry and no weekly version check (it calls pypi.org); its state lives under .aws-sam/.
+export SAM_CLI_TELEMETRY=0
+export __SAM_CLI_APP_DIR="${OUT}/sam-cli-home"
+mkdir -p "${__SAM_CLI_APP_DIR}" "${OUT}/checks"
+printf '{"telemetryEnabled": false, "lastVersionCheck": %s}\n' "$(date +%s)" > "${__SAM_CLI_APP_DIR}/metadata.json"
+
+# ---------------------------------------------------------------- 1. sam validate --lint
+step "sam validate --lint"
+timed "sam validate --lint" sam validate --lint --template-file "${TEMPLATE}"
+
+# ---------------------------------------------------------------- 2. sam validate (region, no credentials)
+step "sam validate (AWS_DEFAULT_REGION=${REGION}, no credentials)"
+timed "sam validate" env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
+  AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_CONFIG_FILE=/dev/null AWS_DEFAULT_REGION="${REGION}" \
+  sam validate --template-file "${TEMPLATE}"
+
+# ---------------------------------------------------------------- 3. translate + cfn-lint
+step "SAM transform (aws-sam-translator) + cfn-lint on the result"
+TRANSLATED="${OUT}/checks/translated.json"
+translate_and_lint() {
+  python tests/template/sam_translate.py --template "${TEMPLATE}" --region "${REGION}" --out "${TRANSLATED}" \
+    && cfn-lint --regions "${REGION}" -- "${TRANSLATED}" \
+    && echo "cfn-lint: ${TRANSLATED#"${ROOT}/"} clean"
+}
+timed "translate + cfn-lint" translate_and_lint
+
+# ---------------------------------------------------------------- 4. sam build
+arch="${SQSAFE_BUILD_ARCH:-}"
+reason=""
+if [[ -n "${arch}" ]]; then
+  reason="forced by SQSAFE_BUILD_ARCH=${arch}"
+elif rustup target list --installed 2>/dev/null | grep -qx 'aarch64-unknown-linux-gnu'; then
+  arch="arm64"
+  reason="the aarch64-unknown-linux-gnu Rust std is installed"
+else
+  arch="x86_64"
+  reason="the aarch64-unknown-linux-gnu Rust std is not installed (rustup target add aarch64-unknown-linux-gnu), so this build is x86_64; template.yaml still deploys arm64"
+fi
+case "${arch}" in
+  arm64 | x86_64) ;;
+  *) die "SQSAFE_BUILD_ARCH must be arm64 or x86_64, not ${arch}" ;;
+esac
+step "sam build: ${arch} (${reason})"
+rm -f "${OUT}/sqsafe-build.json"
+timed "sam build (${arch})" sam build --template-file "${TEMPLATE}" --parameter-overrides "Architecture=${arch}"
+printf '{"architecture": "%s", "reason": "%s"}\n' "${arch}" "${reason}" > "${OUT}/sqsafe-build.json"
+for f in "${OUT}"/build/*/bootstrap; do
+  echo "built: ${f#"${ROOT}/"} ($(du -h "${f}" | cut -f1), $(file -b "${f}" 2>/dev/null | cut -d, -f1-2 || echo "${arch}"))"
+done
+if [[ "${arch}" != "arm64" ]]; then
+  echo "NOTE: built ${arch}, not arm64: ${reason}"
+fi
+
+# ---------------------------------------------------------------- 5. pytest
+step "pytest tests/template (rules, structure, smoke deploy into moto at ${AWS_ENDPOINT_URL})"
+timed "pytest tests/template" python -m pytest tests/template --durations=3
+
+printf '\n--> template checks passed\n'
+printf '    %s\n' "${TIMINGS[@]}"

@@ -1,0 +1,662 @@
+"""The rules template.yaml must keep, as code: `check(template)` returns every violation, each naming its rule and
+the resource that breaks it. Nothing is hard-coded per function: every AWS::Serverless::Function, every queue, table
+and alarm found in the template is checked, so a consumer added later is held to the same rules.
+
+Values that are parameters are checked at their bounds, because a deployer may pass any allowed value: a timeout or
+batching window at its MaxValue, the idempotency window at its MinValue, MAX_ATTEMPTS at its MaxValue. A parameter
+without the bound a rule needs is itself a violation.
+
+Used by test_rules.py (the real template must pass; mutated copies must fail with the named rule).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Rule name -> what it demands. Every violation carries one of these names.
+RULES: dict[str, str] = {
+    "function-crates": "every binary of every crate under functions/ is deployed by exactly one function, and no function builds a binary that is not there",
+    "runtime": "functions run on provided.al2023",
+    "architecture": "functions are arm64 (a parameter may offer x86_64 for builds, but its default is arm64)",
+    "build-method": "functions are built by rust-cargolambda (Metadata BuildMethod, BuildProperties.Binary, Handler bootstrap)",
+    "log-group": "each function logs JSON (LoggingConfig LogFormat JSON) to a log group of the template with RetentionInDays",
+    "sqs-event": "each function consumes exactly one SQS queue of the template",
+    "report-batch-item-failures": "every SQS event source mapping has FunctionResponseTypes [ReportBatchItemFailures]",
+    "maximum-concurrency": "every SQS event source mapping sets ScalingConfig.MaximumConcurrency, bounded within 2..1000",
+    "fifo-mapping": "a FIFO queue's mapping has BatchSize <= 10 and no batching window (Lambda rejects both)",
+    "visibility-timeout": "a source queue's VisibilityTimeout >= 6 x its function's Timeout (max) + MaximumBatchingWindowInSeconds (max)",
+    "dlq-required": "every consumed queue has a RedrivePolicy to a dead-letter queue of the template",
+    "max-receive-count": "every RedrivePolicy has maxReceiveCount >= 5",
+    "dlq-fifo": "a FIFO queue's dead-letter queue is FIFO, a standard queue's is standard",
+    "dlq-retention": "every dead-letter queue keeps messages 14 days (MessageRetentionPeriod 1209600)",
+    "redrive-allow-policy": "every dead-letter queue has a RedriveAllowPolicy (byQueue) that names its source queue",
+    "dlq-url": "a function's DLQ_URL is the dead-letter queue of the queue it consumes",
+    "orphan-queue": "every queue is either consumed by a function or a dead-letter queue (so the rules above cover it)",
+    "sse": "every queue (SqsManagedSseEnabled or KmsMasterKeyId) and every table (SSESpecification.SSEEnabled) is encrypted",
+    "pitr": "every table has point-in-time recovery",
+    "on-demand": "every table is on-demand (PAY_PER_REQUEST)",
+    "idempotency-table": "an IDEMPOTENCY_TABLE has the DynamoDB store's key schema (pk, String, no sort key) and TTL on expiration",
+    "alarm-dlq": "each dead-letter queue has an alarm: AWS/SQS ApproximateNumberOfMessagesVisible > 0 (GreaterThanThreshold, Threshold 0, TreatMissingData notBreaching), AlarmActions to an SNS topic of the template",
+    "alarm-queue-age": "each consumed queue has an alarm on AWS/SQS ApproximateAgeOfOldestMessage, AlarmActions to an SNS topic of the template",
+    "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ and the tables named in its environment; no managed policies (they cannot be checked here)",
+    "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, SendMessage on its DLQ, item actions on its tables",
+    "max-attempts": "MAX_ATTEMPTS (max) <= the consumed queue's maxReceiveCount",
+    "idempotency-window": "IDEMPOTENCY_WINDOW_DAYS (min) x 86400 >= source queue retention + DLQ retention + redrive margin",
+}
+
+# Time allowed, after a message reaches the end of its DLQ retention, for an operator to redrive it and for the
+# redriven copy to be consumed. The window rule adds it to the two retentions.
+REDRIVE_MARGIN_SECONDS = 86_400
+DLQ_RETENTION_SECONDS = 14 * 86_400
+MIN_MAX_RECEIVE_COUNT = 5
+VISIBILITY_FACTOR = 6
+SQS_DEFAULTS = {"VisibilityTimeout": 30, "MessageRetentionPeriod": 345_600}
+SAM_DEFAULT_TIMEOUT = 3
+CODE_DEFAULT_MAX_ATTEMPTS = 5  # MAX_ATTEMPTS when unset (functions/*/README.md)
+DATA_PLANE_SERVICES = ("dynamodb", "sqs")
+
+# What each kind of resource a function touches requires (the "permissions" rule). Keys are environment variables
+# the functions read; "(source)" is the queue the event source mapping polls.
+REQUIRED_ACTIONS: dict[str, set[str]] = {
+    "(source)": {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
+    "DLQ_URL": {"sqs:SendMessage"},
+    "IDEMPOTENCY_TABLE": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+    "LEDGER_TABLE": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    resource: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.resource}: {self.message}"
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def refs(value: Any) -> set[str]:
+    """Logical ids (and parameters) a value refers to: Ref, Fn::GetAtt, ${X} / ${X.Attr} in Fn::Sub."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "Ref" and isinstance(inner, str):
+                found.add(inner)
+            elif key == "Fn::GetAtt":
+                if isinstance(inner, list) and inner and isinstance(inner[0], str):
+                    found.add(inner[0])
+                elif isinstance(inner, str):
+                    found.add(inner.split(".", 1)[0])
+            elif key == "Fn::Sub":
+                text = inner[0] if isinstance(inner, list) else inner
+                if isinstance(text, str):
+                    found.update(m.split(".", 1)[0] for m in re.findall(r"\$\{([^!][^}]*)\}", text))
+                if isinstance(inner, list) and len(inner) > 1:
+                    found.update(refs(inner[1]))
+            else:
+                found.update(refs(inner))
+    elif isinstance(value, list):
+        for item in value:
+            found.update(refs(item))
+    return {r for r in found if not r.startswith("AWS::")}
+
+
+def as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def to_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(float(value))
+        except ValueError:
+            return None
+    return None
+
+
+def truthy(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+class Template:
+    """Read-only view of a parsed template (long-form intrinsics), with the lookups the rules share."""
+
+    def __init__(self, doc: dict[str, Any]):
+        self.doc = doc
+        self.resources: dict[str, dict[str, Any]] = doc.get("Resources", {}) or {}
+        self.parameters: dict[str, dict[str, Any]] = doc.get("Parameters", {}) or {}
+        self.globals: dict[str, Any] = ((doc.get("Globals") or {}).get("Function")) or {}
+
+    def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.resources.items() if v.get("Type") == kind}
+
+    def props(self, logical_id: str) -> dict[str, Any]:
+        return self.resources.get(logical_id, {}).get("Properties", {}) or {}
+
+    def is_type(self, logical_id: str, kind: str) -> bool:
+        return self.resources.get(logical_id, {}).get("Type") == kind
+
+    def function_props(self, logical_id: str) -> dict[str, Any]:
+        """A SAM function's properties with Globals.Function underneath (shallow)."""
+        return {**self.globals, **self.props(logical_id)}
+
+    def bound(self, value: Any, which: str) -> tuple[int | None, str]:
+        """The value at one bound ("max", "min" or "default"): a literal is its own bound; a Ref to a parameter gives
+        its MaxValue / MinValue / Default (or the extreme of AllowedValues). Returns (value or None, description)."""
+        literal = to_int(value)
+        if literal is not None:
+            return literal, f"{literal}"
+        if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"] in self.parameters:
+            name = value["Ref"]
+            param = self.parameters[name]
+            allowed = [to_int(v) for v in param.get("AllowedValues", [])]
+            allowed = [v for v in allowed if v is not None]
+            if which == "default":
+                got = to_int(param.get("Default"))
+                return got, f"parameter {name} Default {got}"
+            key = "MaxValue" if which == "max" else "MinValue"
+            got = to_int(param.get(key))
+            if got is None and allowed:
+                got = max(allowed) if which == "max" else min(allowed)
+                return got, f"parameter {name} AllowedValues {which} {got}"
+            return got, f"parameter {name} {key} {got}"
+        return None, f"unresolvable value {value!r}"
+
+    def default(self, value: Any) -> Any:
+        """A string-valued setting at its default (literal, or the Default of the parameter it Refs)."""
+        if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"] in self.parameters:
+            return self.parameters[value["Ref"]].get("Default")
+        return value
+
+
+@dataclass
+class Consumer:
+    """A function and what it is wired to, as found in the template."""
+
+    function: str
+    props: dict[str, Any]
+    event_name: str | None = None
+    event: dict[str, Any] | None = None  # the SQS event's Properties
+    queue: str | None = None  # the consumed queue's logical id
+    dlq: str | None = None  # that queue's dead-letter queue
+    role: str | None = None  # logical id of its AWS::IAM::Role, if any
+
+
+def function_crate_binaries(root: Path = ROOT) -> dict[str, str]:
+    """Binary name -> crate directory, for every crate under functions/ (from [[bin]], else the package name)."""
+    binaries: dict[str, str] = {}
+    for manifest in sorted((root / "functions").glob("*/Cargo.toml")):
+        cargo = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        bins = [b["name"] for b in cargo.get("bin", []) if "name" in b] or [cargo["package"]["name"]]
+        for name in bins:
+            binaries[name] = str(manifest.parent.relative_to(root))
+    return binaries
+
+
+# ------------------------------------------------------------------------------------------------ the checker
+
+
+def check(doc: dict[str, Any], *, crate_binaries: dict[str, str] | None = None) -> list[Violation]:
+    """Every violation of RULES in the parsed SAM template `doc`."""
+    t = Template(doc)
+    out: list[Violation] = []
+
+    def fail(rule: str, resource: str, message: str) -> None:
+        assert rule in RULES, rule
+        out.append(Violation(rule, resource, message))
+
+    functions = t.of_type("AWS::Serverless::Function")
+    queues = t.of_type("AWS::SQS::Queue")
+    tables = t.of_type("AWS::DynamoDB::Table")
+    alarms = t.of_type("AWS::CloudWatch::Alarm")
+
+    # Queue -> its DLQ, from RedrivePolicy.
+    dlq_of: dict[str, str] = {}
+    for q in queues:
+        target = refs((t.props(q).get("RedrivePolicy") or {}).get("deadLetterTargetArn"))
+        target = {x for x in target if x in queues}
+        if len(target) == 1:
+            dlq_of[q] = target.pop()
+    dlqs = set(dlq_of.values())
+
+    consumers = [_consumer(t, f, queues, dlq_of, fail) for f in functions]
+    consumed = {c.queue for c in consumers if c.queue}
+    # Raw event source mappings (outside SAM functions) count as consumers of their queue too.
+    raw_mappings = t.of_type("AWS::Lambda::EventSourceMapping")
+    for m, res in raw_mappings.items():
+        consumed.update(x for x in refs(res.get("Properties", {}).get("EventSourceArn")) if x in queues)
+
+    _check_crates(t, functions, crate_binaries if crate_binaries is not None else function_crate_binaries(), fail)
+    for c in consumers:
+        _check_function(t, c, fail)
+        if c.queue:
+            _check_mapping(t, c, c.event or {}, f"{c.function}.Events.{c.event_name}", queues, fail)
+            _check_wiring(t, c, queues, fail)
+            _check_window(t, c, fail)
+        _check_privileges(t, c, queues, tables, fail)
+    for m, res in raw_mappings.items():
+        props = res.get("Properties", {})
+        queue = next((x for x in refs(props.get("EventSourceArn")) if x in queues), None)
+        fake = Consumer(function=m, props={}, queue=queue)
+        _check_mapping(t, fake, props, m, queues, fail)
+
+    _check_queues(t, queues, consumed, dlq_of, dlqs, fail)
+    _check_tables(t, tables, consumers, fail)
+    _check_alarms(t, alarms, consumed, dlqs, fail)
+    _check_policy_documents(t, fail)
+    return out
+
+
+def _consumer(t: Template, f: str, queues: dict, dlq_of: dict, fail) -> Consumer:
+    props = t.function_props(f)
+    c = Consumer(function=f, props=props)
+    sqs_events = {
+        name: ev for name, ev in (props.get("Events") or {}).items() if isinstance(ev, dict) and ev.get("Type") == "SQS"
+    }
+    if len(sqs_events) != 1:
+        fail("sqs-event", f, f"has {len(sqs_events)} SQS events; an sqsafe consumer has exactly one")
+    if sqs_events:
+        c.event_name, ev = next(iter(sqs_events.items()))
+        c.event = ev.get("Properties") or {}
+        targets = [x for x in refs(c.event.get("Queue")) if x in queues]
+        if len(targets) != 1:
+            fail("sqs-event", f, f"event {c.event_name} does not name a queue of this template: {c.event.get('Queue')!r}")
+        else:
+            c.queue = targets[0]
+            c.dlq = dlq_of.get(c.queue)
+    role = props.get("Role")
+    if role is not None:
+        role_refs = [x for x in refs(role) if t.is_type(x, "AWS::IAM::Role")]
+        c.role = role_refs[0] if len(role_refs) == 1 else None
+    return c
+
+
+def _check_crates(t: Template, functions: dict, crate_binaries: dict[str, str], fail) -> None:
+    deployed: dict[str, list[str]] = {}
+    for f in functions:
+        binary = ((t.resources[f].get("Metadata") or {}).get("BuildProperties") or {}).get("Binary")
+        if binary:
+            deployed.setdefault(binary, []).append(f)
+    for binary, crate in sorted(crate_binaries.items()):
+        if binary not in deployed:
+            fail("function-crates", crate, f"binary {binary!r} has no AWS::Serverless::Function (BuildProperties.Binary)")
+        elif len(deployed[binary]) > 1:
+            fail("function-crates", crate, f"binary {binary!r} is deployed by {len(deployed[binary])} functions: {deployed[binary]}")
+    for binary, fs in sorted(deployed.items()):
+        if binary not in crate_binaries:
+            fail("function-crates", fs[0], f"builds binary {binary!r}, which no crate under functions/ defines")
+
+
+def _check_function(t: Template, c: Consumer, fail) -> None:
+    f, p = c.function, c.props
+    runtime = t.default(p.get("Runtime"))
+    if runtime != "provided.al2023":
+        fail("runtime", f, f"Runtime is {runtime!r}, not provided.al2023")
+
+    archs = [t.default(a) for a in as_list(p.get("Architectures"))]
+    if archs != ["arm64"]:
+        fail("architecture", f, f"Architectures resolve to {archs or ['x86_64 (the default)']}, not [arm64]")
+
+    meta = t.resources[f].get("Metadata") or {}
+    if meta.get("BuildMethod") != "rust-cargolambda":
+        fail("build-method", f, f"Metadata.BuildMethod is {meta.get('BuildMethod')!r}, not rust-cargolambda")
+    if not (meta.get("BuildProperties") or {}).get("Binary"):
+        fail("build-method", f, "Metadata.BuildProperties.Binary is missing (which binary of the workspace to build)")
+    if p.get("Handler") != "bootstrap":
+        fail("build-method", f, f"Handler is {p.get('Handler')!r}, not bootstrap")
+    if p.get("PackageType", "Zip") != "Zip" or not p.get("CodeUri"):
+        fail("build-method", f, "needs a zip package with CodeUri (the cargo workspace)")
+
+    logging = p.get("LoggingConfig") or {}
+    if logging.get("LogFormat") != "JSON":
+        fail("log-group", f, f"LoggingConfig.LogFormat is {logging.get('LogFormat')!r}, not JSON")
+    groups = [x for x in refs(logging.get("LogGroup")) if t.is_type(x, "AWS::Logs::LogGroup")]
+    if not groups:
+        # The default group /aws/lambda/<function name>, created by the template so that it has a retention.
+        groups = [
+            g
+            for g in t.of_type("AWS::Logs::LogGroup")
+            if f in refs(t.props(g).get("LogGroupName")) and "/aws/lambda/" in str(t.props(g).get("LogGroupName"))
+        ]
+    if not groups:
+        fail("log-group", f, "no log group of the template (LoggingConfig.LogGroup, or one named /aws/lambda/${Function})")
+    for g in groups:
+        if t.props(g).get("RetentionInDays") is None:
+            fail("log-group", g, f"log group of {f} has no RetentionInDays (logs would be kept forever)")
+
+
+def _check_mapping(t: Template, c: Consumer, ev: dict, where: str, queues: dict, fail) -> None:
+    if "ReportBatchItemFailures" not in as_list(ev.get("FunctionResponseTypes")):
+        fail("report-batch-item-failures", where, "FunctionResponseTypes lacks ReportBatchItemFailures: one failed record would redeliver the whole batch")
+
+    conc = (ev.get("ScalingConfig") or {}).get("MaximumConcurrency")
+    if conc is None:
+        fail("maximum-concurrency", where, "ScalingConfig.MaximumConcurrency is not set (unbounded scaling)")
+    else:
+        lo, lo_d = t.bound(conc, "min")
+        hi, hi_d = t.bound(conc, "max")
+        if lo is None or hi is None:
+            fail("maximum-concurrency", where, f"MaximumConcurrency must be bounded: {lo_d}, {hi_d}")
+        elif lo < 2 or hi > 1000:
+            fail("maximum-concurrency", where, f"MaximumConcurrency range {lo}..{hi} is outside 2..1000 ({lo_d}, {hi_d})")
+
+    if c.queue and truthy(t.props(c.queue).get("FifoQueue")):
+        batch, batch_d = t.bound(ev.get("BatchSize", 10), "max")
+        if batch is None or batch > 10:
+            fail("fifo-mapping", where, f"BatchSize can reach {batch} ({batch_d}); a FIFO queue allows at most 10")
+        if "MaximumBatchingWindowInSeconds" in ev:
+            fail("fifo-mapping", where, "MaximumBatchingWindowInSeconds is set; FIFO queues do not support a batching window")
+
+
+def _check_wiring(t: Template, c: Consumer, queues: dict, fail) -> None:
+    """visibility-timeout, dlq-url, max-attempts: the numbers that tie a function to its queue."""
+    f, q = c.function, c.queue
+    qp = t.props(q)
+    ev = c.event or {}
+
+    timeout, timeout_d = t.bound(c.props.get("Timeout", SAM_DEFAULT_TIMEOUT), "max")
+    window, window_d = t.bound(ev.get("MaximumBatchingWindowInSeconds", 0), "max")
+    visibility, visibility_d = t.bound(qp.get("VisibilityTimeout", SQS_DEFAULTS["VisibilityTimeout"]), "min")
+    if None in (timeout, window, visibility):
+        fail("visibility-timeout", q, f"cannot bound the numbers: timeout {timeout_d}, window {window_d}, visibility {visibility_d}")
+    else:
+        need = VISIBILITY_FACTOR * timeout + window
+        if visibility < need:
+            fail(
+                "visibility-timeout",
+                q,
+                f"VisibilityTimeout {visibility} < {VISIBILITY_FACTOR} x {f} Timeout {timeout} ({timeout_d}) + batching window "
+                f"{window} ({window_d}) = {need}",
+            )
+
+    env = (c.props.get("Environment") or {}).get("Variables") or {}
+    if c.dlq is not None:
+        if "DLQ_URL" not in env:
+            fail("dlq-url", f, f"DLQ_URL is not set (sqsafe sends poison messages to {c.dlq} itself)")
+        elif refs(env["DLQ_URL"]) != {c.dlq}:
+            fail("dlq-url", f, f"DLQ_URL refers to {sorted(refs(env['DLQ_URL']))}, not {c.dlq}, the DLQ of {q}")
+
+    receive = to_int((qp.get("RedrivePolicy") or {}).get("maxReceiveCount"))
+    if receive is not None:
+        attempts, attempts_d = t.bound(env.get("MAX_ATTEMPTS", CODE_DEFAULT_MAX_ATTEMPTS), "max")
+        if attempts is None:
+            fail("max-attempts", f, f"MAX_ATTEMPTS is unbounded ({attempts_d}); give its parameter a MaxValue")
+        elif attempts > receive:
+            fail(
+                "max-attempts",
+                f,
+                f"MAX_ATTEMPTS can be {attempts} ({attempts_d}) > {q} maxReceiveCount {receive}: SQS would dead-letter "
+                f"the message without the context sqsafe adds",
+            )
+
+
+def _check_window(t: Template, c: Consumer, fail) -> None:
+    f = c.function
+    env = (c.props.get("Environment") or {}).get("Variables") or {}
+    if "IDEMPOTENCY_WINDOW_DAYS" not in env:
+        fail("idempotency-window", f, "IDEMPOTENCY_WINDOW_DAYS is not set: the window must be explicit to be checked")
+        return
+    days, days_d = t.bound(env["IDEMPOTENCY_WINDOW_DAYS"], "min")
+    if days is None:
+        fail("idempotency-window", f, f"IDEMPOTENCY_WINDOW_DAYS has no lower bound ({days_d}); give its parameter a MinValue")
+        return
+    if c.dlq is None:
+        return  # dlq-required reports it
+    source_ret, _ = t.bound(t.props(c.queue).get("MessageRetentionPeriod", SQS_DEFAULTS["MessageRetentionPeriod"]), "max")
+    dlq_ret, _ = t.bound(t.props(c.dlq).get("MessageRetentionPeriod", SQS_DEFAULTS["MessageRetentionPeriod"]), "max")
+    if source_ret is None or dlq_ret is None:
+        fail("idempotency-window", f, "queue retention periods must be literals to check the window")
+        return
+    need = source_ret + dlq_ret + REDRIVE_MARGIN_SECONDS
+    if days * 86_400 < need:
+        fail(
+            "idempotency-window",
+            f,
+            f"IDEMPOTENCY_WINDOW_DAYS can be {days} ({days_d}) = {days * 86_400} s < {c.queue} retention {source_ret} + "
+            f"{c.dlq} retention {dlq_ret} + redrive margin {REDRIVE_MARGIN_SECONDS} = {need} s "
+            f"(>= {-(-need // 86_400)} days): a redriven message would be applied again",
+        )
+
+
+def _statements(t: Template, c: Consumer, fail) -> list[dict[str, Any]] | None:
+    """The statements of a function's role, or None when they cannot all be seen (a violation is reported)."""
+    f, p = c.function, c.props
+    if p.get("Role") is not None:
+        if c.role is None:
+            fail("least-privilege", f, f"Role {p.get('Role')!r} is not an AWS::IAM::Role of this template; its policies cannot be checked")
+            return None
+        rp = t.props(c.role)
+        if rp.get("ManagedPolicyArns"):
+            fail("least-privilege", c.role, f"ManagedPolicyArns {rp['ManagedPolicyArns']!r}: managed policies cannot be checked; write the statements inline")
+        statements = []
+        for policy in as_list(rp.get("Policies")):
+            statements += as_list((policy.get("PolicyDocument") or {}).get("Statement"))
+        for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy"):
+            for pid, res in t.of_type(kind).items():
+                pp = res.get("Properties", {})
+                if c.role in refs(pp.get("Roles")) or c.role in refs(pp.get("RoleName")):
+                    statements += as_list((pp.get("PolicyDocument") or {}).get("Statement"))
+        return statements
+    # SAM generates the role. Its SQS event attaches the managed AWSLambdaSQSQueueExecutionRole (sqs:ReceiveMessage,
+    # DeleteMessage, GetQueueAttributes on Resource "*").
+    if c.queue is not None:
+        fail("least-privilege", f, "no Role: SAM's SQS event would attach AWSLambdaSQSQueueExecutionRole (Resource '*'); give the function its own AWS::IAM::Role")
+    statements = []
+    for policy in as_list(p.get("Policies")):
+        if isinstance(policy, dict) and "Statement" in policy:
+            statements += as_list(policy["Statement"])
+        else:
+            fail("least-privilege", f, f"policy {policy!r} is a managed policy or SAM policy template; write the statements out")
+    return statements
+
+
+def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail) -> None:
+    statements = _statements(t, c, fail)
+    if statements is None:
+        return
+    f = c.function
+    owner = c.role or f
+    env = (c.props.get("Environment") or {}).get("Variables") or {}
+    own_tables = {x for v in env.values() for x in refs(v) if x in tables}
+    own_queues = {x for x in (c.queue, c.dlq) if x}
+
+    granted: dict[str, set[str]] = {}  # logical id -> actions allowed on it
+    for st in statements:
+        if not isinstance(st, dict) or st.get("Effect") != "Allow":
+            continue
+        if "NotAction" in st or "NotResource" in st:
+            fail("least-privilege", owner, f"statement {st.get('Sid', '')!r} uses NotAction/NotResource")
+            continue
+        actions = [a for a in as_list(st.get("Action")) if isinstance(a, str)]
+        resources = as_list(st.get("Resource"))
+        for action in actions:
+            service = action.split(":", 1)[0].lower()
+            if action == "*":
+                fail("least-privilege", owner, f"statement {st.get('Sid', '')!r} allows Action '*'")
+                continue
+            if service not in DATA_PLANE_SERVICES:
+                continue
+            if "*" in action or "?" in action:
+                fail("least-privilege", owner, f"wildcard action {action!r} on the {service} data plane")
+            allowed = own_queues if service == "sqs" else own_tables
+            for resource in resources:
+                if isinstance(resource, str):
+                    what = "Resource '*'" if resource == "*" else f"literal resource {resource!r}"
+                    fail("least-privilege", owner, f"{action} on {what}: name the function's own {service} resources with Ref/GetAtt")
+                    continue
+                targets = refs(resource)
+                others = sorted(targets - allowed)
+                if others or not targets:
+                    fail("least-privilege", owner, f"{action} reaches {others or resource!r}, not only {f}'s own {sorted(allowed)}")
+                if isinstance(resource, dict) and "Fn::Sub" in resource and "*" in str(resource["Fn::Sub"]):
+                    fail("least-privilege", owner, f"{action} on a wildcard ARN {resource['Fn::Sub']!r}")
+                for x in targets:
+                    granted.setdefault(x, set()).add(action)
+
+    # permissions: what the function needs, on exactly its resources.
+    needs: list[tuple[str, str]] = []
+    if c.queue:
+        needs.append(("(source)", c.queue))
+    for var in ("DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE"):
+        for x in refs(env.get(var)):
+            if x in queues or x in tables:
+                needs.append((var, x))
+    for var, x in needs:
+        missing = sorted(REQUIRED_ACTIONS[var] - granted.get(x, set()))
+        if missing:
+            fail("permissions", owner, f"{f} needs {missing} on {x} ({var})")
+
+
+def _check_queues(t: Template, queues: dict, consumed: set, dlq_of: dict, dlqs: set, fail) -> None:
+    for q in queues:
+        qp = t.props(q)
+        if not (truthy(qp.get("SqsManagedSseEnabled")) or qp.get("KmsMasterKeyId")):
+            fail("sse", q, "neither SqsManagedSseEnabled: true nor KmsMasterKeyId")
+        if q not in consumed and q not in dlqs:
+            fail("orphan-queue", q, "is neither consumed by a function nor a dead-letter queue")
+    for q in sorted(consumed):
+        if q not in dlq_of:
+            fail("dlq-required", q, "consumed queue has no RedrivePolicy to a queue of this template")
+    for q, d in dlq_of.items():
+        rp = t.props(q).get("RedrivePolicy") or {}
+        receive = to_int(rp.get("maxReceiveCount"))
+        if receive is None or receive < MIN_MAX_RECEIVE_COUNT:
+            fail("max-receive-count", q, f"maxReceiveCount is {rp.get('maxReceiveCount')!r}, needs >= {MIN_MAX_RECEIVE_COUNT}")
+        if truthy(t.props(q).get("FifoQueue")) != truthy(t.props(d).get("FifoQueue")):
+            fail("dlq-fifo", d, f"FifoQueue {t.props(d).get('FifoQueue')!r} does not match its source {q} ({t.props(q).get('FifoQueue')!r})")
+    for d in sorted(dlqs):
+        dp = t.props(d)
+        retention = to_int(dp.get("MessageRetentionPeriod"))
+        if retention != DLQ_RETENTION_SECONDS:
+            fail("dlq-retention", d, f"MessageRetentionPeriod is {dp.get('MessageRetentionPeriod')!r}, needs {DLQ_RETENTION_SECONDS} (14 days)")
+        rap = dp.get("RedriveAllowPolicy")
+        sources = sorted(q for q, x in dlq_of.items() if x == d)
+        if not isinstance(rap, dict):
+            fail("redrive-allow-policy", d, "no RedriveAllowPolicy: any queue of the account could use it as its DLQ")
+            continue
+        if rap.get("redrivePermission") != "byQueue":
+            fail("redrive-allow-policy", d, f"redrivePermission is {rap.get('redrivePermission')!r}, not byQueue")
+            continue
+        named = " ".join(str(a) for a in as_list(rap.get("sourceQueueArns")))
+        for q in sources:
+            name = t.props(q).get("QueueName")
+            name_text = str(name.get("Fn::Sub") if isinstance(name, dict) else name)
+            if q not in refs(rap.get("sourceQueueArns")) and (not name or name_text not in named):
+                fail("redrive-allow-policy", d, f"sourceQueueArns {rap.get('sourceQueueArns')!r} does not name its source {q}")
+
+
+def _check_tables(t: Template, tables: dict, consumers: list[Consumer], fail) -> None:
+    for tb in tables:
+        tp = t.props(tb)
+        if not truthy((tp.get("SSESpecification") or {}).get("SSEEnabled")):
+            fail("sse", tb, "SSESpecification.SSEEnabled is not true")
+        if not truthy((tp.get("PointInTimeRecoverySpecification") or {}).get("PointInTimeRecoveryEnabled")):
+            fail("pitr", tb, "PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled is not true")
+        if tp.get("BillingMode") != "PAY_PER_REQUEST":
+            fail("on-demand", tb, f"BillingMode is {tp.get('BillingMode')!r}, not PAY_PER_REQUEST")
+    idempotency = set()
+    for c in consumers:
+        env = (c.props.get("Environment") or {}).get("Variables") or {}
+        idempotency.update(x for x in refs(env.get("IDEMPOTENCY_TABLE")) if x in tables)
+        if "IDEMPOTENCY_TABLE" not in env:
+            fail("idempotency-table", c.function, "IDEMPOTENCY_TABLE is not set")
+    for tb in sorted(idempotency):
+        tp = t.props(tb)
+        keys = [(k.get("AttributeName"), k.get("KeyType")) for k in as_list(tp.get("KeySchema"))]
+        if keys != [("pk", "HASH")]:
+            fail("idempotency-table", tb, f"KeySchema {keys} is not the store's default [('pk', 'HASH')]")
+        types = {a.get("AttributeName"): a.get("AttributeType") for a in as_list(tp.get("AttributeDefinitions"))}
+        if types.get("pk") != "S":
+            fail("idempotency-table", tb, f"pk is {types.get('pk')!r}, not S (String)")
+        ttl = tp.get("TimeToLiveSpecification") or {}
+        if ttl.get("AttributeName") != "expiration" or not truthy(ttl.get("Enabled")):
+            fail("idempotency-table", tb, f"TimeToLiveSpecification {ttl!r} is not enabled on 'expiration'")
+
+
+def _alarm_actions_ok(t: Template, ap: dict) -> bool:
+    return any(t.is_type(x, "AWS::SNS::Topic") for a in as_list(ap.get("AlarmActions")) for x in refs(a))
+
+
+def _alarms_on(t: Template, alarms: dict, queue: str, metric: str) -> list[str]:
+    found = []
+    for a in alarms:
+        ap = t.props(a)
+        if ap.get("Namespace") != "AWS/SQS" or ap.get("MetricName") != metric:
+            continue
+        dims = {d.get("Name"): d.get("Value") for d in as_list(ap.get("Dimensions")) if isinstance(d, dict)}
+        if refs(dims.get("QueueName")) == {queue}:
+            found.append(a)
+    return found
+
+
+def _check_alarms(t: Template, alarms: dict, consumed: set, dlqs: set, fail) -> None:
+    for d in sorted(dlqs):
+        found = _alarms_on(t, alarms, d, "ApproximateNumberOfMessagesVisible")
+        if not found:
+            fail("alarm-dlq", d, "no alarm on AWS/SQS ApproximateNumberOfMessagesVisible with QueueName of this DLQ")
+        for a in found:
+            ap = t.props(a)
+            threshold = to_int(ap.get("Threshold"))
+            if threshold != 0 or ap.get("ComparisonOperator") != "GreaterThanThreshold":
+                fail("alarm-dlq", a, f"must fire on > 0: Threshold {ap.get('Threshold')!r}, ComparisonOperator {ap.get('ComparisonOperator')!r}")
+            if ap.get("TreatMissingData") != "notBreaching":
+                fail("alarm-dlq", a, f"TreatMissingData is {ap.get('TreatMissingData')!r}, not notBreaching")
+            if not _alarm_actions_ok(t, ap):
+                fail("alarm-dlq", a, "AlarmActions do not notify an SNS topic of this template")
+    for q in sorted(consumed):
+        found = _alarms_on(t, alarms, q, "ApproximateAgeOfOldestMessage")
+        if not found:
+            fail("alarm-queue-age", q, "no alarm on AWS/SQS ApproximateAgeOfOldestMessage with QueueName of this queue")
+        for a in found:
+            if not _alarm_actions_ok(t, t.props(a)):
+                fail("alarm-queue-age", a, "AlarmActions do not notify an SNS topic of this template")
+
+
+def _policy_documents(t: Template) -> Iterable[tuple[str, dict]]:
+    for rid, res in t.resources.items():
+        p = res.get("Properties", {}) or {}
+        kind = res.get("Type")
+        if kind == "AWS::IAM::Role":
+            for policy in as_list(p.get("Policies")):
+                yield rid, policy.get("PolicyDocument") or {}
+        elif kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy"):
+            yield rid, p.get("PolicyDocument") or {}
+        elif kind == "AWS::Serverless::Function":
+            for policy in as_list(p.get("Policies")):
+                if isinstance(policy, dict) and "Statement" in policy:
+                    yield rid, policy
+
+
+def _check_policy_documents(t: Template, fail) -> None:
+    """Action '*' and data-plane wildcards anywhere, also in policies no function uses."""
+    seen: set[tuple[str, str]] = set()
+    for rid, doc in _policy_documents(t):
+        for st in as_list(doc.get("Statement")):
+            if not isinstance(st, dict) or st.get("Effect") != "Allow":
+                continue
+            for action in as_list(st.get("Action")):
+                if not isinstance(action, str):
+                    continue
+                service = action.split(":", 1)[0].lower()
+                bad = action == "*" or (service in DATA_PLANE_SERVICES and "*" in action)
+                if bad and (rid, action) not in seen:
+                    seen.add((rid, action))
+                    fail("least-privilege", rid, f"allows {action!r}")
+                if service in DATA_PLANE_SERVICES and "*" in as_list(st.get("Resource")) and (rid, f"{action}@*") not in seen:
+                    seen.add((rid, f"{action}@*"))
+                    fail("least-privilege", rid, f"allows {action} on Resource '*'")

@@ -1,0 +1,204 @@
+"""The deployment rules of issue #4, enforced on template.yaml (see template_rules.py for the checker).
+
+test_rule_holds runs once per rule, so a failure names the rule in the test id, and its message lists each resource
+that breaks it. The mutation tests break a copy of the template in memory, one way at a time, and show that the
+checker reports the named rule for the named resource: proof that each rule can fail.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import pytest
+
+from template_rules import RULES, Violation, check, function_crate_binaries
+
+
+def _violations(doc: dict[str, Any], **kw) -> list[Violation]:
+    return check(doc, **kw)
+
+
+@pytest.fixture(scope="module")
+def violations(_sam_template) -> list[Violation]:
+    return _violations(_sam_template)
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_rule_holds(rule: str, violations: list[Violation]) -> None:
+    broken = [str(v) for v in violations if v.rule == rule]
+    assert not broken, f"rule {rule!r} ({RULES[rule]}) is broken:\n" + "\n".join(broken)
+
+
+def test_rules_are_not_vacuous(sam_template) -> None:
+    """The rules iterate over what they find: make sure they find the consumers, queues and tables."""
+    kinds = [r["Type"] for r in sam_template["Resources"].values()]
+    crates = function_crate_binaries()
+    assert len(crates) >= 2, f"expected the function crates under functions/, found {crates}"
+    assert kinds.count("AWS::Serverless::Function") == len(crates)
+    assert kinds.count("AWS::SQS::Queue") == 2 * len(crates), "one queue and one DLQ per function"
+    assert kinds.count("AWS::CloudWatch::Alarm") == 2 * len(crates), "one DLQ alarm and one age alarm per function"
+    assert kinds.count("AWS::DynamoDB::Table") >= 1
+
+
+# ------------------------------------------------------------------------------------------------ mutations
+
+R = "Resources"
+
+
+def props(doc: dict, logical_id: str) -> dict:
+    return doc[R][logical_id]["Properties"]
+
+
+def event(doc: dict, function: str) -> dict:
+    return props(doc, function)["Events"]["Queue"]["Properties"]
+
+
+def statements(doc: dict, role: str) -> list[dict]:
+    return props(doc, role)["Policies"][0]["PolicyDocument"]["Statement"]
+
+
+def statement(doc: dict, role: str, sid: str) -> dict:
+    return next(s for s in statements(doc, role) if s.get("Sid") == sid)
+
+
+def add_consumer_without_dlq(doc: dict) -> None:
+    """A third consumer, added later by someone, whose queue has no DLQ and no alarms: caught without naming it."""
+    doc[R]["RefundQueue"] = {
+        "Type": "AWS::SQS::Queue",
+        "Properties": {"SqsManagedSseEnabled": True, "VisibilityTimeout": 400},
+    }
+    fn = copy.deepcopy(doc[R]["ChargePaymentFunction"])
+    fn["Metadata"]["BuildProperties"]["Binary"] = "refund"
+    fn["Properties"]["Events"]["Queue"]["Properties"]["Queue"] = {"Fn::GetAtt": ["RefundQueue", "Arn"]}
+    doc[R]["RefundFunction"] = fn
+
+
+def use_sam_generated_role(doc: dict) -> None:
+    del props(doc, "ApplyLedgerFunction")["Role"]
+    props(doc, "ApplyLedgerFunction")["Policies"] = ["AmazonDynamoDBFullAccess"]
+
+
+def non_fifo_dlq(doc: dict) -> None:
+    dlq = props(doc, "ApplyLedgerDeadLetterQueue")
+    del dlq["FifoQueue"]
+    dlq["QueueName"] = {"Fn::Sub": "${AWS::StackName}-apply-ledger-dlq"}
+
+
+Mutation = tuple[str, Callable[[dict], None], str, str]
+
+MUTATIONS: list[Mutation] = [
+    # (what, mutate, rule expected, resource expected)
+    ("maxReceiveCount 2", lambda d: props(d, "ChargePaymentQueue")["RedrivePolicy"].update(maxReceiveCount=2),
+     "max-receive-count", "ChargePaymentQueue"),
+    ("ReportBatchItemFailures removed", lambda d: event(d, "ApplyLedgerFunction").pop("FunctionResponseTypes"),
+     "report-batch-item-failures", "ApplyLedgerFunction.Events.Queue"),
+    ("idempotency window 7 days", lambda d: d["Parameters"]["IdempotencyWindowDays"].update(MinValue=7, Default=7),
+     "idempotency-window", "ChargePaymentFunction"),
+    ("source retention 14 days, window 19", lambda d: props(d, "ApplyLedgerQueue").update(MessageRetentionPeriod=1209600),
+     "idempotency-window", "ApplyLedgerFunction"),
+    ("window unbounded below", lambda d: d["Parameters"]["IdempotencyWindowDays"].pop("MinValue"),
+     "idempotency-window", "ApplyLedgerFunction"),
+    ("window not set", lambda d: props(d, "ChargePaymentFunction")["Environment"]["Variables"].pop("IDEMPOTENCY_WINDOW_DAYS"),
+     "idempotency-window", "ChargePaymentFunction"),
+    ("visibility timeout 120", lambda d: props(d, "ApplyLedgerQueue").update(VisibilityTimeout=120),
+     "visibility-timeout", "ApplyLedgerQueue"),
+    ("function timeout up to 300", lambda d: d["Parameters"]["FunctionTimeout"].update(MaxValue=300),
+     "visibility-timeout", "ChargePaymentQueue"),
+    ("batching window up to 300", lambda d: d["Parameters"]["MaximumBatchingWindowInSeconds"].update(MaxValue=300),
+     "visibility-timeout", "ChargePaymentQueue"),
+    ("function timeout unbounded", lambda d: d["Parameters"]["FunctionTimeout"].pop("MaxValue"),
+     "visibility-timeout", "ApplyLedgerQueue"),
+    ("MaxAttempts up to 10", lambda d: d["Parameters"]["MaxAttempts"].update(MaxValue=10),
+     "max-attempts", "ApplyLedgerFunction"),
+    ("DLQ keeps 4 days", lambda d: props(d, "ChargePaymentDeadLetterQueue").update(MessageRetentionPeriod=345600),
+     "dlq-retention", "ChargePaymentDeadLetterQueue"),
+    ("RedriveAllowPolicy removed", lambda d: props(d, "ApplyLedgerDeadLetterQueue").pop("RedriveAllowPolicy"),
+     "redrive-allow-policy", "ApplyLedgerDeadLetterQueue"),
+    ("RedriveAllowPolicy allowAll", lambda d: props(d, "ChargePaymentDeadLetterQueue").update(RedriveAllowPolicy={"redrivePermission": "allowAll"}),
+     "redrive-allow-policy", "ChargePaymentDeadLetterQueue"),
+    ("standard DLQ for a FIFO queue", non_fifo_dlq, "dlq-fifo", "ApplyLedgerDeadLetterQueue"),
+    ("DLQ_URL of the other function", lambda d: props(d, "ChargePaymentFunction")["Environment"]["Variables"].update(DLQ_URL={"Ref": "ApplyLedgerDeadLetterQueue"}),
+     "dlq-url", "ChargePaymentFunction"),
+    ("queue SSE off", lambda d: props(d, "ApplyLedgerDeadLetterQueue").update(SqsManagedSseEnabled=False),
+     "sse", "ApplyLedgerDeadLetterQueue"),
+    ("table SSE removed", lambda d: props(d, "LedgerTable").pop("SSESpecification"), "sse", "LedgerTable"),
+    ("PITR removed", lambda d: props(d, "IdempotencyTable").pop("PointInTimeRecoverySpecification"),
+     "pitr", "IdempotencyTable"),
+    ("provisioned table", lambda d: props(d, "LedgerTable").update(BillingMode="PROVISIONED"), "on-demand", "LedgerTable"),
+    ("TTL removed", lambda d: props(d, "IdempotencyTable").pop("TimeToLiveSpecification"),
+     "idempotency-table", "IdempotencyTable"),
+    ("idempotency table with a sort key", lambda d: props(d, "IdempotencyTable")["KeySchema"].append({"AttributeName": "sk", "KeyType": "RANGE"}),
+     "idempotency-table", "IdempotencyTable"),
+    ("DLQ alarm removed", lambda d: d[R].pop("ApplyLedgerDeadLetterAlarm"), "alarm-dlq", "ApplyLedgerDeadLetterQueue"),
+    ("DLQ alarm treats missing data as breaching", lambda d: props(d, "ChargePaymentDeadLetterAlarm").update(TreatMissingData="breaching"),
+     "alarm-dlq", "ChargePaymentDeadLetterAlarm"),
+    ("DLQ alarm threshold 10", lambda d: props(d, "ChargePaymentDeadLetterAlarm").update(Threshold=10),
+     "alarm-dlq", "ChargePaymentDeadLetterAlarm"),
+    ("DLQ alarm without actions", lambda d: props(d, "ApplyLedgerDeadLetterAlarm").pop("AlarmActions"),
+     "alarm-dlq", "ApplyLedgerDeadLetterAlarm"),
+    ("age alarm removed", lambda d: d[R].pop("ChargePaymentQueueAgeAlarm"), "alarm-queue-age", "ChargePaymentQueue"),
+    ("age alarm on the wrong queue", lambda d: props(d, "ApplyLedgerQueueAgeAlarm")["Dimensions"][0].update(Value={"Fn::GetAtt": ["ChargePaymentQueue", "QueueName"]}),
+     "alarm-queue-age", "ApplyLedgerQueue"),
+    ("dynamodb:* action", lambda d: statement(d, "ChargePaymentRole", "IdempotencyRecords").update(Action="dynamodb:*"),
+     "least-privilege", "ChargePaymentRole"),
+    ("Action *", lambda d: statements(d, "ApplyLedgerRole").append({"Effect": "Allow", "Action": "*", "Resource": "*"}),
+     "least-privilege", "ApplyLedgerRole"),
+    ("SendMessage on Resource *", lambda d: statement(d, "ApplyLedgerRole", "DeadLetter").update(Resource="*"),
+     "least-privilege", "ApplyLedgerRole"),
+    ("the other function's table", lambda d: statement(d, "ChargePaymentRole", "IdempotencyRecords").update(Resource=[{"Fn::GetAtt": ["IdempotencyTable", "Arn"]}, {"Fn::GetAtt": ["LedgerTable", "Arn"]}]),
+     "least-privilege", "ChargePaymentRole"),
+    ("the other function's queue", lambda d: statement(d, "ChargePaymentRole", "DeadLetter").update(Resource={"Fn::GetAtt": ["ApplyLedgerDeadLetterQueue", "Arn"]}),
+     "least-privilege", "ChargePaymentRole"),
+    ("managed policy on the role", lambda d: props(d, "ChargePaymentRole").update(ManagedPolicyArns=["arn:aws:iam::aws:policy/AmazonSQSFullAccess"]),
+     "least-privilege", "ChargePaymentRole"),
+    ("SAM-generated role", use_sam_generated_role, "least-privilege", "ApplyLedgerFunction"),
+    ("SendMessage to the DLQ missing", lambda d: statements(d, "ChargePaymentRole").remove(statement(d, "ChargePaymentRole", "DeadLetter")),
+     "permissions", "ChargePaymentRole"),
+    ("ConditionCheckItem kept, PutItem on the ledger missing", lambda d: statement(d, "ApplyLedgerRole", "Ledger").update(Action=["dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"]),
+     "permissions", "ApplyLedgerRole"),
+    ("MaximumConcurrency up to 5000", lambda d: d["Parameters"]["MaximumConcurrency"].update(MaxValue=5000),
+     "maximum-concurrency", "ChargePaymentFunction.Events.Queue"),
+    ("ScalingConfig removed", lambda d: event(d, "ApplyLedgerFunction").pop("ScalingConfig"),
+     "maximum-concurrency", "ApplyLedgerFunction.Events.Queue"),
+    ("batching window on the FIFO mapping", lambda d: event(d, "ApplyLedgerFunction").update(MaximumBatchingWindowInSeconds=5),
+     "fifo-mapping", "ApplyLedgerFunction.Events.Queue"),
+    ("runtime provided.al2", lambda d: props(d, "ApplyLedgerFunction").update(Runtime="provided.al2"), "runtime", "ApplyLedgerFunction"),
+    ("x86_64 by default", lambda d: d["Parameters"]["Architecture"].update(Default="x86_64"), "architecture", "ChargePaymentFunction"),
+    ("built without cargo-lambda", lambda d: d[R]["ChargePaymentFunction"].pop("Metadata"), "build-method", "ChargePaymentFunction"),
+    ("log retention removed", lambda d: props(d, "ApplyLedgerLogGroup").pop("RetentionInDays"), "log-group", "ApplyLedgerLogGroup"),
+    ("text logs", lambda d: props(d, "ChargePaymentFunction")["LoggingConfig"].update(LogFormat="Text"), "log-group", "ChargePaymentFunction"),
+    ("a second SQS event", lambda d: props(d, "ChargePaymentFunction")["Events"].update(Other=copy.deepcopy(props(d, "ChargePaymentFunction")["Events"]["Queue"])),
+     "sqs-event", "ChargePaymentFunction"),
+    ("a queue nobody consumes", lambda d: d[R].update(SpareQueue={"Type": "AWS::SQS::Queue", "Properties": {"SqsManagedSseEnabled": True}}),
+     "orphan-queue", "SpareQueue"),
+    ("a new consumer without DLQ", add_consumer_without_dlq, "dlq-required", "RefundQueue"),
+    ("a new consumer without alarms", add_consumer_without_dlq, "alarm-queue-age", "RefundQueue"),
+    ("a new consumer's binary is no crate", add_consumer_without_dlq, "function-crates", "RefundFunction"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "rule", "resource"), [m[1:] for m in MUTATIONS], ids=[m[0] for m in MUTATIONS])
+def test_mutation_is_caught(sam_template, mutate, rule: str, resource: str) -> None:
+    mutate(sam_template)
+    found = _violations(sam_template)
+    assert any(v.rule == rule and v.resource == resource for v in found), (
+        f"expected [{rule}] {resource}; the checker reported:\n" + "\n".join(map(str, found))
+    )
+
+
+def test_missing_function_crate_is_caught(sam_template) -> None:
+    """A crate added under functions/ without a function in the template."""
+    crates = {**function_crate_binaries(), "send-receipt": "functions/send-receipt"}
+    found = _violations(sam_template, crate_binaries=crates)
+    assert any(v.rule == "function-crates" and v.resource == "functions/send-receipt" for v in found), found
+
+
+def test_every_rule_has_a_mutation() -> None:
+    covered = {m[2] for m in MUTATIONS} | {"function-crates"}
+    assert covered == set(RULES), f"rules never shown to fail: {sorted(set(RULES) - covered)}"
+
+
+def test_violation_message_names_rule_and_resource() -> None:
+    v = Violation("max-receive-count", "ChargePaymentQueue", "maxReceiveCount is 2, needs >= 5")
+    assert str(v) == "[max-receive-count] ChargePaymentQueue: maxReceiveCount is 2, needs >= 5"
