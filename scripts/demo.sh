@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# Runs the idempotency demo against a local moto server (started here, stopped on exit).
-# Extra arguments are passed to the example.
+# `make demo`: the main job end to end on this machine. Installs the pinned tools (.venv), builds the functions, then
+# sqsafe-demo starts moto server, the payments APIs, the function under a local Lambda Runtime API and the event source
+# mappings, runs the scenario, prints what happened, and stops everything it started.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
-# shellcheck source=scripts/aws-env.sh
-source "${ROOT}/scripts/aws-env.sh"
 
 bash "${ROOT}/scripts/venv.sh"
-moto_up "${ROOT}"
-echo "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL}"
-
-cargo run -q -p sqsafe-idempotency --example demo -- "$@"
+echo "==> building (the first run compiles the workspace: a few minutes on 2 cores)"
+cargo build -q -p sqsafe-e2e --bin sqsafe-demo -p charge-payment
+echo "==> running the scenario"
+exec cargo run -q -p sqsafe-e2e --bin sqsafe-demo -- "$@"

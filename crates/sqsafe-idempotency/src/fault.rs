@@ -9,8 +9,9 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::key::IdempotencyKey;
 
-/// The points a claim passes.
+/// The points a claim passes (named for what has just happened, hence the shared prefix).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)]
 pub(crate) enum Point {
     /// The claim is written; the effect has not started.
     AfterClaim,

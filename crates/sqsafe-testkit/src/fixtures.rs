@@ -25,8 +25,13 @@ pub fn endpoint() -> String {
 
 /// SDK configuration for the local AWS: its endpoint, test credentials, `us-east-1`, 10 s per attempt.
 pub async fn sdk_config() -> SdkConfig {
+    sdk_config_at(&endpoint()).await
+}
+
+/// The same for another local endpoint (a proxy in front of the local AWS).
+pub async fn sdk_config_at(endpoint: &str) -> SdkConfig {
     sqsafe_aws::config_loader()
-        .endpoint_url(endpoint())
+        .endpoint_url(endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::for_tests())
         .timeout_config(
@@ -40,7 +45,13 @@ pub async fn sdk_config() -> SdkConfig {
 
 /// A DynamoDB client for the local AWS whose requests `counter` counts.
 pub async fn dynamodb(counter: &RequestCounter) -> aws_sdk_dynamodb::Client {
-    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config().await)
+    dynamodb_at(&endpoint(), counter).await
+}
+
+/// A DynamoDB client for another local endpoint (e.g. sqsafe-local's proxy, which keeps moto's transactions atomic
+/// under concurrency) whose requests `counter` counts.
+pub async fn dynamodb_at(endpoint: &str, counter: &RequestCounter) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config_at(endpoint).await)
         .interceptor(counter.clone())
         .build();
     aws_sdk_dynamodb::Client::from_conf(config)

@@ -10,5 +10,8 @@ mod fixtures;
 mod lambda;
 
 pub use counter::RequestCounter;
-pub use fixtures::{create_queue, create_table, dynamodb, endpoint, sdk_config, sqs, unique_name};
+pub use fixtures::{
+    create_queue, create_table, dynamodb, dynamodb_at, endpoint, sdk_config, sdk_config_at, sqs,
+    unique_name,
+};
 pub use lambda::{event_file, events_dir, invocation};

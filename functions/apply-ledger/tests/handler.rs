@@ -14,10 +14,19 @@ struct Fixture {
     dynamodb: aws_sdk_dynamodb::Client,
     sqs: aws_sdk_sqs::Client,
     config: Config,
+    _proxy: sqsafe_local::RunningProxy,
 }
 
 async fn fixture() -> Fixture {
-    let dynamodb = sqsafe_testkit::dynamodb(&RequestCounter::default()).await;
+    // Groups run concurrently and duplicates cancel transactions: moto's rollback of a cancelled transaction restores
+    // a copy of the tables and erases concurrent writes. The transparent proxy runs each transaction alone, as
+    // DynamoDB's atomicity requires (see sqsafe_local::proxy).
+    let proxy = sqsafe_local::FaultProxy::start(sqsafe_local::FaultProxyConfig::new(
+        sqsafe_testkit::endpoint(),
+    ))
+    .await
+    .expect("proxy");
+    let dynamodb = sqsafe_testkit::dynamodb_at(&proxy.endpoint(), &RequestCounter::default()).await;
     let sqs = sqsafe_testkit::sqs().await;
     let config = Config {
         idempotency_table: unique_name("idem"),
@@ -32,6 +41,7 @@ async fn fixture() -> Fixture {
         dynamodb,
         sqs,
         config,
+        _proxy: proxy,
     }
 }
 

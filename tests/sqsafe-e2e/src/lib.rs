@@ -1,5 +1,10 @@
-//! Helpers for the end-to-end tests: run `cargo lambda` from the project's pinned venv, and stop what was started.
+//! End-to-end support: `cargo lambda` from the project's pinned venv, the local pipeline harness (functions under a
+//! local Runtime API, event source mappings on moto's queues), the demo, and the comparison consumers.
 #![forbid(unsafe_code)]
+
+pub mod consumers;
+pub mod demo;
+pub mod harness;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -8,7 +13,8 @@ use std::time::{Duration, Instant};
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 /// `PATH` with the project's venv first, so `cargo lambda` is the pinned cargo-lambda.

@@ -101,11 +101,16 @@ async fn apply_ledger_under_cargo_lambda_watch() {
     create_table(&dynamodb, &ledger, "pk", Some("sk")).await;
     let dlq = create_queue(&sqs, "apply-ledger-dlq", true).await;
 
+    // Transactions alone in front of moto (see sqsafe_local::proxy): the two groups run concurrently.
+    let proxy = sqsafe_local::FaultProxy::start(sqsafe_local::FaultProxyConfig::new(endpoint()))
+        .await
+        .expect("proxy");
     let mut env = aws_env();
     env.extend([
         ("IDEMPOTENCY_TABLE", idem),
         ("LEDGER_TABLE", ledger.clone()),
         ("DLQ_URL", dlq),
+        ("AWS_ENDPOINT_URL_DYNAMODB", proxy.endpoint()),
     ]);
     let answer = tokio::task::spawn_blocking(move || {
         let watch = Watch::start(&env);

@@ -1,4 +1,4 @@
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// What the payments API does to one new charge request, besides charging it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -19,6 +19,7 @@ pub(crate) struct FaultPlan {
     fail_before_rate: f64,
     fail_after_rate: f64,
     forced: VecDeque<Fault>,
+    forced_for: HashMap<String, VecDeque<Fault>>,
 }
 
 impl FaultPlan {
@@ -28,11 +29,31 @@ impl FaultPlan {
             fail_before_rate,
             fail_after_rate,
             forced: VecDeque::new(),
+            forced_for: HashMap::new(),
         }
     }
 
     pub(crate) fn force(&mut self, fault: Fault) {
         self.forced.push_back(fault);
+    }
+
+    pub(crate) fn force_for(&mut self, payment_id: &str, fault: Fault) {
+        self.forced_for
+            .entry(payment_id.to_owned())
+            .or_default()
+            .push_back(fault);
+    }
+
+    /// The next fault for a new request of `payment_id`: one forced for that payment first, then [`Self::next`].
+    pub(crate) fn next_for(&mut self, payment_id: &str) -> Fault {
+        if let Some(fault) = self
+            .forced_for
+            .get_mut(payment_id)
+            .and_then(VecDeque::pop_front)
+        {
+            return fault;
+        }
+        self.next()
     }
 
     /// A forced outcome does not draw from the RNG, so forcing never shifts the seeded sequence of later requests.
@@ -131,6 +152,15 @@ mod tests {
                 .iter()
                 .all(|f| *f == Fault::After)
         );
+    }
+
+    #[test]
+    fn a_fault_forced_for_a_payment_waits_for_that_payment() {
+        let mut plan = FaultPlan::new(9, 0.0, 0.0);
+        plan.force_for("p-2", Fault::After);
+        assert_eq!(plan.next_for("p-1"), Fault::None);
+        assert_eq!(plan.next_for("p-2"), Fault::After);
+        assert_eq!(plan.next_for("p-2"), Fault::None, "used once");
     }
 
     #[test]

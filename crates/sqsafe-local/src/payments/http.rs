@@ -56,7 +56,9 @@ async fn create_charge(shared: &Arc<Shared>, request: Request<Incoming>) -> Http
     };
     let fingerprint = fingerprint(&body);
 
-    let admission = shared.ledger().admit(&key, &fingerprint);
+    let admission = shared
+        .ledger()
+        .admit(&key, &fingerprint, &charge.payment_id);
     let fault = match admission {
         Admission::New(fault) => fault,
         Admission::Replay(stored) => {

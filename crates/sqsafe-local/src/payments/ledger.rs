@@ -146,7 +146,7 @@ impl Ledger {
 
     /// A body that differs from the first one is refused even while the first is in flight: the request is wrong
     /// whatever happens to the first, so retrying it later cannot help.
-    pub(crate) fn admit(&mut self, key: &str, fingerprint: &str) -> Admission {
+    pub(crate) fn admit(&mut self, key: &str, fingerprint: &str, payment_id: &str) -> Admission {
         match self.keys.get(key) {
             Some(entry) if entry.fingerprint != fingerprint => {
                 self.stats.mismatches_422 += 1;
@@ -174,7 +174,7 @@ impl Ledger {
                         state: KeyState::InFlight,
                     },
                 );
-                Admission::New(self.faults.next())
+                Admission::New(self.faults.next_for(payment_id))
             }
         }
     }
@@ -238,6 +238,10 @@ impl Ledger {
         response
     }
 
+    pub(crate) fn force_for_payment(&mut self, payment_id: &str, fault: Fault) {
+        self.faults.force_for(payment_id, fault);
+    }
+
     pub(crate) fn force(&mut self, fault: Fault) {
         self.faults.force(fault);
     }
@@ -271,12 +275,12 @@ mod tests {
     #[test]
     fn a_key_goes_from_new_to_in_flight_to_done() {
         let mut l = ledger();
-        assert_eq!(l.admit("k", "f"), Admission::New(Fault::None));
-        assert_eq!(l.admit("k", "f"), Admission::InFlight);
+        assert_eq!(l.admit("k", "f", "p"), Admission::New(Fault::None));
+        assert_eq!(l.admit("k", "f", "p"), Admission::InFlight);
         let stored = l.charge("k", request(), Some("corr-1".into()));
         assert_eq!(stored.status, 201);
-        assert_eq!(l.admit("k", "f"), Admission::Replay(stored));
-        assert_eq!(l.admit("k", "other"), Admission::Mismatch);
+        assert_eq!(l.admit("k", "f", "p"), Admission::Replay(stored));
+        assert_eq!(l.admit("k", "other", "p"), Admission::Mismatch);
         assert_eq!(l.charges().len(), 1);
         assert_eq!(l.charges()[0].correlation_id.as_deref(), Some("corr-1"));
         let stats = l.stats();
@@ -294,19 +298,19 @@ mod tests {
     #[test]
     fn a_released_key_is_new_again_but_a_done_key_is_not_released() {
         let mut l = ledger();
-        assert!(matches!(l.admit("k", "f"), Admission::New(_)));
+        assert!(matches!(l.admit("k", "f", "p"), Admission::New(_)));
         l.release("k");
-        assert!(matches!(l.admit("k", "other"), Admission::New(_)));
+        assert!(matches!(l.admit("k", "other", "p"), Admission::New(_)));
         l.charge("k", request(), None);
         l.release("k");
-        assert!(matches!(l.admit("k", "other"), Admission::Replay(_)));
+        assert!(matches!(l.admit("k", "other", "p"), Admission::Replay(_)));
     }
 
     #[test]
     fn charge_ids_count_up() {
         let mut l = ledger();
         for key in ["a", "b", "c"] {
-            l.admit(key, "f");
+            l.admit(key, "f", "p");
             l.charge(key, request(), None);
         }
         let ids: Vec<&str> = l.charges().iter().map(|c| c.id.as_str()).collect();

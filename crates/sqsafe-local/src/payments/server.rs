@@ -81,6 +81,13 @@ impl RunningPayments {
         self.shared.charges()
     }
 
+    /// Queues `fault` for the next new request of `payment_id` (its first use of a key), ahead of
+    /// [`force_next`](Self::force_next)'s queue and the seeded RNG: a fault aimed at one payment whatever the order in
+    /// which concurrent requests arrive.
+    pub fn force_for_payment(&self, payment_id: &str, fault: Fault) {
+        self.shared.ledger().force_for_payment(payment_id, fault);
+    }
+
     /// Queues `fault` for the next new request (a request whose key is not known yet), ahead of the seeded RNG.
     /// Several calls queue several outcomes, used in order; forcing does not shift the seeded sequence.
     pub fn force_next(&self, fault: Fault) {

@@ -1,0 +1,126 @@
+/// What the proxy does to one eligible DynamoDB request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Forward it and return the upstream's answer.
+    None,
+    /// Answer `400 ThrottlingException` without forwarding.
+    Throttle,
+    /// Answer `500 InternalServerError` without forwarding.
+    Error500,
+    /// Forward it, then answer `500 InternalServerError` whatever the upstream said.
+    AfterWrite500,
+}
+
+/// Draws the fault of each eligible request from a seeded RNG: one draw per request, split by the rates.
+#[derive(Debug)]
+pub(crate) struct FaultPlan {
+    rng: SplitMix64,
+    throttle: f64,
+    error_500: f64,
+    after_write_500: f64,
+}
+
+impl FaultPlan {
+    /// The rates are validated by the caller: each in `[0, 1]`, their sum at most 1.
+    pub(crate) const fn new(
+        seed: u64,
+        throttle: f64,
+        error_500: f64,
+        after_write_500: f64,
+    ) -> Self {
+        Self {
+            rng: SplitMix64::new(seed),
+            throttle,
+            error_500,
+            after_write_500,
+        }
+    }
+
+    pub(crate) fn draw(&mut self) -> Fault {
+        let u = self.rng.next_unit();
+        if u < self.throttle {
+            Fault::Throttle
+        } else if u < self.throttle + self.error_500 {
+            Fault::Error500
+        } else if u < self.throttle + self.error_500 + self.after_write_500 {
+            Fault::AfterWrite500
+        } else {
+            Fault::None
+        }
+    }
+}
+
+/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and every seed (zero included) gives a full-period sequence.
+#[derive(Debug, Clone)]
+struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    const fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1): the top 53 bits as the mantissa.
+    fn next_unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sequence(plan: &mut FaultPlan, n: usize) -> Vec<Fault> {
+        (0..n).map(|_| plan.draw()).collect()
+    }
+
+    fn count(faults: &[Fault], which: Fault) -> usize {
+        faults.iter().filter(|f| **f == which).count()
+    }
+
+    #[test]
+    fn splitmix_matches_the_reference_output() {
+        let mut rng = SplitMix64::new(0);
+        assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+    }
+
+    #[test]
+    fn same_seed_gives_same_faults() {
+        let a = sequence(&mut FaultPlan::new(42, 0.2, 0.2, 0.2), 200);
+        let b = sequence(&mut FaultPlan::new(42, 0.2, 0.2, 0.2), 200);
+        let c = sequence(&mut FaultPlan::new(43, 0.2, 0.2, 0.2), 200);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn rates_are_roughly_respected() {
+        let faults = sequence(&mut FaultPlan::new(7, 0.1, 0.2, 0.3), 10_000);
+        // The seed is fixed, so these bounds cannot flake.
+        assert!((900..1_100).contains(&count(&faults, Fault::Throttle)));
+        assert!((1_800..2_200).contains(&count(&faults, Fault::Error500)));
+        assert!((2_700..3_300).contains(&count(&faults, Fault::AfterWrite500)));
+    }
+
+    #[test]
+    fn zero_and_one_are_exact() {
+        let all = |plan: &mut FaultPlan, which| sequence(plan, 1_000).iter().all(|f| *f == which);
+        assert!(all(&mut FaultPlan::new(1, 0.0, 0.0, 0.0), Fault::None));
+        assert!(all(&mut FaultPlan::new(1, 1.0, 0.0, 0.0), Fault::Throttle));
+        assert!(all(&mut FaultPlan::new(1, 0.0, 1.0, 0.0), Fault::Error500));
+        assert!(all(
+            &mut FaultPlan::new(1, 0.0, 0.0, 1.0),
+            Fault::AfterWrite500
+        ));
+    }
+}

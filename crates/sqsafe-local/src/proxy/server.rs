@@ -1,0 +1,250 @@
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Uri;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::config::{FaultProxyConfig, parse_upstream};
+use super::error::Error;
+use super::fault::{Fault, FaultPlan};
+use super::forward::handle;
+use super::stats::ProxyStats;
+
+/// The pooled client the proxy forwards with.
+pub(crate) type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
+
+/// Starts fault proxies; see the [module documentation](super).
+#[derive(Debug, Clone, Copy)]
+pub struct FaultProxy;
+
+impl FaultProxy {
+    /// Validates `config`, binds a free port on 127.0.0.1 and serves on a spawned task until the returned handle is
+    /// shut down or dropped. Faults start enabled. Must be called within a Tokio runtime.
+    pub async fn start(config: FaultProxyConfig) -> Result<RunningProxy, Error> {
+        RunningProxy::start(config).await
+    }
+}
+
+/// State shared by the proxy's connections and its [`RunningProxy`] handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    enabled: AtomicBool,
+    operations: Option<BTreeSet<String>>,
+    pub(crate) upstream: Uri,
+    pub(crate) client: UpstreamClient,
+    /// moto rolls a failed TransactWriteItems back by restoring a copy of the tables taken when it started, which
+    /// also erases writes that other requests made meanwhile (and can leave half of a concurrent transaction).
+    /// DynamoDB transactions are atomic; to keep that true in front of moto, a transaction runs alone: it takes this
+    /// lock for writing, every other DynamoDB request for reading.
+    pub(crate) isolation: tokio::sync::RwLock<()>,
+}
+
+#[derive(Debug)]
+struct State {
+    plan: FaultPlan,
+    stats: ProxyStats,
+}
+
+impl Shared {
+    /// The lock is never held across an await and every update is a few counter bumps, so a poisoned lock holds
+    /// consistent data: poisoning is ignored.
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts one request and decides its fault. `operation` is the DynamoDB operation, `None` for other traffic.
+    pub(crate) fn admit(&self, operation: Option<&str>) -> Fault {
+        let mut state = self.state();
+        state.stats.requests += 1;
+        let Some(operation) = operation else {
+            return Fault::None;
+        };
+        state.stats.dynamodb_requests += 1;
+        *state
+            .stats
+            .by_operation
+            .entry(operation.to_owned())
+            .or_default() += 1;
+        let eligible = self
+            .operations
+            .as_ref()
+            .is_none_or(|only| only.contains(operation));
+        // Read under the lock, so that a request either draws with the faults on or does not draw at all.
+        if eligible && self.enabled.load(Ordering::SeqCst) {
+            let fault = state.plan.draw();
+            match fault {
+                Fault::Throttle => state.stats.throttled += 1,
+                Fault::Error500 => state.stats.errors_500 += 1,
+                Fault::AfterWrite500 | Fault::None => {}
+            }
+            fault
+        } else {
+            Fault::None
+        }
+    }
+
+    /// Counted once the request was forwarded, so the counter means "applied upstream, answered 500".
+    pub(crate) fn count_after_write_500(&self) {
+        self.state().stats.after_write_500 += 1;
+    }
+
+    pub(crate) fn count_upstream_error(&self) {
+        self.state().stats.upstream_errors += 1;
+    }
+}
+
+/// A fault proxy serving on a spawned task. Dropping it stops the proxy; [`shutdown`](Self::shutdown) also waits
+/// until the port is released.
+#[derive(Debug)]
+pub struct RunningProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl RunningProxy {
+    async fn start(config: FaultProxyConfig) -> Result<Self, Error> {
+        config.validate()?;
+        let upstream = parse_upstream(&config.upstream)?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        let bind_error = |source| Error::Bind { addr, source };
+        let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+        let local = listener.local_addr().map_err(bind_error)?;
+
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                plan: FaultPlan::new(
+                    config.seed,
+                    config.throttle_rate,
+                    config.error_500_rate,
+                    config.after_write_500_rate,
+                ),
+                stats: ProxyStats::default(),
+            }),
+            enabled: AtomicBool::new(true),
+            operations: config.operations.map(|ops| ops.into_iter().collect()),
+            upstream,
+            client,
+            isolation: tokio::sync::RwLock::new(()),
+        });
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(serve(listener, shared.clone(), stopped));
+        tracing::info!(
+            addr = %local,
+            upstream = %config.upstream,
+            seed = config.seed,
+            throttle_rate = config.throttle_rate,
+            error_500_rate = config.error_500_rate,
+            after_write_500_rate = config.after_write_500_rate,
+            "fault proxy listening"
+        );
+        Ok(Self {
+            addr: local,
+            shared,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The address the proxy listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, without a trailing slash: the endpoint to give the SDK (`AWS_ENDPOINT_URL_DYNAMODB`).
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> ProxyStats {
+        self.shared.state().stats.clone()
+    }
+
+    /// Turns fault injection on or off (it starts on), for example off while creating tables and for the final
+    /// checks. While off the proxy is transparent and takes no draws from the RNG, so turning it back on continues the
+    /// seeded sequence where it stopped. Requests already past their fault decision are not affected.
+    pub fn set_enabled(&self, on: bool) {
+        // Taken under the state lock so that no request is halfway through its decision.
+        let _state = self.shared.state();
+        self.shared.enabled.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether faults are injected.
+    pub fn is_enabled(&self) -> bool {
+        self.shared.enabled.load(Ordering::SeqCst)
+    }
+
+    /// Stops accepting, cuts open connections (requests in flight are dropped) and waits until the listening socket
+    /// is closed.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            // The task ends on the stop signal; an error would mean it panicked, which it does not.
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for RunningProxy {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Accepts until told to stop (or until the handle is gone). Connections live in a `JoinSet`, so that stopping or
+/// aborting this task also ends every connection task.
+async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let shared = shared.clone();
+                    connections.spawn(async move {
+                        let service = service_fn(move |request| handle(shared.clone(), request));
+                        let served = http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .keep_alive(true)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                        if let Err(e) = served {
+                            tracing::debug!(%peer, error = %e, "proxy connection ended with an error");
+                        }
+                    });
+                }
+                // Per-connection failures (reset before accept, out of file descriptors); keep serving the others.
+                Err(e) => tracing::warn!(error = %e, "proxy accept failed"),
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+}

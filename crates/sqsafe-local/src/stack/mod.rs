@@ -1,0 +1,290 @@
+//! The local stack: template.yaml's tables and queues created in moto server, with the same keys, TTL, FIFO and
+//! redrive settings (read from the template, so the two cannot drift), and each function's environment resolved
+//! against them.
+
+mod template;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    TimeToLiveSpecification,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+
+pub use template::{EnvSource, FunctionSpec, QueueSpec, TableSpec, TemplateError, TemplateSpec};
+
+/// The workspace's template.yaml.
+pub fn template_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml")
+}
+
+/// A created queue.
+#[derive(Debug, Clone)]
+pub struct LocalQueue {
+    /// Its URL.
+    pub url: String,
+    /// Its ARN.
+    pub arn: String,
+    /// Its settings.
+    pub spec: QueueSpec,
+}
+
+/// Choices that differ from the template on purpose, for tests that wait on real timeouts.
+#[derive(Debug, Clone, Default)]
+pub struct StackOptions {
+    /// Prefix of every name (unique per run).
+    pub prefix: String,
+    /// Replaces every source queue's visibility timeout (the template's is minutes; tests want seconds).
+    pub visibility_timeout: Option<Duration>,
+    /// Replaces parameter values (e.g. `PaymentsApiUrl`).
+    pub parameters: BTreeMap<String, String>,
+    /// Replaces every source queue's maxReceiveCount (a fault-injection suite that fails far more often than
+    /// production gives each message more receives).
+    pub max_receive_count: Option<u32>,
+}
+
+/// Tables and queues of the template, in the local AWS.
+#[derive(Debug, Clone)]
+pub struct LocalStack {
+    /// What was read from the template.
+    pub spec: TemplateSpec,
+    /// Table names by logical id.
+    pub tables: BTreeMap<String, String>,
+    /// Queues by logical id.
+    pub queues: BTreeMap<String, LocalQueue>,
+    options: StackOptions,
+}
+
+/// Why the stack could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    /// The template could not be read.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// The local AWS refused a call.
+    #[error("creating {what}: {detail}")]
+    Aws {
+        /// What was being created.
+        what: String,
+        /// The SDK's error.
+        detail: String,
+    },
+}
+
+fn aws(what: &str, e: impl std::fmt::Debug) -> StackError {
+    StackError::Aws {
+        what: what.to_owned(),
+        detail: format!("{e:?}"),
+    }
+}
+
+impl LocalStack {
+    /// Creates every table and queue of `spec` (DLQs first, then the queues that redrive to them).
+    pub async fn create(
+        sqs: &aws_sdk_sqs::Client,
+        dynamodb: &aws_sdk_dynamodb::Client,
+        spec: TemplateSpec,
+        options: StackOptions,
+    ) -> Result<Self, StackError> {
+        let mut tables = BTreeMap::new();
+        for table in spec.tables.values() {
+            let name = format!("{}-{}", options.prefix, table.logical_id);
+            create_table(dynamodb, &name, table).await?;
+            tables.insert(table.logical_id.clone(), name);
+        }
+        let mut queues: BTreeMap<String, LocalQueue> = BTreeMap::new();
+        let mut pending: Vec<&QueueSpec> = spec.queues.values().collect();
+        // Queues whose DLQ exists can be created; repeat until none is left (the template has no cycles).
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut rest = Vec::new();
+            for q in pending {
+                match &q.redrive {
+                    Some((dlq, _)) if !queues.contains_key(dlq) => rest.push(q),
+                    _ => {
+                        let created = create_queue(sqs, q, &queues, &options).await?;
+                        queues.insert(q.logical_id.clone(), created);
+                    }
+                }
+            }
+            if rest.len() == before {
+                return Err(StackError::Aws {
+                    what: "queues".into(),
+                    detail: "redrive target missing".into(),
+                });
+            }
+            pending = rest;
+        }
+        Ok(Self {
+            spec,
+            tables,
+            queues,
+            options,
+        })
+    }
+
+    /// The function spec whose binary is `binary`.
+    pub fn function(&self, binary: &str) -> Option<&FunctionSpec> {
+        self.spec.function_by_binary(binary)
+    }
+
+    /// The source queue of the function whose binary is `binary`.
+    pub fn source_queue(&self, binary: &str) -> Option<&LocalQueue> {
+        self.queues.get(&self.function(binary)?.queue)
+    }
+
+    /// The DLQ of the function whose binary is `binary`.
+    pub fn dead_letter_queue(&self, binary: &str) -> Option<&LocalQueue> {
+        let (dlq, _) = self.source_queue(binary)?.spec.redrive.as_ref()?;
+        self.queues.get(dlq)
+    }
+
+    /// The function's environment with every `!Ref` resolved: tables to names, queues to URLs, parameters to their
+    /// override or default. A reference that resolves to nothing is left out (the function then names it at start).
+    pub fn function_env(&self, binary: &str) -> Vec<(String, String)> {
+        let Some(function) = self.function(binary) else {
+            return Vec::new();
+        };
+        function
+            .env
+            .iter()
+            .filter_map(|(name, source)| {
+                let value = match source {
+                    EnvSource::Literal(v) => v.clone(),
+                    EnvSource::Ref(r) => self
+                        .tables
+                        .get(r)
+                        .cloned()
+                        .or_else(|| self.queues.get(r).map(|q| q.url.clone()))
+                        .or_else(|| self.options.parameters.get(r).cloned())
+                        .or_else(|| self.spec.parameters.get(r).cloned())?,
+                };
+                Some((name.clone(), value))
+            })
+            .collect()
+    }
+
+    /// The batch size of the function's event source mapping.
+    pub fn batch_size(&self, binary: &str) -> i32 {
+        self.function(binary)
+            .and_then(|f| f.batch_size.as_deref())
+            .map(|b| self.spec.resolve_parameter(b))
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(10)
+    }
+}
+
+async fn create_table(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    table: &TableSpec,
+) -> Result<(), StackError> {
+    let attribute = |n: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(n)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+    };
+    let key = |n: &str, k: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(n)
+            .key_type(k)
+            .build()
+    };
+    let mut create = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attribute(&table.partition_key).map_err(|e| aws(name, e))?)
+        .key_schema(key(&table.partition_key, KeyType::Hash).map_err(|e| aws(name, e))?);
+    if let Some(sk) = &table.sort_key {
+        create = create
+            .attribute_definitions(attribute(sk).map_err(|e| aws(name, e))?)
+            .key_schema(key(sk, KeyType::Range).map_err(|e| aws(name, e))?);
+    }
+    create.send().await.map_err(|e| aws(name, e))?;
+    if let Some(ttl) = &table.ttl_attribute {
+        let spec = TimeToLiveSpecification::builder()
+            .attribute_name(ttl)
+            .enabled(true)
+            .build()
+            .map_err(|e| aws(name, e))?;
+        client
+            .update_time_to_live()
+            .table_name(name)
+            .time_to_live_specification(spec)
+            .send()
+            .await
+            .map_err(|e| aws(name, e))?;
+    }
+    Ok(())
+}
+
+async fn create_queue(
+    sqs: &aws_sdk_sqs::Client,
+    q: &QueueSpec,
+    existing: &BTreeMap<String, LocalQueue>,
+    options: &StackOptions,
+) -> Result<LocalQueue, StackError> {
+    let name = format!(
+        "{}-{}{}",
+        options.prefix,
+        q.logical_id,
+        if q.fifo { ".fifo" } else { "" }
+    );
+    let mut visibility = q.visibility_timeout;
+    let mut create = sqs.create_queue().queue_name(&name);
+    let mut spec = q.clone();
+    if let Some((dlq, max)) = &mut spec.redrive {
+        if let Some(m) = options.max_receive_count {
+            *max = m;
+        }
+        let target = existing
+            .get(dlq.as_str())
+            .map(|d| d.arn.clone())
+            .unwrap_or_default();
+        let policy = serde_json::json!({ "deadLetterTargetArn": target, "maxReceiveCount": max })
+            .to_string();
+        create = create.attributes(QueueAttributeName::RedrivePolicy, policy);
+        if let Some(v) = options.visibility_timeout {
+            visibility = u32::try_from(v.as_secs()).unwrap_or(u32::MAX).max(1);
+        }
+    }
+    if q.fifo {
+        create = create.attributes(QueueAttributeName::FifoQueue, "true");
+        if q.content_based_deduplication {
+            create = create.attributes(QueueAttributeName::ContentBasedDeduplication, "true");
+        }
+    }
+    let url = create
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            visibility.to_string(),
+        )
+        .attributes(
+            QueueAttributeName::MessageRetentionPeriod,
+            q.retention.to_string(),
+        )
+        .send()
+        .await
+        .map_err(|e| aws(&name, e))?
+        .queue_url
+        .ok_or_else(|| aws(&name, "no queue url"))?;
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| aws(&name, e))?;
+    let arn = attributes
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
+        .cloned()
+        .ok_or_else(|| aws(&name, "no queue arn"))?;
+    spec.visibility_timeout = visibility;
+    Ok(LocalQueue { url, arn, spec })
+}

@@ -1,0 +1,285 @@
+//! What the local stack needs from template.yaml, read from the template itself so the two cannot drift.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_norway::Value;
+
+/// A DynamoDB table of the template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSpec {
+    /// Logical id.
+    pub logical_id: String,
+    /// Partition key attribute.
+    pub partition_key: String,
+    /// Sort key attribute, if any.
+    pub sort_key: Option<String>,
+    /// TTL attribute, if enabled.
+    pub ttl_attribute: Option<String>,
+}
+
+/// An SQS queue of the template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// Logical id.
+    pub logical_id: String,
+    /// FIFO.
+    pub fifo: bool,
+    /// Content-based deduplication (FIFO).
+    pub content_based_deduplication: bool,
+    /// Visibility timeout, seconds (SQS default 30).
+    pub visibility_timeout: u32,
+    /// Retention, seconds (SQS default 4 days).
+    pub retention: u32,
+    /// Its DLQ and maxReceiveCount, from RedrivePolicy.
+    pub redrive: Option<(String, u32)>,
+}
+
+/// An environment variable's value in the template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvSource {
+    /// A literal.
+    Literal(String),
+    /// `!Ref X` of a resource or parameter.
+    Ref(String),
+}
+
+/// A function fed by an SQS queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionSpec {
+    /// Logical id.
+    pub logical_id: String,
+    /// The cargo binary (Metadata.BuildProperties.Binary).
+    pub binary: String,
+    /// Its source queue's logical id.
+    pub queue: String,
+    /// Batch size (a literal or a parameter's default).
+    pub batch_size: Option<String>,
+    /// Environment variables.
+    pub env: BTreeMap<String, EnvSource>,
+}
+
+/// The parts of template.yaml that the local stack reproduces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateSpec {
+    /// Tables by logical id.
+    pub tables: BTreeMap<String, TableSpec>,
+    /// Queues by logical id.
+    pub queues: BTreeMap<String, QueueSpec>,
+    /// Functions with an SQS event, by logical id.
+    pub functions: BTreeMap<String, FunctionSpec>,
+    /// Parameter defaults.
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// Why the template could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("template.yaml: {0}")]
+pub struct TemplateError(pub String);
+
+fn tagged<'a>(v: &'a Value, tag: &str) -> Option<&'a Value> {
+    match v {
+        Value::Tagged(t) if t.tag == tag => Some(&t.value),
+        Value::Mapping(m) if m.len() == 1 => m.get(
+            tag.trim_start_matches('!')
+                .replace("GetAtt", "Fn::GetAtt")
+                .as_str(),
+        ),
+        _ => None,
+    }
+}
+
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// `!GetAtt X.Arn` → `X`.
+fn get_att_target(v: &Value) -> Option<String> {
+    let target = tagged(v, "!GetAtt")?;
+    match target {
+        Value::String(s) => s.split('.').next().map(str::to_owned),
+        Value::Sequence(parts) => parts.first().and_then(scalar),
+        _ => None,
+    }
+}
+
+impl TemplateSpec {
+    /// Reads a template file.
+    pub fn read(path: &Path) -> Result<Self, TemplateError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TemplateError(format!("{}: {e}", path.display())))?;
+        Self::parse(&text)
+    }
+
+    /// Parses template text.
+    pub fn parse(text: &str) -> Result<Self, TemplateError> {
+        let doc: Value = serde_norway::from_str(text).map_err(|e| TemplateError(e.to_string()))?;
+        let err = |m: String| TemplateError(m);
+        let parameters = doc
+            .get("Parameters")
+            .and_then(Value::as_mapping)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((scalar(k)?, scalar(v.get("Default")?)?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let resources = doc
+            .get("Resources")
+            .and_then(Value::as_mapping)
+            .ok_or_else(|| err("no Resources".into()))?;
+        let mut spec = TemplateSpec {
+            tables: BTreeMap::new(),
+            queues: BTreeMap::new(),
+            functions: BTreeMap::new(),
+            parameters,
+        };
+        for (id, resource) in resources {
+            let Some(id) = scalar(id) else { continue };
+            let kind = resource
+                .get("Type")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let props = resource.get("Properties").cloned().unwrap_or(Value::Null);
+            match kind {
+                "AWS::DynamoDB::Table" => {
+                    let key = |kind: &str| {
+                        props.get("KeySchema")?.as_sequence()?.iter().find_map(|k| {
+                            (k.get("KeyType")?.as_str()? == kind)
+                                .then(|| scalar(k.get("AttributeName")?))
+                                .flatten()
+                        })
+                    };
+                    let ttl = props
+                        .get("TimeToLiveSpecification")
+                        .filter(|t| t.get("Enabled").and_then(Value::as_bool).unwrap_or(false));
+                    spec.tables.insert(
+                        id.clone(),
+                        TableSpec {
+                            logical_id: id.clone(),
+                            partition_key: key("HASH")
+                                .ok_or_else(|| err(format!("{id}: no HASH key")))?,
+                            sort_key: key("RANGE"),
+                            ttl_attribute: ttl.and_then(|t| scalar(t.get("AttributeName")?)),
+                        },
+                    );
+                }
+                "AWS::SQS::Queue" => {
+                    let num = |name: &str, default: u32| {
+                        props
+                            .get(name)
+                            .and_then(scalar)
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(default)
+                    };
+                    let flag =
+                        |name: &str| props.get(name).and_then(Value::as_bool).unwrap_or(false);
+                    let redrive = props.get("RedrivePolicy").and_then(|r| {
+                        let dlq = get_att_target(r.get("deadLetterTargetArn")?)?;
+                        let max = scalar(r.get("maxReceiveCount")?)?.parse().ok()?;
+                        Some((dlq, max))
+                    });
+                    spec.queues.insert(
+                        id.clone(),
+                        QueueSpec {
+                            logical_id: id.clone(),
+                            fifo: flag("FifoQueue"),
+                            content_based_deduplication: flag("ContentBasedDeduplication"),
+                            visibility_timeout: num("VisibilityTimeout", 30),
+                            retention: num("MessageRetentionPeriod", 345_600),
+                            redrive,
+                        },
+                    );
+                }
+                "AWS::Serverless::Function" => {
+                    let Some(event) =
+                        props
+                            .get("Events")
+                            .and_then(Value::as_mapping)
+                            .and_then(|events| {
+                                events
+                                    .values()
+                                    .find(|e| e.get("Type").and_then(Value::as_str) == Some("SQS"))
+                            })
+                    else {
+                        continue;
+                    };
+                    let event_props = event.get("Properties").cloned().unwrap_or(Value::Null);
+                    let queue = event_props
+                        .get("Queue")
+                        .and_then(get_att_target)
+                        .ok_or_else(|| {
+                            err(format!("{id}: SQS event without `Queue: !GetAtt X.Arn`"))
+                        })?;
+                    let binary = resource
+                        .get("Metadata")
+                        .and_then(|m| m.get("BuildProperties"))
+                        .and_then(|b| b.get("Binary"))
+                        .and_then(scalar)
+                        .ok_or_else(|| err(format!("{id}: no Metadata.BuildProperties.Binary")))?;
+                    let env = props
+                        .get("Environment")
+                        .and_then(|e| e.get("Variables"))
+                        .and_then(Value::as_mapping)
+                        .map(|vars| {
+                            vars.iter()
+                                .filter_map(|(k, v)| {
+                                    let source = match tagged(v, "!Ref") {
+                                        Some(r) => EnvSource::Ref(scalar(r)?),
+                                        None => EnvSource::Literal(scalar(v)?),
+                                    };
+                                    Some((scalar(k)?, source))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let batch_size =
+                        event_props
+                            .get("BatchSize")
+                            .and_then(|b| match tagged(b, "!Ref") {
+                                Some(r) => scalar(r),
+                                None => scalar(b),
+                            });
+                    spec.functions.insert(
+                        id.clone(),
+                        FunctionSpec {
+                            logical_id: id,
+                            binary,
+                            queue,
+                            batch_size,
+                            env,
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+        for f in spec.functions.values() {
+            if !spec.queues.contains_key(&f.queue) {
+                return Err(err(format!(
+                    "{}: queue {} is not in the template",
+                    f.logical_id, f.queue
+                )));
+            }
+        }
+        Ok(spec)
+    }
+
+    /// A parameter's default, or the literal itself when `value` is not a parameter name.
+    pub fn resolve_parameter(&self, value: &str) -> String {
+        self.parameters
+            .get(value)
+            .cloned()
+            .unwrap_or_else(|| value.to_owned())
+    }
+
+    /// The function whose binary is `binary`.
+    pub fn function_by_binary(&self, binary: &str) -> Option<&FunctionSpec> {
+        self.functions.values().find(|f| f.binary == binary)
+    }
+}

@@ -1,0 +1,216 @@
+//! What the demo and the fault-injection suite share: the local AWS, the function binaries, publishing, draining.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
+use serde_json::Value;
+use sqsafe_local::esm::Invoker;
+use sqsafe_local::lambda::{FunctionInstance, InvokeError};
+
+use crate::workspace_root;
+
+/// SDK configuration for a local endpoint (moto, or the fault proxy in front of it).
+pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    sqsafe_aws::config_loader()
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::for_tests())
+        .load()
+        .await
+}
+
+/// Builds the function binaries (with the `fault-injection` feature when asked) and copies them out of cargo's way,
+/// so a later build of the other flavour does not overwrite them. Returns the folder holding them.
+///
+/// # Panics
+/// When the build fails: its output is in the message.
+pub fn build_functions(fault_injection: bool) -> PathBuf {
+    let root = workspace_root();
+    let mut command = Command::new(env!("CARGO"));
+    command
+        .current_dir(&root)
+        .args(["build", "-q", "-p", "charge-payment", "-p", "apply-ledger"]);
+    if fault_injection {
+        command.args([
+            "--features",
+            "charge-payment/fault-injection,apply-ledger/fault-injection",
+        ]);
+    }
+    let output = command.output().expect("run cargo build");
+    assert!(
+        output.status.success(),
+        "cargo build of the functions failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dir = root.join("target").join(if fault_injection {
+        "e2e-fault-bin"
+    } else {
+        "e2e-bin"
+    });
+    std::fs::create_dir_all(&dir).expect("binary folder");
+    for name in ["charge-payment", "apply-ledger"] {
+        std::fs::copy(root.join("target/debug").join(name), dir.join(name))
+            .expect("copy the function binary");
+    }
+    dir
+}
+
+/// A function instance under the local Runtime API, as an invoker for an event source mapping.
+pub struct Lambda(pub FunctionInstance);
+
+impl Invoker for Lambda {
+    async fn invoke(&mut self, event: Value) -> Result<Value, String> {
+        self.0
+            .invoke(event)
+            .await
+            .map_err(|e: InvokeError| format!("{e:?}"))
+    }
+}
+
+/// A message to publish: body and correlation id.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// The body.
+    pub body: String,
+    /// The `correlationId` attribute.
+    pub correlation_id: String,
+    /// FIFO: the group.
+    pub group: Option<String>,
+    /// FIFO: the deduplication id.
+    pub dedup: Option<String>,
+}
+
+/// Sends `messages` in batches of 10; returns the message ids in order.
+///
+/// # Panics
+/// When SQS refuses a message.
+pub async fn publish(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    messages: &[Outgoing],
+) -> Vec<String> {
+    let mut ids = Vec::with_capacity(messages.len());
+    for chunk in messages.chunks(10) {
+        let entries: Vec<SendMessageBatchRequestEntry> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let attr = MessageAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(&m.correlation_id)
+                    .build()
+                    .expect("attribute");
+                SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{i}"))
+                    .message_body(&m.body)
+                    .message_attributes("correlationId", attr)
+                    .set_message_group_id(m.group.clone())
+                    .set_message_deduplication_id(m.dedup.clone())
+                    .build()
+                    .expect("entry")
+            })
+            .collect();
+        let out = sqs
+            .send_message_batch()
+            .queue_url(queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .expect("send");
+        assert!(
+            out.failed().is_empty(),
+            "SQS refused messages: {:?}",
+            out.failed()
+        );
+        let mut sent: Vec<_> = out
+            .successful()
+            .iter()
+            .map(|s| (s.id().to_owned(), s.message_id().to_owned()))
+            .collect();
+        sent.sort_by_key(|(id, _)| id[1..].parse::<usize>().unwrap_or(0));
+        ids.extend(sent.into_iter().map(|(_, m)| m));
+    }
+    ids
+}
+
+/// Visible + in flight + delayed messages of a queue.
+///
+/// # Panics
+/// When the attributes cannot be read.
+pub async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> u64 {
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .expect("queue attributes")
+        .attributes
+        .unwrap_or_default();
+    [
+        QueueAttributeName::ApproximateNumberOfMessages,
+        QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+    ]
+    .iter()
+    .filter_map(|a| attributes.get(a).and_then(|v| v.parse::<u64>().ok()))
+    .sum()
+}
+
+/// Waits until every queue in `urls` is empty; `false` when `limit` passed first.
+pub async fn drained(sqs: &aws_sdk_sqs::Client, urls: &[String], limit: Duration) -> bool {
+    let started = Instant::now();
+    loop {
+        let mut total = 0;
+        for url in urls {
+            total += depth(sqs, url).await;
+        }
+        if total == 0 {
+            return true;
+        }
+        if started.elapsed() > limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Every message of a queue (received with a long visibility, so each comes once).
+///
+/// # Panics
+/// When SQS refuses.
+pub async fn read_all(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+) -> Vec<aws_sdk_sqs::types::Message> {
+    let mut all = Vec::new();
+    loop {
+        let batch = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(600)
+            .message_attribute_names("All")
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("receive")
+            .messages
+            .unwrap_or_default();
+        if batch.is_empty() {
+            return all;
+        }
+        all.extend(batch);
+    }
+}
+
+/// A message attribute's string value.
+pub fn attribute(message: &aws_sdk_sqs::types::Message, name: &str) -> Option<String> {
+    message
+        .message_attributes()?
+        .get(name)?
+        .string_value()
+        .map(str::to_owned)
+}

@@ -1,0 +1,582 @@
+//! Fault injection over the whole local pipeline: real function binaries (built with crash points) under a local
+//! Runtime API, several concurrent event source mappings on moto's queues, a fault proxy in front of DynamoDB, a
+//! payments API that fails on purpose, pollers that "crash" before deleting, visibility timeouts shorter than some of
+//! the work. At the end: every intent applied exactly once, every poison message in the DLQ with its context, nothing
+//! lost, no record left IN_PROGRESS.
+//!
+//! The seed is printed; `SQSAFE_FAULT_SEED=<n>` replays a run. `SQSAFE_FAULTS_HEAVY=1` runs thousands of messages.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::json;
+use sqsafe_e2e::harness::{
+    Lambda, Outgoing, attribute, build_functions, drained, publish, read_all, sdk_config,
+};
+use sqsafe_e2e::workspace_root;
+use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
+use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, InstanceStats};
+use sqsafe_local::moto::{MotoServer, venv_bin};
+use sqsafe_local::stack::{LocalStack, StackOptions, TemplateSpec, template_path};
+use sqsafe_local::{FaultProxy, FaultProxyConfig, PaymentsApi};
+use tokio::sync::watch;
+
+fn seed() -> u64 {
+    std::env::var("SQSAFE_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(1)
+        })
+}
+
+fn heavy() -> bool {
+    std::env::var("SQSAFE_FAULTS_HEAVY").is_ok_and(|v| v == "1")
+}
+
+/// splitmix64, for the test's own choices (which messages are duplicated, poisoned, slowed down).
+struct Rng(u64);
+
+impl Rng {
+    fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+struct Pipeline {
+    moto: MotoServer,
+    proxy: sqsafe_local::RunningProxy,
+    sqs: aws_sdk_sqs::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
+    stack: LocalStack,
+}
+
+async fn pipeline(seed: u64, prefix: &str, parameters: BTreeMap<String, String>) -> Pipeline {
+    let moto = MotoServer::start(&venv_bin()).await.expect("moto server");
+    let proxy = FaultProxy::start(FaultProxyConfig {
+        upstream: moto.endpoint(),
+        seed,
+        throttle_rate: 0.04,
+        error_500_rate: 0.02,
+        after_write_500_rate: 0.01,
+        operations: Some(
+            ["PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        ),
+    })
+    .await
+    .expect("fault proxy");
+    proxy.set_enabled(false);
+    let config = sdk_config(&moto.endpoint()).await;
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+    let spec = TemplateSpec::read(&template_path()).expect("template.yaml");
+    let mut parameters = parameters;
+    // Faults here are far more frequent than in production: give each message more receives than the template's 5.
+    parameters.insert("MaxAttempts".into(), "10".into());
+    let options = StackOptions {
+        prefix: prefix.to_owned(),
+        visibility_timeout: Some(Duration::from_secs(3)),
+        parameters,
+        max_receive_count: Some(10),
+    };
+    let stack = LocalStack::create(&sqs, &dynamodb, spec, options)
+        .await
+        .expect("local stack");
+    Pipeline {
+        moto,
+        proxy,
+        sqs,
+        dynamodb,
+        stack,
+    }
+}
+
+impl Pipeline {
+    fn function_env(&self, binary: &str, seed: u64) -> Vec<(String, String)> {
+        let mut env = self.stack.function_env(binary);
+        env.extend([
+            ("AWS_ENDPOINT_URL".to_owned(), self.moto.endpoint()),
+            (
+                "AWS_ENDPOINT_URL_DYNAMODB".to_owned(),
+                self.proxy.endpoint(),
+            ),
+            ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
+            ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
+            ("AWS_LAMBDA_LOG_LEVEL".to_owned(), "WARN".to_owned()),
+            (
+                "SQSAFE_CRASH_POINTS".to_owned(),
+                "after_claim,after_effect,after_complete".to_owned(),
+            ),
+            ("SQSAFE_CRASH_RATE".to_owned(), "0.02".to_owned()),
+            ("SQSAFE_CRASH_SEED".to_owned(), seed.to_string()),
+        ]);
+        env
+    }
+
+    /// Runs `pollers` mappings, each with its own function instance, until the source queue drains.
+    async fn run(
+        &self,
+        binary: &str,
+        seed: u64,
+        pollers: usize,
+        drop_delete_rate: f64,
+    ) -> (Vec<InstanceStats>, Vec<[u64; 6]>) {
+        let binaries = build_functions(true);
+        let queue = self.stack.source_queue(binary).expect("queue").url.clone();
+        let (stop_tx, stop) = watch::channel(false);
+        let mut tasks = Vec::new();
+        let mut stats: Vec<Arc<MappingStats>> = Vec::new();
+        for i in 0..pollers {
+            let spec = FunctionSpec {
+                name: binary.to_owned(),
+                binary: binaries.join(binary),
+                env: self.function_env(binary, seed),
+                timeout: Duration::from_secs(4),
+                log_dir: workspace_root().join("target/fault-logs"),
+            };
+            let instance = FunctionInstance::start(spec, i).await.expect("instance");
+            let config = MappingConfig {
+                queue_url: queue.clone(),
+                batch_size: self.stack.batch_size(binary),
+                wait_seconds: 1,
+                drop_delete_rate,
+                seed: seed.wrapping_add(i as u64 * 7919),
+            };
+            let esm = EventSourceMapping::new(self.sqs.clone(), config, Lambda(instance))
+                .await
+                .expect("mapping");
+            stats.push(esm.stats());
+            let stop = stop.clone();
+            tasks.push(tokio::spawn(async move {
+                let Lambda(instance) = esm.run(stop).await;
+                let s = instance.stats();
+                instance.shutdown().await;
+                s
+            }));
+        }
+        self.proxy.set_enabled(true);
+        let done = drained(
+            &self.sqs,
+            &[queue],
+            Duration::from_secs(if heavy() { 900 } else { 300 }),
+        )
+        .await;
+        self.proxy.set_enabled(false);
+        let _ = stop_tx.send(true);
+        let mut instances = Vec::new();
+        for t in tasks {
+            instances.push(t.await.expect("poller task"));
+        }
+        assert!(done, "the source queue did not drain (seed {seed})");
+        (instances, stats.iter().map(|s| s.snapshot()).collect())
+    }
+
+    async fn records(&self) -> Vec<BTreeMap<String, AttributeValue>> {
+        let table = &self.stack.tables["IdempotencyTable"];
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .dynamodb
+                .scan()
+                .table_name(table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            out.extend(
+                page.items()
+                    .iter()
+                    .map(|i| i.clone().into_iter().collect::<BTreeMap<_, _>>()),
+            );
+            match page.last_evaluated_key() {
+                Some(k) => start = Some(k.clone()),
+                None => return out,
+            }
+        }
+    }
+}
+
+fn sum_faults(instances: &[InstanceStats]) -> BTreeMap<String, u64> {
+    let mut total = BTreeMap::new();
+    for s in instances {
+        for (k, v) in &s.fault_markers {
+            *total.entry(k.clone()).or_insert(0) += v;
+        }
+        *total.entry("function timeouts".to_owned()).or_insert(0) += s.timeouts;
+        *total.entry("process crashes seen".to_owned()).or_insert(0) += s.crashes;
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn charge_payment_applies_every_intent_once_under_faults() {
+    let seed = seed();
+    let intents = if heavy() { 3000 } else { 400 };
+    println!(
+        "fault injection (charge-payment): seed {seed} (replay with SQSAFE_FAULT_SEED={seed}), {intents} intents"
+    );
+    let mut rng = Rng(seed);
+
+    // A payments API that fails before or after charging, and is sometimes slower than the queue's visibility timeout.
+    let slow = Arc::new(Mutex::new(Rng(seed ^ 0x5EED)));
+    let payments = PaymentsApi::builder()
+        .seed(seed)
+        .fail_before_rate(0.03)
+        .fail_after_rate(0.03)
+        .processing_delay(move || {
+            let ms = if slow.lock().map(|mut r| r.unit()).unwrap_or(1.0) < 0.01 {
+                3_500
+            } else {
+                0
+            };
+            async move { tokio::time::sleep(Duration::from_millis(ms)).await }
+        })
+        .start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("payments API");
+    let p = pipeline(
+        seed,
+        "faults-pay",
+        BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
+    )
+    .await;
+
+    // Intents, republished duplicates, poison bodies, and payloads reused under an existing key.
+    let body = |id: &str, amount: u64| {
+        json!({"type": "PaymentRequested", "version": "1", "payment_id": id, "tenant": "acme", "amount": amount,
+               "currency": "EUR", "customer_id": "cus-1"})
+        .to_string()
+    };
+    let mut messages = Vec::new();
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut duplicates, mut poison, mut reused) = (0, 0, 0);
+    for i in 0..intents {
+        let id = format!("p-{i}");
+        let amount = 100 + (i as u64 % 50);
+        expected.insert(id.clone(), amount);
+        let copies = if rng.unit() < 0.3 {
+            2 + usize::from(rng.unit() < 0.3)
+        } else {
+            1
+        };
+        for c in 0..copies {
+            messages.push(Outgoing {
+                body: body(&id, amount),
+                correlation_id: format!("corr-{i}-{c}"),
+                group: None,
+                dedup: None,
+            });
+        }
+        duplicates += copies - 1;
+        if rng.unit() < 0.02 {
+            messages.push(Outgoing {
+                body: "{\"version\":\"1\",\"payment_id\":".into(),
+                correlation_id: format!("poison-{i}"),
+                group: None,
+                dedup: None,
+            });
+            poison += 1;
+        }
+    }
+    // Shuffle so duplicates arrive apart (and sometimes in the same batch).
+    for i in (1..messages.len()).rev() {
+        let j = (rng.unit() * (i + 1) as f64) as usize;
+        messages.swap(i, j.min(i));
+    }
+    let ids = publish(
+        &p.sqs,
+        &p.stack.source_queue("charge-payment").expect("queue").url,
+        &messages,
+    )
+    .await;
+    let poison_ids: BTreeSet<String> = messages
+        .iter()
+        .zip(&ids)
+        .filter(|(m, _)| m.correlation_id.starts_with("poison"))
+        .map(|(_, id)| id.clone())
+        .collect();
+
+    let (instances, mappings) = p.run("charge-payment", seed, 4, 0.03).await;
+
+    // A second wave after everything applied: the same ids with other amounts (permanent mismatches).
+    let mut second = Vec::new();
+    for i in (0..intents).step_by(97) {
+        second.push(Outgoing {
+            body: body(&format!("p-{i}"), 1),
+            correlation_id: format!("reuse-{i}"),
+            group: None,
+            dedup: None,
+        });
+        reused += 1;
+    }
+    let reused_ids: BTreeSet<String> = publish(
+        &p.sqs,
+        &p.stack.source_queue("charge-payment").expect("queue").url,
+        &second,
+    )
+    .await
+    .into_iter()
+    .collect();
+    let (instances2, mappings2) = p.run("charge-payment", seed.wrapping_add(1), 2, 0.0).await;
+
+    // Effects: the payments API's own ledger.
+    let charges = payments.charges();
+    let mut by_payment: BTreeMap<String, u64> = BTreeMap::new();
+    for c in &charges {
+        *by_payment.entry(c.payment_id.clone()).or_insert(0) += 1;
+    }
+    let twice: Vec<_> = by_payment.iter().filter(|(_, n)| **n > 1).collect();
+    let dlq = read_all(
+        &p.sqs,
+        &p.stack
+            .dead_letter_queue("charge-payment")
+            .expect("dlq")
+            .url,
+    )
+    .await;
+    let dlq_ids: BTreeMap<String, Option<String>> = dlq
+        .iter()
+        .map(|m| {
+            let original = attribute(m, "sqsafe.original_message_id")
+                .or_else(|| m.message_id().map(str::to_owned))
+                .unwrap_or_default();
+            (original, attribute(m, "sqsafe.error_kind"))
+        })
+        .collect();
+    let missing: Vec<_> = expected
+        .keys()
+        .filter(|id| !by_payment.contains_key(*id))
+        .collect();
+    let records = p.records().await;
+    let in_progress = records
+        .iter()
+        .filter(|r| {
+            r.get("status")
+                .and_then(|s| s.as_s().ok())
+                .map(String::as_str)
+                == Some("IN_PROGRESS")
+        })
+        .count();
+    let faults = sum_faults(
+        &instances
+            .iter()
+            .chain(&instances2)
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    let proxy = p.proxy.stats();
+    let api = payments.stats();
+    let deliveries: u64 = mappings.iter().chain(&mappings2).map(|m| m[1]).sum();
+    let dropped: u64 = mappings.iter().map(|m| m[5]).sum();
+
+    println!(
+        "messages published        {}",
+        messages.len() + second.len()
+    );
+    println!("  intents                 {intents}");
+    println!("  republished duplicates  {duplicates}");
+    println!("  poison                  {poison}");
+    println!("  reused keys (mismatch)  {reused}");
+    println!("deliveries                {deliveries}");
+    println!("faults injected           crash points {:?}", faults);
+    println!(
+        "                          DynamoDB proxy: throttled {}, 500 {}, 500 after the write {} (of {} requests)",
+        proxy.throttled, proxy.errors_500, proxy.after_write_500, proxy.dynamodb_requests
+    );
+    println!(
+        "                          payments API: 503 before {}, 503 after charging {}",
+        api.failed_before, api.failed_after
+    );
+    println!("                          pollers dropped the delete of {dropped} batches");
+    println!(
+        "effects (charges)         {} for {} intents; charged twice: {}",
+        charges.len(),
+        intents,
+        twice.len()
+    );
+    println!(
+        "dead-lettered             {} messages in {} copies (poison {}, mismatches {}, intents {})",
+        dlq_ids.len(),
+        dlq.len(),
+        poison_ids.len(),
+        reused_ids.len(),
+        dlq_ids
+            .values()
+            .filter(
+                |k| k.as_deref() != Some("bad_payload") && k.as_deref() != Some("payload_mismatch")
+            )
+            .count()
+    );
+    println!("lost                      {}", missing.len());
+    println!("records left IN_PROGRESS  {in_progress}");
+
+    assert!(
+        twice.is_empty(),
+        "intents charged twice (seed {seed}): {twice:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "intents never charged and not dead-lettered (seed {seed}): {missing:?}"
+    );
+    assert_eq!(
+        charges.len(),
+        intents,
+        "one charge per intent (seed {seed})"
+    );
+    for id in &poison_ids {
+        assert_eq!(
+            dlq_ids.get(id),
+            Some(&Some("bad_payload".to_owned())),
+            "poison {id} in the DLQ with its context (seed {seed})"
+        );
+    }
+    for id in &reused_ids {
+        assert_eq!(
+            dlq_ids.get(id),
+            Some(&Some("payload_mismatch".to_owned())),
+            "reused key {id} in the DLQ (seed {seed})"
+        );
+    }
+    // A crash or a dropped delete after the DLQ send delivers the record again, and it is dead-lettered again: the DLQ
+    // is at least once too. What must hold is that it holds exactly the poison and reused messages.
+    let expected_dead: BTreeSet<String> = poison_ids.union(&reused_ids).cloned().collect();
+    let dead: BTreeSet<String> = dlq_ids.keys().cloned().collect();
+    assert_eq!(
+        dead, expected_dead,
+        "nothing else dead-lettered (seed {seed})"
+    );
+    assert_eq!(in_progress, 0, "no record left IN_PROGRESS (seed {seed})");
+    assert!(
+        faults.values().sum::<u64>() > 0 && proxy.throttled + proxy.errors_500 > 0,
+        "faults were really injected"
+    );
+    payments.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn apply_ledger_applies_every_entry_once_under_faults() {
+    let seed = seed().wrapping_add(17);
+    let entries = if heavy() { 1500 } else { 240 };
+    println!(
+        "fault injection (apply-ledger): seed {seed} (replay with SQSAFE_FAULT_SEED={}), {entries} entries",
+        seed.wrapping_sub(17)
+    );
+    let mut rng = Rng(seed);
+    let p = pipeline(
+        seed,
+        "faults-ledger",
+        BTreeMap::from([("PaymentsApiUrl".to_owned(), "http://127.0.0.1:9".to_owned())]),
+    )
+    .await;
+    let accounts = 8;
+    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+    let mut messages = Vec::new();
+    let mut duplicates = 0;
+    for i in 0..entries {
+        let account = format!("acct-{}", i % accounts);
+        let amount = 10 + (i as i64 % 7);
+        *expected.entry(account.clone()).or_insert(0) += amount;
+        let body = json!({"type": "LedgerEntryRequested", "version": "1", "entry_id": format!("e-{i}"), "account_id": account,
+                          "tenant": "acme", "amount": amount, "currency": "EUR"}).to_string();
+        let copies = if rng.unit() < 0.25 { 2 } else { 1 };
+        for c in 0..copies {
+            // A republished entry: another deduplication id, so SQS delivers it again.
+            messages.push(Outgoing {
+                body: body.clone(),
+                correlation_id: format!("corr-{i}-{c}"),
+                group: Some(account.clone()),
+                dedup: Some(format!("e-{i}-{c}")),
+            });
+        }
+        duplicates += copies - 1;
+    }
+    let queue = p
+        .stack
+        .source_queue("apply-ledger")
+        .expect("queue")
+        .url
+        .clone();
+    publish(&p.sqs, &queue, &messages).await;
+    let (instances, mappings) = p.run("apply-ledger", seed, 3, 0.03).await;
+
+    let table = &p.stack.tables["LedgerTable"];
+    let scan = p
+        .dynamodb
+        .scan()
+        .table_name(table)
+        .send()
+        .await
+        .expect("scan");
+    let items = scan.items();
+    let entries_written = items
+        .iter()
+        .filter(|i| {
+            i.get("sk")
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|s| s.starts_with("ENTRY#"))
+        })
+        .count();
+    let balances: BTreeMap<String, i64> = items
+        .iter()
+        .filter(|i| i.get("sk").and_then(|v| v.as_s().ok()).map(String::as_str) == Some("BALANCE"))
+        .filter_map(|i| {
+            Some((
+                i.get("pk")?.as_s().ok()?.clone(),
+                i.get("balance")?.as_n().ok()?.parse().ok()?,
+            ))
+        })
+        .collect();
+    let records = p.records().await;
+    let dlq = read_all(
+        &p.sqs,
+        &p.stack.dead_letter_queue("apply-ledger").expect("dlq").url,
+    )
+    .await;
+    let faults = sum_faults(&instances);
+    let proxy = p.proxy.stats();
+    println!(
+        "messages published        {} ({entries} entries, {duplicates} republished)",
+        messages.len()
+    );
+    println!(
+        "deliveries                {}",
+        mappings.iter().map(|m| m[1]).sum::<u64>()
+    );
+    println!(
+        "faults injected           crash points {faults:?}; DynamoDB throttled {}, 500 {}, 500 after the write {}",
+        proxy.throttled, proxy.errors_500, proxy.after_write_500
+    );
+    println!(
+        "entries written           {entries_written} (records {})",
+        records.len()
+    );
+    println!("dead-lettered             {}", dlq.len());
+    assert_eq!(
+        entries_written, entries,
+        "every entry applied exactly once (seed {seed})"
+    );
+    assert_eq!(
+        records.len(),
+        entries,
+        "one COMPLETED record per entry, committed with it (seed {seed})"
+    );
+    assert_eq!(
+        balances, expected,
+        "balances are the sum of each entry once (seed {seed})"
+    );
+    assert!(dlq.is_empty(), "nothing dead-lettered (seed {seed})");
+}
