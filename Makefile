@@ -2,12 +2,13 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo moto local-resources bench clean-venv
+.PHONY: help test demo local moto local-resources bench clean-venv
 
 help:
 	@echo "Targets:"
 	@echo "  make test        whole suite: venv, moto, cargo fmt --check, clippy -D warnings, cargo test"
 	@echo "  make demo        run the idempotency demo (cargo example) against a local moto server"
+	@echo "  make local       the whole pipeline by hand: moto, template.yaml's stack, the functions and their pollers, until Ctrl-C"
 	@echo "  make moto        run moto server in the foreground and print the env vars to export"
 	@echo "  make local-resources  create the tables and DLQs the functions' READMEs use, in a running moto"
 	@echo "  make bench       criterion benchmarks; figures kept in crates/sqsafe-idempotency/benches/RESULTS.md"
@@ -18,6 +19,11 @@ test:
 
 demo:
 	bash scripts/demo.sh
+
+local:
+	@bash scripts/venv.sh
+	cargo build -q -p charge-payment -p apply-ledger -p sqsafe-local --bins
+	target/debug/sqsafe-local up
 
 moto:
 	@bash scripts/venv.sh

@@ -43,8 +43,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo clippy with the fault-injection crash points (built only for the fault suite)"
 cargo clippy -p sqsafe-idempotency -p charge-payment -p apply-ledger --features sqsafe-idempotency/fault-injection -- -D warnings
 
-step "cargo test --workspace (includes the fault-injection suite; SQSAFE_FAULTS_HEAVY=1 for thousands of messages)"
-cargo test --workspace
+step "cargo test --workspace (all but the fault-injection suite)"
+cargo test --workspace -- --skip _under_faults
+
+step "fault-injection suite (figures and seed printed; SQSAFE_FAULT_SEED=<n> replays, SQSAFE_FAULTS_HEAVY=1 for more)"
+cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
 
 step "template checks (scripts/template-checks.sh: sam validate, cfn-lint, sam build, rules, smoke deploy)"
 bash "${ROOT}/scripts/template-checks.sh"

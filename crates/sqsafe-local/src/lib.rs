@@ -3,10 +3,12 @@
 
 mod error;
 pub mod esm;
+mod http_server;
 pub mod lambda;
 pub mod moto;
 pub mod payments;
 pub mod proxy;
+mod rng;
 pub mod stack;
 
 pub use error::{Error, Result};

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::consumers::{InProcessConsumer, Protection};
 use crate::harness::{
-    Lambda, Outgoing, attribute, build_functions, drained, publish, read_all, sdk_config,
+    Outgoing, attribute, build_functions, drained, publish, read_all, sdk_config,
 };
 use crate::workspace_root;
 
@@ -150,11 +150,11 @@ pub async fn run() -> Result<DemoReport, String> {
             let instance = FunctionInstance::start(function, 0)
                 .await
                 .map_err(|e| format!("{e:?}"))?;
-            let esm = EventSourceMapping::new(sqs.clone(), mapping, Lambda(instance)).await?;
+            let esm = EventSourceMapping::new(sqs.clone(), mapping, instance).await?;
             stats = esm.stats();
             let stop = stop.clone();
             tasks.push(tokio::spawn(async move {
-                let Lambda(instance) = esm.run(stop).await;
+                let instance = esm.run(stop).await;
                 let emf = instance.stats().emf;
                 instance.shutdown().await;
                 emf

@@ -5,9 +5,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
-use serde_json::Value;
-use sqsafe_local::esm::Invoker;
-use sqsafe_local::lambda::{FunctionInstance, InvokeError};
 
 use crate::workspace_root;
 
@@ -55,18 +52,6 @@ pub fn build_functions(fault_injection: bool) -> PathBuf {
             .expect("copy the function binary");
     }
     dir
-}
-
-/// A function instance under the local Runtime API, as an invoker for an event source mapping.
-pub struct Lambda(pub FunctionInstance);
-
-impl Invoker for Lambda {
-    async fn invoke(&mut self, event: Value) -> Result<Value, String> {
-        self.0
-            .invoke(event)
-            .await
-            .map_err(|e: InvokeError| format!("{e:?}"))
-    }
 }
 
 /// A message to publish: body and correlation id.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::json;
 use sqsafe_e2e::harness::{
-    Lambda, Outgoing, attribute, build_functions, drained, publish, read_all, sdk_config,
+    Outgoing, attribute, build_functions, drained, publish, read_all, sdk_config,
 };
 use sqsafe_e2e::workspace_root;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
@@ -155,13 +155,13 @@ impl Pipeline {
                 drop_delete_rate,
                 seed: seed.wrapping_add(i as u64 * 7919),
             };
-            let esm = EventSourceMapping::new(self.sqs.clone(), config, Lambda(instance))
+            let esm = EventSourceMapping::new(self.sqs.clone(), config, instance)
                 .await
                 .expect("mapping");
             stats.push(esm.stats());
             let stop = stop.clone();
             tasks.push(tokio::spawn(async move {
-                let Lambda(instance) = esm.run(stop).await;
+                let instance = esm.run(stop).await;
                 let s = instance.stats();
                 instance.shutdown().await;
                 s
@@ -225,7 +225,7 @@ fn sum_faults(instances: &[InstanceStats]) -> BTreeMap<String, u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn charge_payment_applies_every_intent_once_under_faults() {
     let seed = seed();
-    let intents = if heavy() { 3000 } else { 400 };
+    let intents = if heavy() { 4000 } else { 1000 };
     println!(
         "fault injection (charge-payment): seed {seed} (replay with SQSAFE_FAULT_SEED={seed}), {intents} intents"
     );
@@ -470,7 +470,7 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn apply_ledger_applies_every_entry_once_under_faults() {
     let seed = seed().wrapping_add(17);
-    let entries = if heavy() { 1500 } else { 240 };
+    let entries = if heavy() { 1500 } else { 400 };
     println!(
         "fault injection (apply-ledger): seed {seed} (replay with SQSAFE_FAULT_SEED={}), {entries} entries",
         seed.wrapping_sub(17)

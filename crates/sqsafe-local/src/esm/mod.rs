@@ -28,6 +28,14 @@ pub trait Invoker: Send {
     fn invoke(&mut self, event: Value) -> impl Future<Output = Result<Value, String>> + Send;
 }
 
+impl Invoker for crate::lambda::FunctionInstance {
+    async fn invoke(&mut self, event: Value) -> Result<Value, String> {
+        crate::lambda::FunctionInstance::invoke(self, event)
+            .await
+            .map_err(|e| format!("{e:?}"))
+    }
+}
+
 /// Settings of one mapping.
 #[derive(Debug, Clone)]
 pub struct MappingConfig {
@@ -82,7 +90,7 @@ pub struct EventSourceMapping<I> {
     queue_arn: String,
     invoker: I,
     stats: Arc<MappingStats>,
-    rng: u64,
+    rng: crate::rng::SplitMix64,
 }
 
 impl<I: Invoker> EventSourceMapping<I> {
@@ -104,7 +112,7 @@ impl<I: Invoker> EventSourceMapping<I> {
             .and_then(|a| a.get(&QueueAttributeName::QueueArn))
             .cloned()
             .ok_or_else(|| format!("queue {} has no ARN", config.queue_url))?;
-        let rng = config.seed;
+        let rng = crate::rng::SplitMix64::new(config.seed);
         Ok(Self {
             sqs,
             config,
@@ -221,11 +229,7 @@ impl<I: Invoker> EventSourceMapping<I> {
     }
 
     fn draw(&mut self) -> f64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        self.rng.next_unit()
     }
 }
 

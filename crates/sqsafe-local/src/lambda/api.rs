@@ -25,18 +25,16 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, mpsc, oneshot};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use super::ids::epoch_ms;
 use crate::error::{Error, Result};
+use crate::http_server::{ServerTask, Settings};
 
 const RUNTIME: &str = "/2018-06-01/runtime/";
 /// Lambda's limit for a synchronous response (and here also for an error body).
@@ -86,8 +84,7 @@ pub(crate) enum ApiEvent {
 pub(crate) struct RuntimeApi {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    server: ServerTask,
 }
 
 #[derive(Debug)]
@@ -142,13 +139,23 @@ impl RuntimeApi {
             events,
             function_arn,
         });
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(serve(listener, shared.clone(), stopped));
+        let settings = Settings {
+            nodelay: false,
+            // No header timeout: a runtime's connection sits idle between its answer and its next poll.
+            header_read_timeout: false,
+            log_prefix: "runtime API ",
+        };
+        let connection_shared = shared.clone();
+        let server = ServerTask::spawn(listener, settings, move || {
+            let shared = connection_shared.clone();
+            // The connection belongs to the generation it is accepted in.
+            let generation = shared.state().generation;
+            service_fn(move |request| handle(shared.clone(), generation, request))
+        });
         let api = Self {
             addr: local,
             shared,
-            stop: Some(stop),
-            task: Some(task),
+            server,
         };
         Ok((api, received))
     }
@@ -181,53 +188,9 @@ impl RuntimeApi {
     }
 
     /// Stops accepting, cuts the connections and waits until the port is released.
-    pub(crate) async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            // The task ends on the stop signal; an error would mean it panicked, which it does not.
-            let _ = task.await;
-        }
+    pub(crate) async fn shutdown(self) {
+        self.server.shutdown().await;
     }
-}
-
-impl Drop for RuntimeApi {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = &mut stop => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let shared = shared.clone();
-                    let generation = shared.state().generation;
-                    connections.spawn(async move {
-                        let service = service_fn(move |request| handle(shared.clone(), generation, request));
-                        // No header timeout: a runtime's connection sits idle between its answer and its next poll.
-                        let served = http1::Builder::new()
-                            .header_read_timeout(None)
-                            .keep_alive(true)
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                        if let Err(e) = served {
-                            tracing::debug!(%peer, error = %e, "runtime API connection ended with an error");
-                        }
-                    });
-                }
-                Err(e) => tracing::warn!(error = %e, "runtime API accept failed"),
-            },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-    connections.shutdown().await;
 }
 
 async fn handle(

@@ -1,5 +1,7 @@
 use std::collections::{HashMap, VecDeque};
 
+use crate::rng::SplitMix64;
+
 /// What the payments API does to one new charge request, besides charging it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Fault {
@@ -72,31 +74,6 @@ impl FaultPlan {
         } else {
             Fault::None
         }
-    }
-}
-
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and every seed (zero included) gives a full-period sequence.
-#[derive(Debug, Clone)]
-struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    const fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1): the top 53 bits as the mantissa.
-    fn next_unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 

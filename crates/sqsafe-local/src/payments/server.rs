@@ -1,18 +1,15 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::{PaymentsApi, ProcessingDelay};
 use super::fault::{Fault, FaultPlan};
 use super::http::handle;
 use super::ledger::{Charge, Ledger, Stats};
 use crate::error::{Error, Result};
+use crate::http_server::{ServerTask, Settings};
 
 /// State shared by the server's connections and its [`RunningPayments`] handle.
 pub(crate) struct Shared {
@@ -38,8 +35,7 @@ impl Shared {
 pub struct RunningPayments {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    server: ServerTask,
 }
 
 impl RunningPayments {
@@ -55,14 +51,21 @@ impl RunningPayments {
             ))),
             delay: api.delay,
         });
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(serve(listener, shared.clone(), stopped));
+        let settings = Settings {
+            nodelay: false,
+            header_read_timeout: true,
+            log_prefix: "",
+        };
+        let connection_shared = shared.clone();
+        let server = ServerTask::spawn(listener, settings, move || {
+            let shared = connection_shared.clone();
+            service_fn(move |request| handle(shared.clone(), request))
+        });
         tracing::info!(addr = %local, seed = api.seed, "payments API listening");
         Ok(Self {
             addr: local,
             shared,
-            stop: Some(stop),
-            task: Some(task),
+            server,
         })
     }
 
@@ -101,22 +104,8 @@ impl RunningPayments {
 
     /// Stops accepting, cuts open connections (requests still in flight are dropped, their keys released) and waits
     /// until the listening socket is closed.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            // The task ends on the stop signal; an error would mean it panicked, which it does not.
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for RunningPayments {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
     }
 }
 
@@ -127,35 +116,4 @@ impl std::fmt::Debug for Shared {
             .field("processing_delay", &self.delay.is_some())
             .finish()
     }
-}
-
-/// Accepts until told to stop (or until the handle is gone). Connections live in a `JoinSet`, so that stopping or
-/// aborting this task also ends every connection task.
-async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = &mut stop => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let shared = shared.clone();
-                    connections.spawn(async move {
-                        let service = service_fn(move |request| handle(shared.clone(), request));
-                        let served = http1::Builder::new()
-                            .timer(TokioTimer::new())
-                            .keep_alive(true)
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                        if let Err(e) = served {
-                            tracing::debug!(%peer, error = %e, "connection ended with an error");
-                        }
-                    });
-                }
-                // Per-connection failures (reset before accept, out of file descriptors); keep serving the others.
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
-            },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-    connections.shutdown().await;
 }

@@ -7,20 +7,18 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Uri;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::{FaultProxyConfig, parse_upstream};
 use super::error::Error;
 use super::fault::{Fault, FaultPlan};
 use super::forward::handle;
 use super::stats::ProxyStats;
+use crate::http_server::{ServerTask, Settings};
 
 /// The pooled client the proxy forwards with.
 pub(crate) type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
@@ -112,8 +110,7 @@ impl Shared {
 pub struct RunningProxy {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    server: ServerTask,
 }
 
 impl RunningProxy {
@@ -148,8 +145,16 @@ impl RunningProxy {
             client,
             isolation: tokio::sync::RwLock::new(()),
         });
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(serve(listener, shared.clone(), stopped));
+        let settings = Settings {
+            nodelay: true,
+            header_read_timeout: true,
+            log_prefix: "proxy ",
+        };
+        let connection_shared = shared.clone();
+        let server = ServerTask::spawn(listener, settings, move || {
+            let shared = connection_shared.clone();
+            service_fn(move |request| handle(shared.clone(), request))
+        });
         tracing::info!(
             addr = %local,
             upstream = %config.upstream,
@@ -162,8 +167,7 @@ impl RunningProxy {
         Ok(Self {
             addr: local,
             shared,
-            stop: Some(stop),
-            task: Some(task),
+            server,
         })
     }
 
@@ -198,53 +202,7 @@ impl RunningProxy {
 
     /// Stops accepting, cuts open connections (requests in flight are dropped) and waits until the listening socket
     /// is closed.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            // The task ends on the stop signal; an error would mean it panicked, which it does not.
-            let _ = task.await;
-        }
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
     }
-}
-
-impl Drop for RunningProxy {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-/// Accepts until told to stop (or until the handle is gone). Connections live in a `JoinSet`, so that stopping or
-/// aborting this task also ends every connection task.
-async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = &mut stop => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
-                    let shared = shared.clone();
-                    connections.spawn(async move {
-                        let service = service_fn(move |request| handle(shared.clone(), request));
-                        let served = http1::Builder::new()
-                            .timer(TokioTimer::new())
-                            .keep_alive(true)
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                        if let Err(e) = served {
-                            tracing::debug!(%peer, error = %e, "proxy connection ended with an error");
-                        }
-                    });
-                }
-                // Per-connection failures (reset before accept, out of file descriptors); keep serving the others.
-                Err(e) => tracing::warn!(error = %e, "proxy accept failed"),
-            },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-    connections.shutdown().await;
 }

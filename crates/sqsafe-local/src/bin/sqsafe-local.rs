@@ -1,0 +1,206 @@
+//! `sqsafe-local up`: the whole local pipeline for hands-on use. Starts moto server, creates template.yaml's tables and
+//! queues in it, starts the local payments API, runs every function of the template (its binary from `--bin-dir`,
+//! default `target/debug`) under the local Lambda Runtime API with `--pollers` event source mappings each, prints how
+//! to reach everything, and runs until Ctrl-C, then prints what each mapping and function did.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sqsafe_local::PaymentsApi;
+use sqsafe_local::esm::{EventSourceMapping, MappingConfig};
+use sqsafe_local::lambda::{FunctionInstance, FunctionSpec};
+use sqsafe_local::moto::{MotoServer, venv_bin};
+use sqsafe_local::stack::{LocalStack, StackOptions, TemplateSpec, template_path};
+use tokio::sync::watch;
+
+const USAGE: &str = "usage: sqsafe-local up [--bin-dir DIR] [--pollers N] [--visibility-timeout SECONDS]
+
+Runs template.yaml's functions locally: moto server (SQS, DynamoDB), the payments API, the functions under a local
+Lambda Runtime API, and an SQS event source mapping per poller. Build the functions first:
+  cargo build -p charge-payment -p apply-ledger      (or: make local)";
+
+struct Args {
+    bin_dir: PathBuf,
+    pollers: usize,
+    visibility: Option<Duration>,
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut parsed = Args {
+        bin_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug"),
+        pollers: 1,
+        visibility: None,
+    };
+    let mut it = args.iter();
+    match it.next().map(String::as_str) {
+        Some("up") => {}
+        _ => return Err(USAGE.to_owned()),
+    }
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value\n\n{USAGE}"))
+        };
+        match flag.as_str() {
+            "--bin-dir" => parsed.bin_dir = PathBuf::from(value()?),
+            "--pollers" => {
+                parsed.pollers = value()?
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or("--pollers takes a number >= 1")?
+            }
+            "--visibility-timeout" => {
+                let s: u64 = value()?
+                    .parse()
+                    .map_err(|_| "--visibility-timeout takes seconds")?;
+                parsed.visibility = Some(Duration::from_secs(s));
+            }
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
+        }
+    }
+    Ok(parsed)
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse(&args) {
+        Ok(a) => a,
+        Err(message) => {
+            eprintln!("{message}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match up(args).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sqsafe-local: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn up(args: Args) -> Result<(), String> {
+    let spec = TemplateSpec::read(&template_path()).map_err(|e| e.to_string())?;
+    for f in spec.functions.values() {
+        let path = args.bin_dir.join(&f.binary);
+        if !path.exists() {
+            return Err(format!(
+                "{} is missing: cargo build -p {}",
+                path.display(),
+                f.binary
+            ));
+        }
+    }
+    let moto = MotoServer::start(&venv_bin())
+        .await
+        .map_err(|e| e.to_string())?;
+    let config = sqsafe_aws::config_loader()
+        .endpoint_url(moto.endpoint())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::for_tests())
+        .load()
+        .await;
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+    let payments = PaymentsApi::builder()
+        .start("127.0.0.1:0".parse().map_err(|e| format!("{e}"))?)
+        .await
+        .map_err(|e| e.to_string())?;
+    let options = StackOptions {
+        prefix: "local".into(),
+        visibility_timeout: args.visibility,
+        parameters: BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
+        max_receive_count: None,
+    };
+    let stack = LocalStack::create(&sqs, &dynamodb, spec.clone(), options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let log_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/local-logs");
+
+    println!("moto server      {}", moto.endpoint());
+    println!("payments API     {}", payments.base_url());
+    for (logical, table) in &stack.tables {
+        println!("table            {table}  ({logical})");
+    }
+    let (stop_tx, stop) = watch::channel(false);
+    let mut tasks = Vec::new();
+    for function in spec.functions.values() {
+        let queue = stack
+            .source_queue(&function.binary)
+            .ok_or("queue missing")?;
+        let dlq = stack
+            .dead_letter_queue(&function.binary)
+            .map(|q| q.url.clone())
+            .unwrap_or_default();
+        println!(
+            "{:<16} queue {}\n{:<16} DLQ   {}",
+            function.binary, queue.url, "", dlq
+        );
+        let mut env = stack.function_env(&function.binary);
+        env.extend([
+            ("AWS_ENDPOINT_URL".to_owned(), moto.endpoint()),
+            ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
+            ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
+        ]);
+        for i in 0..args.pollers {
+            let spec = FunctionSpec {
+                name: function.binary.clone(),
+                binary: args.bin_dir.join(&function.binary),
+                env: env.clone(),
+                timeout: Duration::from_secs(30),
+                log_dir: log_dir.clone(),
+            };
+            let instance = FunctionInstance::start(spec, i)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mapping = MappingConfig {
+                queue_url: queue.url.clone(),
+                batch_size: stack.batch_size(&function.binary),
+                wait_seconds: 5,
+                drop_delete_rate: 0.0,
+                seed: 0,
+            };
+            let esm = EventSourceMapping::new(sqs.clone(), mapping, instance).await?;
+            let stats = esm.stats();
+            let stop = stop.clone();
+            let name = format!("{}#{i}", function.binary);
+            tasks.push(tokio::spawn(async move {
+                let instance = esm.run(stop).await;
+                let function = instance.stats();
+                instance.shutdown().await;
+                (name, stats.snapshot(), function)
+            }));
+        }
+    }
+    println!("function logs    {}", log_dir.display());
+    println!("\nSend a message (Ctrl-C to stop everything):");
+    println!(
+        "  .venv/bin/python -c \"import boto3; boto3.client('sqs', endpoint_url='{}', region_name='us-east-1', \
+         aws_access_key_id='x', aws_secret_access_key='x').send_message(QueueUrl='<queue url>', MessageBody=open('<body.json>').read())\"",
+        moto.endpoint()
+    );
+    tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;
+    let _ = stop_tx.send(true);
+    println!("\nstopping…");
+    for task in tasks {
+        if let Ok((name, [invocations, records, deleted, reported, failed, _], function)) =
+            task.await
+        {
+            println!(
+                "{name}: {invocations} invocations, {records} records, {deleted} deleted, {reported} reported, \
+                 {failed} failed invocations; cold starts {}, crashes {}, timeouts {}",
+                function.cold_starts, function.crashes, function.timeouts
+            );
+        }
+    }
+    println!("payments API: {}", payments.stats());
+    payments.shutdown().await;
+    moto.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! The machinery shared by the crate's HTTP/1 servers (the payments API, the fault proxy and the Lambda Runtime API):
+//! an accept loop on a spawned task, and the handle that stops it.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::Service;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// How a server treats the connections it accepts. Every connection is HTTP/1 with keep-alive.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    /// Sets `TCP_NODELAY` on each accepted connection.
+    pub(crate) nodelay: bool,
+    /// `true`: hyper's default header read timeout (30 seconds), run on a Tokio timer. `false`: no timeout, a
+    /// connection may sit idle between requests for as long as it likes.
+    pub(crate) header_read_timeout: bool,
+    /// Starts the log messages, e.g. `"proxy "` for "proxy accept failed".
+    pub(crate) log_prefix: &'static str,
+}
+
+impl Settings {
+    fn builder(self) -> http1::Builder {
+        let mut builder = http1::Builder::new();
+        if self.header_read_timeout {
+            builder.timer(TokioTimer::new());
+        } else {
+            builder.header_read_timeout(None);
+        }
+        builder.keep_alive(true);
+        builder
+    }
+}
+
+/// An accept loop serving on a spawned task. Dropping it aborts the task, which also ends every connection;
+/// [`shutdown`](Self::shutdown) stops it and waits until the port is released.
+#[derive(Debug)]
+pub(crate) struct ServerTask {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl ServerTask {
+    /// Serves `listener` on a spawned task. `make_service` is called for each connection when it is accepted, so the
+    /// service can capture what holds at that moment. Must be called within a Tokio runtime.
+    pub(crate) fn spawn<F, S>(listener: TcpListener, settings: Settings, make_service: F) -> Self
+    where
+        F: Fn() -> S + Send + 'static,
+        S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(serve(listener, settings, make_service, stopped));
+        Self {
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops accepting, cuts open connections (requests in flight are dropped) and waits until the listening socket
+    /// is closed.
+    pub(crate) async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            // The task ends on the stop signal; an error would mean it panicked, which it does not.
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for ServerTask {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Accepts until told to stop (or until the handle is gone). Connections live in a `JoinSet`, so that stopping or
+/// aborting this task also ends every connection task.
+async fn serve<F, S>(
+    listener: TcpListener,
+    settings: Settings,
+    make_service: F,
+    mut stop: oneshot::Receiver<()>,
+) where
+    F: Fn() -> S,
+    S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let prefix = settings.log_prefix;
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    if settings.nodelay {
+                        let _ = stream.set_nodelay(true);
+                    }
+                    let service = make_service();
+                    connections.spawn(async move {
+                        let served = settings
+                            .builder()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                        if let Err(e) = served {
+                            tracing::debug!(%peer, error = %e, "{prefix}connection ended with an error");
+                        }
+                    });
+                }
+                // Per-connection failures (reset before accept, out of file descriptors); keep serving the others.
+                Err(e) => tracing::warn!(error = %e, "{prefix}accept failed"),
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+}
