@@ -1,6 +1,6 @@
-//! The smallest honest demonstration of the idempotency core against DynamoDB's API (moto server, started by
-//! `make demo`): the same deliveries go to a naive consumer and to an sqsafe consumer, and every figure printed is
-//! counted during the run.
+//! The idempotency core alone against DynamoDB's API, one delivery at a time (the full pipeline is `make demo`).
+//! Run it with moto server up: `make moto` in one terminal, its `export` lines applied, then
+//! `cargo run -p sqsafe-idempotency --example demo`. Every figure printed is counted during the run.
 //!
 //! Deliveries: three payments, two of them redelivered, one republished with a changed amount under the same key,
 //! and one whose first attempt crashes after its claim (then is redelivered before and after its lease passes).
@@ -63,21 +63,13 @@ const DELIVERIES: &[Delivery] = &[
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let endpoint = std::env::var("AWS_ENDPOINT_URL").map_err(
-        |_| "AWS_ENDPOINT_URL is not set: run `make demo`, which starts moto server and sets it",
+        |_| "AWS_ENDPOINT_URL is not set: start moto with `make moto` and apply the export lines it prints",
     )?;
     let config = sqsafe_aws::load().await;
     let client = aws_sdk_dynamodb::Client::new(&config);
     let table = format!("sqsafe-demo-{}", std::process::id());
     create_table(&client, &table).await?;
     println!("DynamoDB (moto server) at {endpoint}, table {table}\n");
-
-    // Naive consumer: charges on every delivery that reaches its charge call (p-4's first attempt crashes before it).
-    let p4_attempts_reaching_the_charge = [false, true, true];
-    let naive_charges = DELIVERIES.len()
-        + p4_attempts_reaching_the_charge
-            .iter()
-            .filter(|reached| **reached)
-            .count();
 
     // sqsafe consumer.
     let clock = ManualClock::at_millis(1_800_000_000_000);
@@ -179,7 +171,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("\nsummary (counted during this run)");
     println!("  deliveries                      {deliveries}");
     println!("  distinct intents                {intents}");
-    println!("  naive consumer: charges         {}", naive_charges);
     println!(
         "  sqsafe: charges                 {} (total {} cents)",
         charges.load(Ordering::SeqCst),
