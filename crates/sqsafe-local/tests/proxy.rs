@@ -709,3 +709,97 @@ async fn moto_without_the_venv_says_how_to_make_it() {
     assert!(matches!(err, moto::Error::NotInstalled { .. }), "{err}");
     assert!(err.to_string().contains("scripts/venv.sh"), "{err}");
 }
+
+/// moto restores a copy of the tables when a transaction is cancelled, erasing what other requests wrote meanwhile
+/// (the copy takes longer the larger the table). Through the proxy a transaction runs alone, so writes made around
+/// cancelled transactions survive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_survive_cancelled_transactions_through_the_proxy() {
+    let moto = start_moto().await;
+    let proxy = start_proxy(FaultProxyConfig::new(moto.endpoint())).await;
+    let lost = lost_writes_around_cancelled_transactions(&proxy.endpoint()).await;
+    assert!(
+        lost.is_empty(),
+        "writes erased by a cancelled transaction's rollback: {lost:?}"
+    );
+}
+
+/// Seeds a table large enough that moto's copy takes a while, then runs cancelled transactions and plain puts at
+/// the same time; returns the puts that are missing afterwards.
+async fn lost_writes_around_cancelled_transactions(endpoint: &str) -> Vec<String> {
+    use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+    let db = client(endpoint).await;
+    let table = unique_name("tx");
+    create_table(&db, &table, "pk", None).await;
+    let filler = "x".repeat(2_000);
+    let mut seeds = Vec::new();
+    for i in 0..800 {
+        let db = db.clone();
+        let (table, filler) = (table.clone(), filler.clone());
+        seeds.push(tokio::spawn(async move {
+            db.put_item()
+                .table_name(&table)
+                .item("pk", AttributeValue::S(format!("seed-{i}")))
+                .item("filler", AttributeValue::S(filler))
+                .send()
+                .await
+                .expect("seed");
+        }));
+    }
+    for s in seeds {
+        s.await.expect("seed task");
+    }
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let db = db.clone();
+        let table = table.clone();
+        tasks.push(tokio::spawn(async move {
+            if i % 3 == 0 {
+                // Cancelled: seed-0 exists.
+                let put = Put::builder()
+                    .table_name(&table)
+                    .item("pk", AttributeValue::S("seed-0".into()))
+                    .condition_expression("attribute_not_exists(pk)")
+                    .build()
+                    .expect("put");
+                let tx = TransactWriteItem::builder().put(put).build();
+                assert!(
+                    db.transact_write_items()
+                        .transact_items(tx)
+                        .send()
+                        .await
+                        .is_err()
+                );
+                None
+            } else {
+                let pk = format!("w-{i}");
+                db.put_item()
+                    .table_name(&table)
+                    .item("pk", AttributeValue::S(pk.clone()))
+                    .send()
+                    .await
+                    .expect("put");
+                Some(pk)
+            }
+        }));
+    }
+    let mut written = Vec::new();
+    for t in tasks {
+        written.extend(t.await.expect("task"));
+    }
+    let mut lost = Vec::new();
+    for pk in written {
+        let item = db
+            .get_item()
+            .table_name(&table)
+            .key("pk", AttributeValue::S(pk.clone()))
+            .send()
+            .await
+            .expect("get")
+            .item;
+        if item.is_none() {
+            lost.push(pk);
+        }
+    }
+    lost
+}
