@@ -314,6 +314,50 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
 
     let (instances, mappings) = p.run("charge-payment", seed, 4, 0.03).await;
 
+    // An intent whose every delivery met a crash or the lease of a crashed attempt can exhaust its receives and reach
+    // the DLQ (with or without its effect applied). Operators redrive the DLQ; the redrive must complete it and must
+    // not apply it again. Everything else in the DLQ stays for the assertions below.
+    let dlq_url = p
+        .stack
+        .dead_letter_queue("charge-payment")
+        .expect("dlq")
+        .url
+        .clone();
+    let mut redriven = Vec::new();
+    for m in read_all(&p.sqs, &dlq_url).await {
+        let kind = attribute(&m, "sqsafe.error_kind");
+        let intent = serde_json::from_str::<serde_json::Value>(m.body().unwrap_or_default())
+            .ok()
+            .and_then(|b| b["payment_id"].as_str().map(str::to_owned))
+            .filter(|id| expected.contains_key(id))
+            .filter(|_| !matches!(kind.as_deref(), Some("bad_payload" | "payload_mismatch")));
+        let receipt = m.receipt_handle().unwrap_or_default().to_owned();
+        if intent.is_some() {
+            redriven.push(Outgoing {
+                body: m.body().unwrap_or_default().to_owned(),
+                correlation_id: attribute(&m, "correlationId").unwrap_or_default(),
+                group: None,
+                dedup: None,
+            });
+            p.sqs
+                .delete_message()
+                .queue_url(&dlq_url)
+                .receipt_handle(receipt)
+                .send()
+                .await
+                .expect("delete");
+        } else {
+            p.sqs
+                .change_message_visibility()
+                .queue_url(&dlq_url)
+                .receipt_handle(receipt)
+                .visibility_timeout(0)
+                .send()
+                .await
+                .expect("visible again");
+        }
+    }
+
     // A second wave after everything applied: the same ids with other amounts (permanent mismatches).
     let mut second = Vec::new();
     for i in (0..intents).step_by(97) {
@@ -333,6 +377,12 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     .await
     .into_iter()
     .collect();
+    publish(
+        &p.sqs,
+        &p.stack.source_queue("charge-payment").expect("queue").url,
+        &redriven,
+    )
+    .await;
     let (instances2, mappings2) = p.run("charge-payment", seed.wrapping_add(1), 2, 0.0).await;
 
     // Effects: the payments API's own ledger.
@@ -422,6 +472,10 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
                 |k| k.as_deref() != Some("bad_payload") && k.as_deref() != Some("payload_mismatch")
             )
             .count()
+    );
+    println!(
+        "redriven from the DLQ     {} intents that had exhausted their receives",
+        redriven.len()
     );
     println!("lost                      {}", missing.len());
     println!("records left IN_PROGRESS  {in_progress}");
