@@ -5,7 +5,7 @@ use aws_sdk_sqs::types::MessageAttributeValue;
 use futures::future::BoxFuture;
 use sqsafe_idempotency::{BoxError, ErrorClass};
 
-use crate::error::class_name;
+use crate::error::{BatchError, class_name};
 
 /// Message attribute names the dead-letter copy carries (besides the correlation id attribute).
 pub mod attributes {
@@ -28,6 +28,18 @@ pub mod attributes {
 /// SQS allows at most 10 message attributes per message.
 const MAX_ATTRIBUTES: usize = 10;
 const MAX_ERROR_CHARS: usize = 1024;
+/// A shortened `sqsafe.error` keeps at least this many bytes (else it is dropped as a whole).
+const MIN_ERROR_BYTES: usize = 32;
+const ELLIPSIS: &str = "…";
+
+/// The message size [`SqsDeadLetterQueue`] fits its copies into unless told otherwise: 262,144 bytes (256 KiB), the
+/// limit of every queue created before 2025 and the smallest default SQS has had.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 262_144;
+/// The largest `MaximumMessageSize` SQS accepts: 1,048,576 bytes (1 MiB), also the default for queues created since
+/// 2025.
+pub const MAX_MESSAGE_SIZE_LIMIT: usize = 1_048_576;
+/// The smallest `MaximumMessageSize` SQS accepts: 1,024 bytes.
+const MIN_MESSAGE_SIZE: usize = 1_024;
 
 /// Everything an operator needs to understand a dead-lettered message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,11 +78,28 @@ pub trait DeadLetterQueue: Send + Sync + 'static {
 /// The copy carries [`attributes`]' seven context attributes plus the correlation id attribute, then as many of the
 /// original attributes as SQS's limit of 10 leaves room for (sorted by name). For a FIFO DLQ (URL ending in `.fifo`)
 /// the original group id is kept and the original message id is the deduplication id.
+///
+/// # Size
+/// SQS counts a message's body and each attribute's name, data type and value against the queue's
+/// `MaximumMessageSize`, and refuses a message above it. A body near the limit leaves little room, so the context
+/// shrinks to fit [`max_message_size`](Self::max_message_size): the copied original attributes go first (last name
+/// first), then `sqsafe.error` is shortened (ending in `…`), then `sqsafe.error`, `sqsafe.consumer_version`,
+/// `sqsafe.consumer`, `sqsafe.error_class`, `sqsafe.attempts` and the correlation id are dropped in that order, down
+/// to `sqsafe.original_message_id` and `sqsafe.error_kind`. A warning says what was left out.
+///
+/// When not even those two fit (a body at the limit), the body is sent alone, with no attributes: the message is
+/// kept, and the context goes to an error log line that names the copy's DLQ message id (the record's span adds
+/// the original message id and correlation id). If SQS still refuses the copy, the send fails and the record is
+/// reported, so it comes back: nothing is lost.
+///
+/// # Default
+/// `max_message_size` 262,144 bytes ([`DEFAULT_MAX_MESSAGE_SIZE`]); correlation id attribute `correlationId`.
 #[derive(Debug, Clone)]
 pub struct SqsDeadLetterQueue {
     client: aws_sdk_sqs::Client,
     queue_url: String,
     correlation_attribute: String,
+    max_message_size: usize,
 }
 
 impl SqsDeadLetterQueue {
@@ -80,6 +109,7 @@ impl SqsDeadLetterQueue {
             client,
             queue_url: queue_url.into(),
             correlation_attribute: sqsafe_telemetry::correlation::DEFAULT_ATTRIBUTE.to_owned(),
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
         }
     }
 
@@ -89,81 +119,120 @@ impl SqsDeadLetterQueue {
         self
     }
 
+    /// The DLQ's `MaximumMessageSize` in bytes, which copies are fitted into: set it to the queue's attribute
+    /// (1,048,576 for queues created since 2025 without the attribute, CloudFormation's included). Too low a value
+    /// drops context that would have fitted; too high a value lets SQS refuse a copy near the limit (then the record
+    /// comes back instead of going to the DLQ).
+    ///
+    /// # Errors
+    /// [`BatchError::Config`] outside SQS's range, 1,024 to 1,048,576 bytes.
+    ///
+    /// # Default
+    /// 262,144 bytes ([`DEFAULT_MAX_MESSAGE_SIZE`]).
+    pub fn max_message_size(mut self, bytes: usize) -> Result<Self, BatchError> {
+        if !(MIN_MESSAGE_SIZE..=MAX_MESSAGE_SIZE_LIMIT).contains(&bytes) {
+            return Err(BatchError::Config(format!(
+                "max_message_size must be {MIN_MESSAGE_SIZE} to {MAX_MESSAGE_SIZE_LIMIT} bytes (got {bytes})"
+            )));
+        }
+        self.max_message_size = bytes;
+        Ok(self)
+    }
+
     /// The DLQ's URL.
     pub fn queue_url(&self) -> &str {
         &self.queue_url
     }
 }
 
-fn string_attr(value: impl Into<String>) -> Result<MessageAttributeValue, BoxError> {
-    Ok(MessageAttributeValue::builder()
-        .data_type("String")
-        .string_value(value)
-        .build()?)
+/// One message attribute with a string value, as SQS counts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attribute {
+    pub(crate) name: String,
+    pub(crate) data_type: String,
+    pub(crate) value: String,
 }
 
-fn number_attr(value: impl ToString) -> Result<MessageAttributeValue, BoxError> {
-    Ok(MessageAttributeValue::builder()
-        .data_type("Number")
-        .string_value(value.to_string())
-        .build()?)
+impl Attribute {
+    fn new(name: impl Into<String>, data_type: &str, value: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            data_type: data_type.to_owned(),
+            value: value.into(),
+        }
+    }
+
+    /// SQS counts the name, the data type and the value.
+    fn size(&self) -> usize {
+        self.name.len() + self.data_type.len() + self.value.len()
+    }
+
+    fn to_sdk(&self) -> Result<MessageAttributeValue, BoxError> {
+        Ok(MessageAttributeValue::builder()
+            .data_type(&self.data_type)
+            .string_value(&self.value)
+            .build()?)
+    }
 }
 
-/// The attributes of the dead-letter copy, in the order they are given room.
+/// The attributes of a dead-letter copy after fitting, and what was left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fitted {
+    pub(crate) attributes: Vec<Attribute>,
+    /// Names of the attributes left out.
+    pub(crate) dropped: Vec<String>,
+    /// `sqsafe.error` was shortened.
+    pub(crate) shortened: bool,
+}
+
+/// The context the copy carries, then the originals, in that order; no more than SQS's 10.
 pub(crate) fn dead_letter_attributes(
     message: &SqsMessage,
     failure: &FailureContext,
     correlation_attribute: &str,
-) -> Result<HashMap<String, MessageAttributeValue>, BoxError> {
+) -> Vec<Attribute> {
     let error: String = failure
         .error_message
         .chars()
         .take(MAX_ERROR_CHARS)
         .collect();
-    let mut out = HashMap::with_capacity(MAX_ATTRIBUTES);
-    out.insert(
-        attributes::ERROR_KIND.to_owned(),
-        string_attr(&failure.error_kind)?,
-    );
-    out.insert(
-        attributes::ERROR_CLASS.to_owned(),
-        string_attr(class_name(failure.error_class))?,
-    );
-    out.insert(
-        attributes::ERROR_MESSAGE.to_owned(),
-        string_attr(if error.is_empty() {
-            "-".to_owned()
-        } else {
-            error
-        })?,
-    );
-    out.insert(
-        attributes::ATTEMPTS.to_owned(),
-        number_attr(failure.attempts)?,
-    );
-    out.insert(
-        attributes::CONSUMER.to_owned(),
-        string_attr(&failure.consumer)?,
-    );
-    out.insert(
-        attributes::CONSUMER_VERSION.to_owned(),
-        number_attr(failure.consumer_version)?,
-    );
-    out.insert(
-        attributes::ORIGINAL_MESSAGE_ID.to_owned(),
-        string_attr(&failure.message_id)?,
-    );
-    out.insert(
-        correlation_attribute.to_owned(),
-        string_attr(&failure.correlation_id)?,
-    );
+    let mut out = vec![
+        Attribute::new(attributes::ERROR_KIND, "String", &failure.error_kind),
+        Attribute::new(
+            attributes::ORIGINAL_MESSAGE_ID,
+            "String",
+            &failure.message_id,
+        ),
+        Attribute::new(
+            attributes::ERROR_CLASS,
+            "String",
+            class_name(failure.error_class),
+        ),
+        Attribute::new(
+            attributes::ERROR_MESSAGE,
+            "String",
+            if error.is_empty() {
+                "-".to_owned()
+            } else {
+                error
+            },
+        ),
+        Attribute::new(attributes::ATTEMPTS, "Number", failure.attempts.to_string()),
+        Attribute::new(attributes::CONSUMER, "String", &failure.consumer),
+        Attribute::new(
+            attributes::CONSUMER_VERSION,
+            "Number",
+            failure.consumer_version.to_string(),
+        ),
+        Attribute::new(correlation_attribute, "String", &failure.correlation_id),
+    ];
     let mut originals: Vec<_> = message.message_attributes.iter().collect();
     originals.sort_by(|a, b| a.0.cmp(b.0));
     for (name, attr) in originals {
         if out.len() >= MAX_ATTRIBUTES {
             break;
         }
-        if out.contains_key(name) {
+        if out.iter().any(|a| &a.name == name) {
             continue;
         }
         let (Some(data_type), Some(value)) =
@@ -171,13 +240,71 @@ pub(crate) fn dead_letter_attributes(
         else {
             continue; // binary and list values are not copied
         };
-        let copy = MessageAttributeValue::builder()
-            .data_type(data_type)
-            .string_value(value)
-            .build()?;
-        out.insert(name.clone(), copy);
+        out.push(Attribute::new(name, data_type, value));
     }
-    Ok(out)
+    out
+}
+
+/// Fits `attributes` (context first, as [`dead_letter_attributes`] orders them) beside a body of `body_bytes` into
+/// `limit` bytes, shrinking in the documented order. Empty when not even the error kind and original message id fit.
+pub(crate) fn fit(
+    body_bytes: usize,
+    mut attributes: Vec<Attribute>,
+    correlation_attribute: &str,
+    limit: usize,
+) -> Fitted {
+    const CONTEXT: usize = 8;
+    let size = |a: &[Attribute]| body_bytes + a.iter().map(Attribute::size).sum::<usize>();
+    let mut dropped = Vec::new();
+    let mut shortened = false;
+    // 1. The copied originals, last first.
+    while size(&attributes) > limit && attributes.len() > CONTEXT {
+        if let Some(a) = attributes.pop() {
+            dropped.push(a.name);
+        }
+    }
+    // 2. A shorter error message.
+    let over = size(&attributes).saturating_sub(limit);
+    if over > 0
+        && let Some(error) = attributes
+            .iter_mut()
+            .find(|a| a.name == attributes::ERROR_MESSAGE)
+    {
+        let keep = error.value.len().saturating_sub(over + ELLIPSIS.len());
+        if keep >= MIN_ERROR_BYTES {
+            let mut end = keep;
+            while !error.value.is_char_boundary(end) {
+                end -= 1;
+            }
+            error.value.truncate(end);
+            error.value.push_str(ELLIPSIS);
+            shortened = true;
+        }
+    }
+    // 3. The optional context, down to the error kind and the original message id.
+    for name in [
+        attributes::ERROR_MESSAGE,
+        attributes::CONSUMER_VERSION,
+        attributes::CONSUMER,
+        attributes::ERROR_CLASS,
+        attributes::ATTEMPTS,
+        correlation_attribute,
+    ] {
+        if size(&attributes) <= limit {
+            break;
+        }
+        if let Some(at) = attributes.iter().position(|a| a.name == name) {
+            dropped.push(attributes.remove(at).name);
+        }
+    }
+    if size(&attributes) > limit {
+        dropped.extend(attributes.drain(..).map(|a| a.name));
+    }
+    Fitted {
+        attributes,
+        dropped,
+        shortened,
+    }
 }
 
 impl DeadLetterQueue for SqsDeadLetterQueue {
@@ -187,24 +314,184 @@ impl DeadLetterQueue for SqsDeadLetterQueue {
         failure: &'a FailureContext,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
+            let body = message.body.clone().unwrap_or_default();
+            let fitted = fit(
+                body.len(),
+                dead_letter_attributes(message, failure, &self.correlation_attribute),
+                &self.correlation_attribute,
+                self.max_message_size,
+            );
+            let attributes = fitted
+                .attributes
+                .iter()
+                .map(|a| Ok((a.name.clone(), a.to_sdk()?)))
+                .collect::<Result<HashMap<_, _>, BoxError>>()?;
             let mut send = self
                 .client
                 .send_message()
                 .queue_url(&self.queue_url)
-                .message_body(message.body.clone().unwrap_or_default())
-                .set_message_attributes(Some(dead_letter_attributes(
-                    message,
-                    failure,
-                    &self.correlation_attribute,
-                )?));
+                .message_body(body)
+                .set_message_attributes((!attributes.is_empty()).then_some(attributes));
             if self.queue_url.ends_with(".fifo") {
                 let group = crate::record::group_id(message).unwrap_or("sqsafe-dead-letters");
                 send = send
                     .message_group_id(group)
                     .message_deduplication_id(&failure.message_id);
             }
-            send.send().await?;
+            let sent = send.send().await?;
+            let dlq_message_id = sent.message_id().unwrap_or_default();
+            if fitted.attributes.is_empty() {
+                tracing::error!(
+                    dlq_message_id,
+                    original_message_id = %failure.message_id,
+                    error_kind = %failure.error_kind,
+                    error_class = class_name(failure.error_class),
+                    error = %failure.error_message,
+                    attempts = failure.attempts,
+                    max_message_size = self.max_message_size,
+                    "dead-lettered without context: the body leaves no room for it within the DLQ's message size; \
+                     the context is in this line"
+                );
+            } else if !fitted.dropped.is_empty() || fitted.shortened {
+                tracing::warn!(
+                    dlq_message_id,
+                    dropped = ?fitted.dropped,
+                    error_shortened = fitted.shortened,
+                    max_message_size = self.max_message_size,
+                    "dead-letter context shrunk to fit the DLQ's message size"
+                );
+            }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(error: &str) -> FailureContext {
+        FailureContext {
+            message_id: "059f36b4-87a3-44ab-83d2-661975830a7d".into(),
+            error_kind: "precondition".into(),
+            error_class: ErrorClass::Permanent,
+            error_message: error.into(),
+            attempts: 3,
+            consumer: "apply-ledger".into(),
+            consumer_version: 2,
+            correlation_id: "checkout-7".into(),
+        }
+    }
+
+    fn message_with(originals: &[(&str, &str)]) -> SqsMessage {
+        let mut m = SqsMessage::default();
+        for (name, value) in originals {
+            let mut a = aws_lambda_events::sqs::SqsMessageAttribute::default();
+            a.data_type = Some("String".into());
+            a.string_value = Some((*value).into());
+            m.message_attributes.insert((*name).into(), a);
+        }
+        m
+    }
+
+    fn names(f: &Fitted) -> Vec<&str> {
+        f.attributes.iter().map(|a| a.name.as_str()).collect()
+    }
+
+    fn total(body: usize, f: &Fitted) -> usize {
+        body + f.attributes.iter().map(Attribute::size).sum::<usize>()
+    }
+
+    const LIMIT: usize = 262_144;
+
+    #[test]
+    fn a_small_body_keeps_all_context_and_originals() {
+        let attrs = dead_letter_attributes(
+            &message_with(&[("b", "2"), ("a", "1")]),
+            &failure("insufficient balance"),
+            "correlationId",
+        );
+        let fitted = fit(100, attrs, "correlationId", LIMIT);
+        assert!(fitted.dropped.is_empty() && !fitted.shortened);
+        assert_eq!(fitted.attributes.len(), 10);
+        assert_eq!(&names(&fitted)[8..], ["a", "b"]);
+    }
+
+    #[test]
+    fn context_shrinks_in_order_down_to_kind_and_original_id() {
+        let error = "e".repeat(1500);
+        let attrs = || {
+            dead_letter_attributes(
+                &message_with(&[("a", &"x".repeat(300)), ("b", &"y".repeat(300))]),
+                &failure(&error),
+                "correlationId",
+            )
+        };
+        let full = total(0, &fit(0, attrs(), "correlationId", LIMIT));
+        // Room for everything but the last original.
+        let f = fit(LIMIT - full + 10, attrs(), "correlationId", LIMIT);
+        assert_eq!(f.dropped, ["b"]);
+        assert!(!f.shortened);
+        // No original fits, and the error must give up 500 bytes.
+        let f = fit(LIMIT - full + 800, attrs(), "correlationId", LIMIT);
+        assert_eq!(f.dropped, ["b", "a"]);
+        assert!(f.shortened);
+        let error_value = &f.attributes[3].value;
+        assert!(error_value.ends_with(ELLIPSIS) && error_value.len() < 1024);
+        assert!(total(LIMIT - full + 800, &f) <= LIMIT);
+        // Nothing optional fits.
+        let minimal = attributes::ERROR_KIND.len()
+            + "String".len() * 2
+            + "precondition".len()
+            + attributes::ORIGINAL_MESSAGE_ID.len()
+            + "059f36b4-87a3-44ab-83d2-661975830a7d".len();
+        let f = fit(LIMIT - minimal, attrs(), "correlationId", LIMIT);
+        assert_eq!(
+            names(&f),
+            [attributes::ERROR_KIND, attributes::ORIGINAL_MESSAGE_ID]
+        );
+        assert_eq!(
+            f.dropped,
+            [
+                "b",
+                "a",
+                attributes::ERROR_MESSAGE,
+                attributes::CONSUMER_VERSION,
+                attributes::CONSUMER,
+                attributes::ERROR_CLASS,
+                attributes::ATTEMPTS,
+                "correlationId"
+            ]
+        );
+        assert_eq!(total(LIMIT - minimal, &f), LIMIT);
+        // One byte more: nothing fits.
+        let f = fit(LIMIT - minimal + 1, attrs(), "correlationId", LIMIT);
+        assert!(f.attributes.is_empty());
+        assert_eq!(f.dropped.len(), 10);
+    }
+
+    #[test]
+    fn a_shortened_error_ends_on_a_character_boundary() {
+        let error = "é".repeat(600); // 2 bytes each
+        let attrs = dead_letter_attributes(&message_with(&[]), &failure(&error), "c");
+        let full = total(0, &fit(0, attrs.clone(), "c", LIMIT));
+        let f = fit(LIMIT - full + 301, attrs, "c", LIMIT);
+        assert!(f.shortened);
+        assert!(f.attributes[3].value.ends_with(ELLIPSIS));
+        assert!(total(LIMIT - full + 301, &f) <= LIMIT);
+    }
+
+    #[test]
+    fn the_size_setting_is_validated() {
+        let client = aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::Config::builder()
+                .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+                .build(),
+        );
+        let dlq = || SqsDeadLetterQueue::new(client.clone(), "https://example.invalid/q");
+        assert!(dlq().max_message_size(1023).is_err());
+        assert!(dlq().max_message_size(MAX_MESSAGE_SIZE_LIMIT + 1).is_err());
+        assert!(dlq().max_message_size(1024).is_ok());
+        assert!(dlq().max_message_size(MAX_MESSAGE_SIZE_LIMIT).is_ok());
     }
 }

@@ -1,5 +1,6 @@
 use std::borrow::Cow;
 use std::fmt;
+use std::time::SystemTime;
 
 pub use sqsafe_idempotency::ErrorClass;
 use sqsafe_idempotency::{BoxError, RunError};
@@ -7,22 +8,41 @@ use sqsafe_idempotency::{BoxError, RunError};
 /// Why one record failed, and whether it should come back.
 ///
 /// `kind` is a short stable label (`bad_payload`, `payload_mismatch`, `downstream_5xx`, …) for logs, metrics and the
-/// DLQ's `sqsafe.error_kind` attribute; `message` is for people.
+/// DLQ's `sqsafe.error_kind` attribute; `message` is for people. Neither ever quotes the message body.
+///
+/// A transient error may say when a retry can first succeed ([`RecordError::retry_not_before`]): the batch processor
+/// then keeps the message invisible until that time instead of applying its backoff.
 #[derive(Debug)]
 pub struct RecordError {
     class: ErrorClass,
     kind: Cow<'static, str>,
     message: String,
+    retry_not_before: Option<SystemTime>,
     source: Option<BoxError>,
 }
 
 impl RecordError {
+    /// Kind of a record that was not run because too little time was left before the invocation's deadline
+    /// (transient).
+    pub const DEADLINE: &'static str = "deadline";
+    /// Kind of a body that does not parse into the consumer's payload type (permanent).
+    pub const BAD_PAYLOAD: &'static str = "bad_payload";
+    /// Kind of a message without a body (permanent).
+    pub const MISSING_BODY: &'static str = "missing_body";
+    /// Kind of a key that another attempt holds (transient); see [`sqsafe_idempotency::Error::InProgress`].
+    pub const IN_PROGRESS: &'static str = "in_progress";
+    /// Kind of a claim lost to a takeover (transient); see [`sqsafe_idempotency::Error::LeaseLost`].
+    pub const LEASE_LOST: &'static str = "lease_lost";
+    /// Kind of a handler that panicked (transient).
+    pub const PANIC: &'static str = "panic";
+
     /// A failure that a later delivery can get past (throttling, timeouts, a downstream 5xx, a key in progress).
     pub fn transient(kind: impl Into<Cow<'static, str>>, message: impl fmt::Display) -> Self {
         Self {
             class: ErrorClass::Transient,
             kind: kind.into(),
             message: message.to_string(),
+            retry_not_before: None,
             source: None,
         }
     }
@@ -33,8 +53,22 @@ impl RecordError {
             class: ErrorClass::Permanent,
             kind: kind.into(),
             message: message.to_string(),
+            retry_not_before: None,
             source: None,
         }
+    }
+
+    /// Says that a retry cannot succeed before `at` (e.g. another attempt's lease ends then). When the record is
+    /// reported and the processor has a visibility control, the message stays invisible until then (rounded up to
+    /// whole seconds, plus one, at most 12 h) instead of the backoff delay. Ignored for permanent errors.
+    pub fn with_retry_not_before(mut self, at: SystemTime) -> Self {
+        self.retry_not_before = Some(at);
+        self
+    }
+
+    /// When a retry can first succeed, if known.
+    pub fn retry_not_before(&self) -> Option<SystemTime> {
+        self.retry_not_before
     }
 
     /// Attaches the underlying error.
@@ -93,22 +127,12 @@ pub(crate) fn class_name(class: ErrorClass) -> &'static str {
 
 impl From<sqsafe_idempotency::Error> for RecordError {
     fn from(e: sqsafe_idempotency::Error) -> Self {
-        use sqsafe_idempotency::Error as E;
-        let kind = match &e {
-            E::MissingKey { .. } => "missing_key",
-            E::Config(_) => "config",
-            E::PayloadMismatch { .. } => "payload_mismatch",
-            E::InProgress { .. } => "in_progress",
-            E::LeaseLost { .. } => "lease_lost",
-            E::ResultDecode { .. } => "result_decode",
-            E::Inconsistent { .. } => "inconsistent_record",
-            E::Store { .. } => "idempotency_store",
-            _ => "idempotency",
-        };
+        let kind = e.kind();
         Self {
             class: e.class(),
             kind: kind.into(),
             message: e.to_string(),
+            retry_not_before: e.retry_not_before(),
             source: Some(Box::new(e)),
         }
     }

@@ -3,15 +3,19 @@
 
 mod dlq;
 mod error;
+mod parse;
 mod processor;
 mod record;
 mod visibility;
 
-pub use dlq::{DeadLetterQueue, FailureContext, SqsDeadLetterQueue, attributes};
+pub use dlq::{
+    DEFAULT_MAX_MESSAGE_SIZE, DeadLetterQueue, FailureContext, MAX_MESSAGE_SIZE_LIMIT,
+    SqsDeadLetterQueue, attributes,
+};
 pub use error::{BatchError, ErrorClass, RecordError};
 pub use processor::{
-    AllFailedPolicy, BatchProcessor, BatchProcessorBuilder, BatchReport, Disposition, FifoMode,
-    RecordHandler, RecordReport, VisibilityHeartbeat,
+    AllFailedPolicy, BatchProcessor, BatchProcessorBuilder, BatchReport, DEFAULT_DEADLINE_RESERVE,
+    Disposition, FifoMode, RecordHandler, RecordReport, VisibilityHeartbeat,
 };
 pub use record::{Processed, Record};
 pub use visibility::{Backoff, MAX_VISIBILITY, SqsVisibility, VisibilityControl};

@@ -8,8 +8,8 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use futures::{FutureExt, StreamExt, stream};
 use lambda_runtime::LambdaEvent;
 use sqsafe_idempotency::{Clock, SystemClock};
-use sqsafe_telemetry::{BatchMetrics, CorrelationSource, Metric, RecordFields};
-use tracing::Instrument;
+use sqsafe_telemetry::{BatchMetrics, CorrelationId, CorrelationSource, Metric, RecordFields};
+use tracing::{Instrument, Span};
 
 use crate::dlq::{DeadLetterQueue, FailureContext};
 use crate::error::{BatchError, RecordError, class_name};
@@ -78,7 +78,8 @@ pub enum Disposition {
     Retry(RecordError),
     /// Sent to the dead-letter queue with its context, then acknowledged.
     DeadLettered(RecordError),
-    /// FIFO: an earlier record of its group was reported, so this one was not run and is reported too.
+    /// FIFO: an earlier record of its group was reported (it failed, or was not started for lack of time), so this
+    /// one was not run and is reported too ("held back"), keeping the group's order on redelivery.
     SkippedAfterGroupFailure,
 }
 
@@ -147,18 +148,24 @@ pub struct BatchProcessor {
     visibility: Option<Arc<dyn VisibilityControl>>,
     backoff: Option<Backoff>,
     heartbeat: Option<VisibilityHeartbeat>,
+    deadline_reserve: Duration,
     correlation: CorrelationSource,
     metrics_namespace: String,
     clock: Arc<dyn Clock>,
 }
+
+/// Default of [`BatchProcessorBuilder::deadline_reserve`].
+pub const DEFAULT_DEADLINE_RESERVE: Duration = Duration::from_secs(2);
 
 /// Builds a [`BatchProcessor`].
 ///
 /// # Default
 /// up to 10 records at once; FIFO detected from the event source ARN; 5 attempts before a transient failure is
 /// dead-lettered (when a DLQ is set: keep it at or below the queue's `maxReceiveCount`); no DLQ (failures are reported
-/// and the queue's redrive policy applies); no backoff; no visibility heartbeat; all-failed batches reported item by
-/// item; correlation id from the `correlationId` attribute, else generated; metrics namespace `sqsafe`.
+/// and the queue's redrive policy applies); no backoff; no visibility heartbeat; records not started when less than
+/// 2 s ([`DEFAULT_DEADLINE_RESERVE`]) are left before the invocation's deadline; all-failed batches reported item by
+/// item; correlation id from the `correlationId` attribute, else generated; metrics namespace `sqsafe`; system
+/// clock.
 pub struct BatchProcessorBuilder {
     processor: BatchProcessor,
 }
@@ -178,6 +185,7 @@ impl BatchProcessor {
                 visibility: None,
                 backoff: None,
                 heartbeat: None,
+                deadline_reserve: DEFAULT_DEADLINE_RESERVE,
                 correlation: CorrelationSource::new(),
                 metrics_namespace: "sqsafe".to_owned(),
                 clock: Arc::new(SystemClock),
@@ -236,6 +244,23 @@ impl BatchProcessorBuilder {
         self
     }
 
+    /// Time kept free before the invocation's deadline: a record that has not started when less than this is left
+    /// is not run. It is reported as a transient `deadline` failure ([`RecordError::DEADLINE`]), so it comes back
+    /// (or, on its last attempt, goes to the DLQ with that context) and the invocation ends in time with every record
+    /// accounted for; in FIFO, the rest of its group is held back. Counted as `RecordsDeferred`.
+    ///
+    /// Records already running are not interrupted: keep the reserve above what one record takes when its
+    /// dependencies are slow (SDK calls are bounded by `sqsafe_aws::Timeouts`). Applies when the deadline is known
+    /// ([`BatchProcessor::handle`], or a deadline given to [`BatchProcessor::process`]); time comes from the
+    /// processor's [`clock`](Self::clock).
+    ///
+    /// # Default
+    /// 2 s ([`DEFAULT_DEADLINE_RESERVE`]).
+    pub fn deadline_reserve(mut self, reserve: Duration) -> Self {
+        self.processor.deadline_reserve = reserve;
+        self
+    }
+
     /// Where correlation ids come from.
     pub fn correlation(mut self, source: CorrelationSource) -> Self {
         self.processor.correlation = source;
@@ -248,7 +273,7 @@ impl BatchProcessorBuilder {
         self
     }
 
-    /// Replaces the clock (metric timestamps).
+    /// Replaces the clock (the deadline reserve, visibility until a lease ends, metric timestamps).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.processor.clock = Arc::new(clock);
         self
@@ -290,10 +315,10 @@ impl BatchProcessor {
         handler: &H,
     ) -> Result<SqsBatchResponse, BatchError> {
         let span = sqsafe_telemetry::invocation_span(&event.context);
-        let deadline = event.context.deadline();
+        let deadline = self.usable_deadline(event.context.deadline());
         async move {
             let started = Instant::now();
-            match self.process(event.payload, Some(deadline), handler).await {
+            match self.process(event.payload, deadline, handler).await {
                 Ok(report) => {
                     report
                         .metrics
@@ -387,8 +412,12 @@ impl BatchProcessor {
             let mut blocked: Option<String> = None;
             for (i, id, m) in group {
                 if let Some(first) = &blocked {
-                    tracing::warn!(message_id = %id, group_id = group_id(&m), blocked_by = %first,
-                        "not run: an earlier message of its group failed; reported to keep the group's order");
+                    metrics.incr(Metric::HeldBack);
+                    let (span, _) = self.record_span(&m, &id);
+                    span.in_scope(|| {
+                        tracing::warn!(message_id = %id, blocked_by = %first, disposition = "held_back",
+                            "not run: an earlier message of its group was reported; reported too, to keep the group's order");
+                    });
                     out.push((i, RecordReport { message_id: id, disposition: Disposition::SkippedAfterGroupFailure }));
                     continue;
                 }
@@ -407,6 +436,52 @@ impl BatchProcessor {
             .await
     }
 
+    /// The invocation's deadline, unless it has passed already when the batch arrives: Lambda never hands over such
+    /// an invocation, but emulators do (`cargo lambda watch` sends a duration, 600000 ms, where Lambda sends a point
+    /// in time; a default `Context` has 0). Such a deadline is unknown, not "no time left": the records run, their
+    /// leases take the idempotency layer's default, and the deadline reserve does not apply.
+    fn usable_deadline(&self, deadline: SystemTime) -> Option<SystemTime> {
+        if deadline > self.clock.now() {
+            return Some(deadline);
+        }
+        tracing::warn!(
+            deadline_ms = epoch_millis(deadline),
+            "the invocation's deadline has already passed: treated as unknown (an emulator's Runtime API?)"
+        );
+        None
+    }
+
+    /// The record's span, with its correlation id.
+    fn record_span(&self, message: &SqsMessage, message_id: &str) -> (Span, CorrelationId) {
+        let correlation = self.correlation.extract(message);
+        let arn = message.event_source_arn.as_deref().unwrap_or_default();
+        let span = sqsafe_telemetry::record_span(&RecordFields {
+            message_id,
+            correlation_id: correlation.as_str(),
+            receive_count: receive_count(message),
+            queue: sqsafe_telemetry::queue_name(arn).unwrap_or_default(),
+            group_id: group_id(message),
+        });
+        (span, correlation)
+    }
+
+    /// A `deadline` error when less than the reserve is left before `deadline`.
+    fn too_late(&self, deadline: Option<SystemTime>) -> Option<RecordError> {
+        let left = deadline?
+            .duration_since(self.clock.now())
+            .unwrap_or(Duration::ZERO);
+        (left < self.deadline_reserve).then(|| {
+            RecordError::transient(
+                RecordError::DEADLINE,
+                format!(
+                    "not started: {} ms left before the invocation's deadline, less than the {} ms reserve",
+                    left.as_millis(),
+                    self.deadline_reserve.as_millis()
+                ),
+            )
+        })
+    }
+
     async fn run_record<H: RecordHandler>(
         &self,
         message: Arc<SqsMessage>,
@@ -415,24 +490,24 @@ impl BatchProcessor {
         handler: &H,
         metrics: &BatchMetrics,
     ) -> RecordReport {
-        let correlation = self.correlation.extract(&message);
-        let arn = message.event_source_arn.as_deref().unwrap_or_default();
-        let span = sqsafe_telemetry::record_span(&RecordFields {
-            message_id: &message_id,
-            correlation_id: correlation.as_str(),
-            receive_count: receive_count(&message),
-            queue: sqsafe_telemetry::queue_name(arn).unwrap_or_default(),
-            group_id: group_id(&message),
-        });
+        let (span, correlation) = self.record_span(&message, &message_id);
         let record = Record::new(
             Arc::clone(&message),
             message_id.clone(),
             correlation,
             deadline,
+            span.clone(),
         );
         async move {
             let correlation_id = record.correlation_id().as_str().to_owned();
-            let outcome = self.run_handler(&message, record, handler).await;
+            // Checked when the record starts (not when the batch does): earlier records may have used the time up.
+            let outcome = match self.too_late(deadline) {
+                Some(late) => {
+                    metrics.incr(Metric::Deferred);
+                    Err(late)
+                }
+                None => self.run_handler(&message, record, handler).await,
+            };
             let disposition = match outcome {
                 Ok(processed) => {
                     metrics.incr(match processed {
@@ -492,7 +567,7 @@ impl BatchProcessor {
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "non-string panic payload".to_owned());
             Err(RecordError::transient(
-                "panic",
+                RecordError::PANIC,
                 format!("handler panicked: {what}"),
             ))
         })
@@ -514,6 +589,9 @@ impl BatchProcessor {
         } else {
             Metric::FailedPermanent
         });
+        if error.kind() == RecordError::LEASE_LOST {
+            metrics.incr(Metric::LeaseLost);
+        }
         let class = class_name(error.class());
         if !error.is_retryable() || exhausted {
             if let Some(dlq) = &self.dlq {
@@ -550,25 +628,44 @@ impl BatchProcessor {
                     }
                 }
             }
-        } else if let (Some(backoff), Some(control), Some(receipt)) = (
-            &self.backoff,
-            &self.visibility,
-            message.receipt_handle.as_deref(),
-        ) {
-            let delay = backoff.delay(attempts);
-            if let Err(e) = control.set_visibility(receipt, delay).await {
-                tracing::warn!(message_id, error = %e, "could not set the backoff visibility; the queue's timeout applies");
+        } else if let (Some(control), Some(receipt)) =
+            (&self.visibility, message.receipt_handle.as_deref())
+        {
+            // A key held elsewhere comes back when its lease ends (not sooner: that would spend a receive for
+            // nothing); other failures after the backoff, when one is set.
+            let delay = match error.retry_not_before() {
+                Some(at) => Some(visibility_until(at, self.clock.now())),
+                None => self.backoff.as_ref().map(|b| b.delay(attempts)),
+            };
+            if let Some(delay) = delay
+                && let Err(e) = control.set_visibility(receipt, delay).await
+            {
+                tracing::warn!(message_id, error = %e, delay_s = delay.as_secs(),
+                    "could not change the message's visibility; the queue's timeout applies");
             }
         }
-        tracing::warn!(
-            message_id,
-            error_kind = error.kind(),
-            error_class = class,
-            attempts,
-            error = error.message(),
-            disposition = "retry",
-            "record failed"
-        );
+        if error.kind() == RecordError::LEASE_LOST {
+            tracing::error!(
+                message_id,
+                error_kind = error.kind(),
+                error_class = class,
+                attempts,
+                error = error.message(),
+                disposition = "retry",
+                "record failed: another attempt took its idempotency key over while it ran (its lease had passed: \
+                 a slow effect, or clocks that disagree between instances)"
+            );
+        } else {
+            tracing::warn!(
+                message_id,
+                error_kind = error.kind(),
+                error_class = class,
+                attempts,
+                error = error.message(),
+                disposition = "retry",
+                "record failed"
+            );
+        }
         Disposition::Retry(error)
     }
 }
@@ -591,6 +688,14 @@ fn validate(event: SqsEvent) -> Result<Vec<(String, Arc<SqsMessage>)>, BatchErro
             ))),
         })
         .collect()
+}
+
+/// Visibility that makes a message come back just after `at`: whole seconds rounded up, plus one (SQS counts in
+/// seconds, and the other attempt's clock may lag ours a little), at most [`MAX_VISIBILITY`].
+fn visibility_until(at: SystemTime, now: SystemTime) -> Duration {
+    let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0) + 1;
+    Duration::from_secs(seconds).min(MAX_VISIBILITY)
 }
 
 fn epoch_millis(t: SystemTime) -> u64 {

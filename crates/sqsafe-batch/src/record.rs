@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqsafe_idempotency::{Idempotency, IdempotencyKey, IdempotencyStore, Outcome, Request};
 use sqsafe_telemetry::CorrelationId;
+use tracing::Span;
 
 use crate::error::RecordError;
 
@@ -46,6 +47,7 @@ pub struct Record {
     receive_count: u32,
     correlation_id: CorrelationId,
     deadline: Option<SystemTime>,
+    span: Span,
 }
 
 impl Record {
@@ -54,6 +56,7 @@ impl Record {
         message_id: String,
         correlation_id: CorrelationId,
         deadline: Option<SystemTime>,
+        span: Span,
     ) -> Self {
         let receive_count = receive_count(&message);
         Self {
@@ -62,6 +65,7 @@ impl Record {
             receive_count,
             correlation_id,
             deadline,
+            span,
         }
     }
 
@@ -103,24 +107,35 @@ impl Record {
         &self.message
     }
 
+    /// The record's span (`message_id`, `correlation_id`, `idempotency_key`, …). Every line the handler logs is
+    /// inside it, also in spans the handler opens; instrument work the handler spawns with it.
+    pub fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// Puts `key` on the record's span, so every later line of this record carries `idempotency_key`, whatever span
+    /// the handler is in. [`Record::run_idempotent`] does this itself; call it when you build the request yourself.
+    pub fn record_idempotency_key(&self, key: &IdempotencyKey) {
+        self.span.record("idempotency_key", key.as_str());
+    }
+
     /// The body; a missing body is a permanent `missing_body` error.
     pub fn body(&self) -> Result<&str, RecordError> {
-        self.message
-            .body
-            .as_deref()
-            .ok_or_else(|| RecordError::permanent("missing_body", "the message has no body"))
+        self.message.body.as_deref().ok_or_else(|| {
+            RecordError::permanent(RecordError::MISSING_BODY, "the message has no body")
+        })
     }
 
     /// Parses the body into the consumer's typed, versioned payload. A body that does not parse (bad JSON, wrong
     /// shape, unknown version tag) is a permanent `bad_payload` error, raised before any side effect.
+    ///
+    /// The error names the payload type, the field path and the type expected, never a value from the body:
+    /// `body does not match Payment at `amount`: invalid type: string, expected u64 (line 1, column 32)`. Invalid
+    /// JSON is reported by position only. (Inside an internally tagged enum, `#[serde(tag = ..)]`, serde does not
+    /// track the path: the message then has the expected type without the path.)
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, RecordError> {
-        serde_json::from_str(self.body()?).map_err(|e| {
-            RecordError::permanent(
-                "bad_payload",
-                format!("body does not match {}: {e}", short_type_name::<T>()),
-            )
-            .with_source(e)
-        })
+        crate::parse::from_json(self.body()?, short_type_name::<T>())
+            .map_err(|message| RecordError::permanent(RecordError::BAD_PAYLOAD, message))
     }
 
     /// An idempotency request for `key` carrying this record's deadline, receive count and correlation id.
@@ -160,7 +175,7 @@ impl Record {
         Fut: Future<Output = Result<T, RecordError>>,
     {
         let request = self.idempotency_request(idem, key, payload)?;
-        tracing::Span::current().record("idempotency_key", request.key().as_str());
+        self.record_idempotency_key(request.key());
         let outcome = idem.execute(&request, effect).await?;
         Ok((Processed::of(&outcome), outcome.into_value()))
     }

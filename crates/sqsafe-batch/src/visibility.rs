@@ -59,16 +59,17 @@ impl VisibilityControl for SqsVisibility {
 /// Exponential backoff with jitter for transient failures, from the receive count.
 ///
 /// Delivery `n` (1-based) waits a value drawn uniformly from `[d/2, d]` with `d = min(max, base * 2^(n-1))`
-/// ("equal jitter": never immediate, never in lockstep). The jitter comes from a seeded generator, so a run can be
-/// replayed.
+/// ("equal jitter": never immediate, never in lockstep). The jitter comes from [`fastrand`], seeded from the
+/// operating system's entropy, so cold instances started together draw different delays; [`Backoff::seed`] makes a
+/// run reproducible (tests).
 ///
 /// # Default
-/// base 5 s, max 15 min, seed 0 (set [`Backoff::seed`] per process, e.g. from the request id, in production).
+/// base 5 s, max 15 min, jitter seeded from OS entropy.
 #[derive(Debug, Clone)]
 pub struct Backoff {
     base: Duration,
     max: Duration,
-    state: Arc<Mutex<u64>>,
+    rng: Arc<Mutex<fastrand::Rng>>,
 }
 
 impl Default for Backoff {
@@ -76,7 +77,7 @@ impl Default for Backoff {
         Self {
             base: Duration::from_secs(5),
             max: Duration::from_secs(900),
-            state: Arc::new(Mutex::new(0)),
+            rng: Arc::new(Mutex::new(fastrand::Rng::new())),
         }
     }
 }
@@ -96,9 +97,9 @@ impl Backoff {
         })
     }
 
-    /// Seeds the jitter.
+    /// Seeds the jitter, for a reproducible sequence of delays (tests). Clones made before share the new seed.
     pub fn seed(self, seed: u64) -> Self {
-        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = seed;
+        *self.rng.lock().unwrap_or_else(|p| p.into_inner()) = fastrand::Rng::with_seed(seed);
         self
     }
 
@@ -106,22 +107,11 @@ impl Backoff {
     pub fn delay(&self, receive_count: u32) -> Duration {
         let exponent = receive_count.saturating_sub(1).min(30);
         let ceiling = self.base.saturating_mul(1 << exponent).min(self.max);
-        let unit = self.next_unit();
+        let unit = self.rng.lock().unwrap_or_else(|p| p.into_inner()).f64();
         let half = ceiling / 2;
         // Whole seconds: SQS takes seconds. At least 1 s.
         let delay = half + half.mul_f64(unit);
         Duration::from_secs(delay.as_secs().max(1))
-    }
-
-    /// A uniform number in [0, 1) from splitmix64.
-    fn next_unit(&self) -> f64 {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -154,6 +144,14 @@ mod tests {
         let run = |x: &Backoff| (1..20).map(|n| x.delay(n)).collect::<Vec<_>>();
         assert_eq!(run(&a), run(&b));
         assert_ne!(run(&Backoff::default().seed(42)), run(&c));
+    }
+
+    #[test]
+    fn default_backoffs_draw_different_jitter() {
+        // Cold instances started together must not retry in lockstep. Each delay at receive 10 is one of 451 whole
+        // seconds in [450, 900], so two independent runs of 64 agree everywhere with probability 451^-64.
+        let run = |x: &Backoff| (0..64).map(|_| x.delay(10)).collect::<Vec<_>>();
+        assert_ne!(run(&Backoff::default()), run(&Backoff::default()));
     }
 
     #[test]

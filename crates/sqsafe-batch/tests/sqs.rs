@@ -1,17 +1,20 @@
 //! The SQS adapters against SQS's real API (moto server, started by `make test`): the dead-letter copy and its
-//! attributes, FIFO dead-letter queues, and ChangeMessageVisibility.
+//! attributes (fitted into the DLQ's message size, never quoting the body), FIFO dead-letter queues, and
+//! ChangeMessageVisibility (backoff, and in-progress duplicates that wait for the lease).
 
 mod common;
 
 use std::time::Duration;
 
+use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::MessageSystemAttributeName;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use common::{event, in_group, message, with_attribute, with_receive_count};
 use sqsafe_batch::{
     BatchProcessor, Processed, Record, RecordError, SqsDeadLetterQueue, SqsVisibility,
     VisibilityControl, attributes,
 };
+use sqsafe_idempotency::{Claim, Idempotency, InMemoryStore, KeyBuilder};
 
 async fn client() -> Client {
     sqsafe_testkit::sqs().await
@@ -176,4 +179,238 @@ async fn visibility_changes_reach_the_queue() {
         .await
         .expect("change");
     assert_eq!(receive().await.len(), 1, "visible again at once");
+}
+
+/// The event record Lambda would build from a received message.
+fn as_event_record(m: &aws_sdk_sqs::types::Message, receive_count: u32) -> SqsMessage {
+    let mut record = message(
+        m.message_id().expect("message id"),
+        m.body().unwrap_or_default(),
+    );
+    record.receipt_handle = m.receipt_handle().map(str::to_owned);
+    with_receive_count(record, receive_count)
+}
+
+#[tokio::test]
+async fn an_in_progress_duplicate_stays_invisible_until_the_lease_ends() {
+    let sqs = client().await;
+    let url = queue(&sqs, "src", false).await;
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("{}")
+        .send()
+        .await
+        .expect("send");
+    let receive = |visibility: i32| {
+        let (sqs, url) = (sqs.clone(), url.clone());
+        async move {
+            sqs.receive_message()
+                .queue_url(&url)
+                .visibility_timeout(visibility)
+                .send()
+                .await
+                .expect("receive")
+                .messages
+                .unwrap_or_default()
+        }
+    };
+    let first = receive(1).await;
+    assert_eq!(first.len(), 1);
+
+    // Another attempt holds the key with the default 60 s lease.
+    let idem = Idempotency::builder(InMemoryStore::new(), "c", 1)
+        .build()
+        .expect("idempotency");
+    let key = KeyBuilder::new("c", 1)
+        .intent("payment", "p-1")
+        .build()
+        .expect("key");
+    let held = idem
+        .claim::<()>(&idem.request(key.clone(), "{}").expect("request"))
+        .await
+        .expect("claim");
+    assert!(matches!(held, Claim::Acquired(_)));
+
+    let processor = BatchProcessor::builder("c", 1)
+        .visibility(SqsVisibility::new(sqs.clone(), &url))
+        .build()
+        .expect("config");
+    let handler = |record: Record| {
+        let (idem, key) = (&idem, key.clone());
+        async move {
+            let (processed, _) = record
+                .run_idempotent(idem, key, "{}", || async { Ok::<_, RecordError>(()) })
+                .await?;
+            Ok(processed)
+        }
+    };
+    let report = processor
+        .process(event(vec![as_event_record(&first[0], 1)]), None, &handler)
+        .await
+        .expect("batch");
+    assert_eq!(report.response.batch_item_failures.len(), 1);
+
+    // The receive made it invisible for 1 s; the lease keeps it invisible past that.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(
+        receive(30).await.is_empty(),
+        "invisible until the other attempt's lease ends"
+    );
+    SqsVisibility::new(sqs.clone(), &url)
+        .set_visibility(first[0].receipt_handle().expect("receipt"), Duration::ZERO)
+        .await
+        .expect("change");
+    assert_eq!(receive(30).await.len(), 1, "still in the queue");
+}
+
+/// Body and attributes as SQS counts them against `MaximumMessageSize`.
+fn counted_size(m: &aws_sdk_sqs::types::Message) -> usize {
+    m.body().unwrap_or_default().len()
+        + m.message_attributes().map_or(0, |attrs| {
+            attrs
+                .iter()
+                .map(|(name, a)| {
+                    name.len() + a.data_type().len() + a.string_value().unwrap_or_default().len()
+                })
+                .sum()
+        })
+}
+
+async fn dlq_with_max_size(sqs: &Client, max: usize) -> String {
+    sqs.create_queue()
+        .queue_name(sqsafe_testkit::unique_name("dlq-size"))
+        .attributes(QueueAttributeName::MaximumMessageSize, max.to_string())
+        .send()
+        .await
+        .expect("create queue in moto")
+        .queue_url
+        .expect("queue url")
+}
+
+async fn receive_all(sqs: &Client, url: &str) -> Vec<aws_sdk_sqs::types::Message> {
+    sqs.receive_message()
+        .queue_url(url)
+        .message_attribute_names("All")
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default()
+}
+
+async fn long_error(record: Record) -> Result<Processed, RecordError> {
+    Err(RecordError::permanent(
+        "precondition",
+        format!("{}: {}", record.message_id(), "refused; ".repeat(170)), // ~1.5 KB of context
+    ))
+}
+
+#[tokio::test]
+async fn a_body_near_the_size_limit_keeps_the_context_that_fits() {
+    let sqs = client().await;
+    let limit = sqsafe_batch::DEFAULT_MAX_MESSAGE_SIZE;
+    let dlq_url = dlq_with_max_size(&sqs, limit).await;
+    let processor = BatchProcessor::builder("apply-ledger", 2)
+        .dead_letter_queue(SqsDeadLetterQueue::new(sqs.clone(), &dlq_url))
+        .build()
+        .expect("config");
+    let body = "x".repeat(limit - 600);
+    let mut m = with_attribute(message("msg-big", &body), "correlationId", "corr-1");
+    m = with_attribute(m, "tenant", "acme");
+    let report = processor
+        .process(event(vec![m]), None, &long_error)
+        .await
+        .expect("batch");
+    assert!(
+        report.response.batch_item_failures.is_empty(),
+        "dead-lettered at once, not retried until the redrive policy moves it without context"
+    );
+    let received = receive_all(&sqs, &dlq_url).await;
+    assert_eq!(received.len(), 1);
+    let copy = &received[0];
+    assert_eq!(copy.body().map(str::len), Some(body.len()));
+    assert!(counted_size(copy) <= limit, "{} bytes", counted_size(copy));
+    let attrs = copy.message_attributes().expect("attributes");
+    let get = |name: &str| {
+        attrs
+            .get(name)
+            .and_then(|a| a.string_value())
+            .unwrap_or_default()
+    };
+    assert_eq!(get(attributes::ERROR_KIND), "precondition");
+    assert_eq!(get(attributes::ORIGINAL_MESSAGE_ID), "msg-big");
+    assert!(!attrs.contains_key("tenant"), "copied originals go first");
+    let error = get(attributes::ERROR_MESSAGE);
+    assert!(
+        error.starts_with("msg-big: refused;") && error.ends_with('…'),
+        "shortened, not dropped: {error}"
+    );
+}
+
+#[tokio::test]
+async fn a_body_at_the_size_limit_is_dead_lettered_alone_and_nothing_is_lost() {
+    let sqs = client().await;
+    let limit = sqsafe_batch::DEFAULT_MAX_MESSAGE_SIZE;
+    let dlq_url = dlq_with_max_size(&sqs, limit).await;
+    let processor = BatchProcessor::builder("apply-ledger", 2)
+        .dead_letter_queue(SqsDeadLetterQueue::new(sqs.clone(), &dlq_url))
+        .build()
+        .expect("config");
+    let body = "y".repeat(limit);
+    let m = with_attribute(message("msg-full", &body), "correlationId", "corr-2");
+    let report = processor
+        .process(event(vec![m]), None, &long_error)
+        .await
+        .expect("batch");
+    assert!(report.response.batch_item_failures.is_empty());
+    let received = receive_all(&sqs, &dlq_url).await;
+    assert_eq!(received.len(), 1);
+    let copy = &received[0];
+    assert_eq!(copy.body(), Some(body.as_str()), "the body is kept whole");
+    assert!(
+        copy.message_attributes().is_none_or(|a| a.is_empty()),
+        "no room for any attribute"
+    );
+    assert_eq!(counted_size(copy), limit);
+}
+
+#[tokio::test]
+async fn a_mistyped_value_does_not_reach_the_dlq_attributes() {
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Payment {
+        amount: u64,
+    }
+    let secret = "4111-1111-1111-1111";
+    let sqs = client().await;
+    let dlq_url = queue(&sqs, "dlq", false).await;
+    let processor = BatchProcessor::builder("c", 1)
+        .dead_letter_queue(SqsDeadLetterQueue::new(sqs.clone(), &dlq_url))
+        .build()
+        .expect("config");
+    let handler = |record: Record| async move {
+        let _: Payment = record.parse()?;
+        Ok(Processed::Applied)
+    };
+    let body = format!(r#"{{"amount":"{secret}"}}"#);
+    processor
+        .process(event(vec![message("m1", &body)]), None, &handler)
+        .await
+        .expect("batch");
+    let received = receive_all(&sqs, &dlq_url).await;
+    assert_eq!(received.len(), 1);
+    let attrs = received[0].message_attributes().expect("attributes");
+    for (name, value) in attrs {
+        let value = value.string_value().unwrap_or_default();
+        assert!(!value.contains(secret), "{name} carries the value: {value}");
+    }
+    let error = attrs
+        .get(attributes::ERROR_MESSAGE)
+        .and_then(|a| a.string_value())
+        .unwrap_or_default();
+    assert!(
+        error.contains("`amount`") && error.contains("expected u64"),
+        "{error}"
+    );
 }

@@ -19,6 +19,9 @@ pub const MAX_RESULT_BYTES_LIMIT: usize = 300 * 1024;
 /// - record window (`expiration`): 30 days after completion. It must cover the queue's retention, the DLQ's retention
 ///   and the time to redrive, or a redriven message runs its effect again.
 /// - lease: until the Lambda deadline given with each request; without a deadline, 60 s; never less than 1 s.
+/// - takeover margin: 2 s. A lease that passed is taken over only once it passed by more than this on the claimer's
+///   clock, so an instance whose clock runs up to 2 s fast cannot take over a live lease.
+/// - completion retries: [`CompletionRetry::default`], within the request's deadline.
 /// - fingerprint: the whole payload.
 /// - results kept for replay up to 64 KiB of JSON; larger ones are kept as SHA-256 and size only.
 /// - no local cache; no heartbeat.
@@ -30,12 +33,43 @@ pub struct IdempotencyBuilder<S> {
     record_ttl: Duration,
     default_lease: Duration,
     min_lease: Duration,
+    takeover_margin: Duration,
+    completion_retry: CompletionRetry,
     fingerprint_fields: FingerprintFields,
     max_result_bytes: usize,
     cache: Option<CacheConfig>,
     heartbeat: Option<Heartbeat>,
     clock: Arc<dyn Clock>,
     tokens: Arc<dyn TokenSource>,
+}
+
+/// How a completion that fails after the effect ran (throttling, a timeout) is retried: jittered exponential
+/// backoff from `first_delay` up to `max_delay`, at most `attempts` writes in all, and never past the request's
+/// deadline minus `reserve` (the time left to report the record).
+///
+/// # Default
+/// 6 attempts, 50 ms first delay, 1 s max delay, 1 s reserve. (The AWS SDK also retries each write up to 3 times.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletionRetry {
+    /// Completion writes in all, the first included (at least 1).
+    pub attempts: u32,
+    /// Delay before the first retry.
+    pub first_delay: Duration,
+    /// Longest delay between two tries.
+    pub max_delay: Duration,
+    /// Time kept before the deadline: retries stop when their delays would reach into it.
+    pub reserve: Duration,
+}
+
+impl Default for CompletionRetry {
+    fn default() -> Self {
+        Self {
+            attempts: 6,
+            first_delay: Duration::from_millis(50),
+            max_delay: Duration::from_secs(1),
+            reserve: Duration::from_secs(1),
+        }
+    }
 }
 
 /// How a long effect keeps its claim: every `every`, the lease is moved to now + `lease`.
@@ -56,6 +90,8 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
             record_ttl: Duration::from_secs(30 * 24 * 3600),
             default_lease: Duration::from_secs(60),
             min_lease: Duration::from_secs(1),
+            takeover_margin: Duration::from_secs(2),
+            completion_retry: CompletionRetry::default(),
             fingerprint_fields: FingerprintFields::All,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             cache: None,
@@ -65,10 +101,15 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
         }
     }
 
-    /// How long a completed record suppresses duplicates.
-    pub fn record_ttl(mut self, ttl: Duration) -> Self {
-        self.record_ttl = ttl;
+    /// The idempotency window: how long a completed record suppresses duplicates (its `expiration`).
+    pub fn idempotency_window(mut self, window: Duration) -> Self {
+        self.record_ttl = window;
         self
+    }
+
+    /// Former name of [`idempotency_window`](Self::idempotency_window).
+    pub fn record_ttl(self, ttl: Duration) -> Self {
+        self.idempotency_window(ttl)
     }
 
     /// Lease of a claim made without a deadline.
@@ -80,6 +121,19 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
     /// Shortest lease ever granted, even when the deadline is nearer.
     pub fn min_lease(mut self, lease: Duration) -> Self {
         self.min_lease = lease;
+        self
+    }
+
+    /// How long after its lease ends an `IN_PROGRESS` claim may be taken over: the clock skew tolerated between
+    /// instances. Larger values delay recovery from a crashed attempt by as much.
+    pub fn takeover_margin(mut self, margin: Duration) -> Self {
+        self.takeover_margin = margin;
+        self
+    }
+
+    /// How a completion that fails after the effect ran is retried.
+    pub fn completion_retry(mut self, retry: CompletionRetry) -> Self {
+        self.completion_retry = retry;
         self
     }
 
@@ -140,6 +194,13 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
                 "leases must be positive, with default_lease >= min_lease".into(),
             ));
         }
+        if self.completion_retry.attempts == 0
+            || self.completion_retry.first_delay > self.completion_retry.max_delay
+        {
+            return Err(Error::Config(
+                "completion_retry needs attempts >= 1 and first_delay <= max_delay".into(),
+            ));
+        }
         if self.max_result_bytes > MAX_RESULT_BYTES_LIMIT {
             return Err(Error::Config(format!(
                 "max_result_bytes {} is over the limit of {MAX_RESULT_BYTES_LIMIT} (DynamoDB items stop at 400 KB)",
@@ -164,6 +225,8 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
             record_ttl: self.record_ttl,
             default_lease: self.default_lease,
             min_lease: self.min_lease,
+            takeover_margin: self.takeover_margin,
+            completion_retry: self.completion_retry,
             fingerprint_fields: self.fingerprint_fields,
             max_result_bytes: self.max_result_bytes,
             cache: self.cache.map(CompletedCache::new),

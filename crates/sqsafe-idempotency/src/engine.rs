@@ -1,20 +1,26 @@
+use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use backon::{ExponentialBuilder, Retryable};
 use futures::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::cache::CompletedCache;
 use crate::clock::{Clock, TokenSource, duration_millis, epoch_millis, epoch_secs};
-use crate::config::{Heartbeat, IdempotencyBuilder};
+use crate::config::{CompletionRetry, Heartbeat, IdempotencyBuilder};
 use crate::error::{Error, Result, RunError};
 use crate::fingerprint::{Fingerprint, FingerprintFields, sha256_hex};
 use crate::key::IdempotencyKey;
 use crate::record::{Completion, Record, Status, StoredResult};
-use crate::store::{ClaimAttempt, IdempotencyStore};
+use crate::store::{ClaimAttempt, FencedWrite, IdempotencyStore};
+
+/// Longest correlation id kept on a record, in characters; longer ones are cut.
+pub const MAX_CORRELATION_CHARS: usize = 256;
 
 /// A crash point for fault-injection tests; nothing without the `fault-injection` feature.
 macro_rules! crash_point {
@@ -46,6 +52,8 @@ pub(crate) struct Inner<S> {
     pub(crate) record_ttl: Duration,
     pub(crate) default_lease: Duration,
     pub(crate) min_lease: Duration,
+    pub(crate) takeover_margin: Duration,
+    pub(crate) completion_retry: CompletionRetry,
     pub(crate) fingerprint_fields: FingerprintFields,
     pub(crate) max_result_bytes: usize,
     pub(crate) cache: Option<CompletedCache>,
@@ -77,9 +85,13 @@ impl Request {
         self
     }
 
-    /// The correlation id to keep on the record.
+    /// The correlation id to keep on the record, cut to [`MAX_CORRELATION_CHARS`] characters.
     pub fn correlation_id(mut self, id: impl Into<String>) -> Self {
-        self.correlation_id = Some(id.into());
+        let mut id = id.into();
+        if let Some((cut, _)) = id.char_indices().nth(MAX_CORRELATION_CHARS) {
+            id.truncate(cut);
+        }
+        self.correlation_id = Some(id);
         self
     }
 
@@ -115,6 +127,12 @@ pub enum Replayed<T> {
         /// Size of the result's JSON in bytes.
         size: u64,
     },
+    /// The effect is done, but its stored result does not decode into today's type (its shape changed since, or
+    /// none was stored). The duplicate is still a duplicate: it must not run again.
+    Unavailable {
+        /// Why the value is unavailable.
+        reason: String,
+    },
 }
 
 /// What [`Idempotency::run`] did.
@@ -146,7 +164,7 @@ impl<T> Outcome<T> {
                 ..
             } => Some(v),
             Outcome::Replayed {
-                result: Replayed::Omitted { .. },
+                result: Replayed::Omitted { .. } | Replayed::Unavailable { .. },
                 ..
             } => None,
         }
@@ -166,15 +184,54 @@ pub enum Claim<S, T> {
     },
 }
 
+impl<S, T: fmt::Debug> fmt::Debug for Claim<S, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Claim::Acquired(guard) => f.debug_tuple("Acquired").field(guard).finish(),
+            Claim::Replay { result, source } => f
+                .debug_struct("Replay")
+                .field("result", result)
+                .field("source", source)
+                .finish(),
+        }
+    }
+}
+
 /// Ownership of a claimed key. Completing, extending and releasing present the claim's token, so they fail with
 /// [`Error::LeaseLost`] once another attempt has taken the key over.
+///
+/// A write whose first try landed but whose answer was lost (the SDK retried it) is recognised by its token and
+/// counts as done: a retried claim that meets its own record owns the key, a retried completion that finds the key
+/// completed under its token succeeded, a release that finds nothing or an extension that finds a lease at least as
+/// long is done. Each such case logs `ambiguous write resolved` with the write's name.
 ///
 /// Dropping a guard without completing or releasing leaves the record `IN_PROGRESS` until its lease passes.
 pub struct Guard<S> {
     idem: Idempotency<S>,
-    key: IdempotencyKey,
-    fingerprint: Fingerprint,
-    token: String,
+    /// The `IN_PROGRESS` record as this claim wrote it.
+    record: Record,
+    /// The lease this claim holds, epoch ms: moves forward with each extension.
+    lease_until: AtomicU64,
+    deadline: Option<SystemTime>,
+}
+
+impl<S> fmt::Debug for Guard<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("key", &self.record.key)
+            .field("token", &self.record.token)
+            .field("lease_until_ms", &self.lease_until.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Logs a conditional write that met its own earlier, landed try.
+fn ambiguous_write_resolved(write: &'static str, key: &IdempotencyKey) {
+    tracing::info!(
+        write,
+        idempotency_key = %key,
+        "ambiguous write resolved"
+    );
 }
 
 impl<S: IdempotencyStore> Idempotency<S> {
@@ -205,13 +262,23 @@ impl<S: IdempotencyStore> Idempotency<S> {
         payload: &P,
     ) -> Result<Request> {
         let fingerprint = Fingerprint::of(payload, &self.inner.fingerprint_fields)?;
-        Ok(Request {
+        Ok(self.request_with_fingerprint(key, fingerprint))
+    }
+
+    /// A request for `key` with a fingerprint computed by the caller (e.g. [`Fingerprint::of_value`] of a raw body
+    /// with the intent's own fields), instead of the builder's fingerprint fields.
+    pub fn request_with_fingerprint(
+        &self,
+        key: IdempotencyKey,
+        fingerprint: Fingerprint,
+    ) -> Request {
+        Request {
             key,
             fingerprint,
             deadline: None,
             attempt: 1,
             correlation_id: None,
-        })
+        }
     }
 
     /// Runs `effect` once for `key`: see [`Idempotency::execute`].
@@ -235,9 +302,12 @@ impl<S: IdempotencyStore> Idempotency<S> {
     /// with the same content.
     ///
     /// - effect succeeds: the record is completed with its result (fenced by the claim token), `Outcome::Executed`.
+    ///   A completion that fails (throttling, a timeout) is retried with backoff within the request's deadline, then
+    ///   gives up with [`Error::CompletionFailed`].
     /// - effect fails or panics: the key is released so a retry can run it; `RunError::Effect` (a panic resumes).
-    /// - completed with other content: [`Error::PayloadMismatch`], the effect does not run.
+    /// - completed, or claimed and live, with other content: [`Error::PayloadMismatch`], the effect does not run.
     /// - a live claim elsewhere: [`Error::InProgress`] (transient), the effect does not run.
+    /// - with a heartbeat, the claim lost to another attempt: [`Error::LeaseLost`], the effect's future is dropped.
     pub async fn execute<T, E, F, Fut>(
         &self,
         request: &Request,
@@ -256,7 +326,8 @@ impl<S: IdempotencyStore> Idempotency<S> {
         let effect = AssertUnwindSafe(effect()).catch_unwind();
         let outcome = match self.inner.heartbeat {
             None => effect.await,
-            Some(heartbeat) => guard.with_heartbeat(heartbeat, effect).await,
+            // A lost claim stops the effect here (its future is dropped): it must not run on beside the new owner.
+            Some(heartbeat) => guard.with_heartbeat(heartbeat, effect).await?,
         };
         match outcome {
             Ok(Ok(value)) => {
@@ -286,15 +357,30 @@ impl<S: IdempotencyStore> Idempotency<S> {
             });
         }
         let token = self.inner.tokens.token();
-        let record = self.new_record(request, now, token.clone());
-        match self.inner.store.claim(&record, now).await? {
-            ClaimAttempt::Claimed => Ok(Claim::Acquired(Guard {
-                idem: self.clone(),
-                key: request.key.clone(),
-                fingerprint: request.fingerprint.clone(),
-                token,
-            })),
+        let record = self.new_record(request, now, token);
+        let store = &self.inner.store;
+        match store
+            .claim(&record, now, self.inner.takeover_margin)
+            .await?
+        {
+            ClaimAttempt::Claimed => Ok(Claim::Acquired(self.guard(record, request.deadline))),
+            // The SDK retried a claim whose first try landed: the record it met is ours.
+            ClaimAttempt::Existing(existing)
+                if existing.token == record.token && existing.status == Status::InProgress =>
+            {
+                ambiguous_write_resolved("claim", &record.key);
+                Ok(Claim::Acquired(self.guard(record, request.deadline)))
+            }
             ClaimAttempt::Existing(existing) => self.refused(request, existing, now),
+        }
+    }
+
+    fn guard(&self, record: Record, deadline: Option<SystemTime>) -> Guard<S> {
+        Guard {
+            idem: self.clone(),
+            lease_until: AtomicU64::new(record.lease_expires_at.unwrap_or(0)),
+            record,
+            deadline,
         }
     }
 
@@ -317,7 +403,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
             return Ok(None);
         };
         check_fingerprint(&request.key, &hit.fingerprint, &request.fingerprint)?;
-        decode(&request.key, hit.result.as_ref()).map(Some)
+        Ok(Some(decode(&request.key, hit.result.as_ref())))
     }
 
     /// The `IN_PROGRESS` record a claim writes.
@@ -364,7 +450,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
         check_fingerprint(key, &existing.fingerprint, &request.fingerprint)?;
         match existing.status {
             Status::Completed if !existing.is_expired(now) => {
-                let result = decode(key, existing.result.as_ref())?;
+                let result = decode(key, existing.result.as_ref());
                 self.remember(
                     key,
                     &existing.fingerprint,
@@ -377,10 +463,14 @@ impl<S: IdempotencyStore> Idempotency<S> {
                     source: ReplaySource::Store,
                 })
             }
-            Status::InProgress if !existing.is_claimable(now) => Err(Error::InProgress {
-                key: key.to_string(),
-                lease_expires_at: existing.lease_expires().unwrap_or(now),
-            }),
+            Status::InProgress if !existing.is_claimable(now, self.inner.takeover_margin) => {
+                Err(Error::InProgress {
+                    key: key.to_string(),
+                    lease_expires_at: existing
+                        .claimable_after(self.inner.takeover_margin)
+                        .unwrap_or(now),
+                })
+            }
             _ => Err(Error::Inconsistent {
                 key: key.to_string(),
                 detail: format!(
@@ -399,11 +489,14 @@ impl<S: IdempotencyStore> Idempotency<S> {
         epoch_millis(until)
     }
 
+    /// The result to store with `record`: its JSON when it fits under the configured cap and in the store's item
+    /// beside the record's other attributes, else its digest and size.
     pub(crate) fn encode_result<T: Serialize>(
         &self,
-        key: &IdempotencyKey,
+        record: &Record,
         value: &T,
     ) -> Option<StoredResult> {
+        let key = &record.key;
         let json = match serde_json::to_string(value) {
             Ok(json) => json,
             Err(e) => {
@@ -412,14 +505,18 @@ impl<S: IdempotencyStore> Idempotency<S> {
                 return None;
             }
         };
-        if json.len() <= self.inner.max_result_bytes {
+        let cap = match self.inner.store.result_room(record) {
+            Some(room) => room.min(self.inner.max_result_bytes),
+            None => self.inner.max_result_bytes,
+        };
+        if json.len() <= cap {
             return Some(StoredResult::Json(json));
         }
         tracing::warn!(
             idempotency_key = %key,
             size = json.len(),
-            cap = self.inner.max_result_bytes,
-            "result over the size cap; keeping its digest only"
+            cap,
+            "result over the size cap (or the room left in the item); keeping its digest only"
         );
         Some(StoredResult::Omitted {
             digest: sha256_hex(json.as_bytes()),
@@ -431,25 +528,72 @@ impl<S: IdempotencyStore> Idempotency<S> {
 impl<S: IdempotencyStore> Guard<S> {
     /// The key held.
     pub fn key(&self) -> &IdempotencyKey {
-        &self.key
+        &self.record.key
     }
 
     /// Records the effect's result and marks the key completed.
+    ///
+    /// A failed write (throttling, a timeout) is retried with jittered exponential backoff while the request's
+    /// deadline allows (see [`CompletionRetry`]); then [`Error::CompletionFailed`]. A refused write is
+    /// [`Error::LeaseLost`] unless the key is already completed under this claim's token (a retried write whose first
+    /// try landed), which is success.
     pub async fn complete<T: Serialize>(self, value: &T) -> Result<()> {
         let inner = &self.idem.inner;
         let now = inner.clock.now();
-        let result = self.idem.encode_result(&self.key, value);
+        let result = self.idem.encode_result(&self.record, value);
         let completion = Completion {
             result: result.clone(),
             expiration: epoch_secs(now + inner.record_ttl),
         };
-        inner
-            .store
-            .complete(&self.key, &self.token, &completion)
-            .await?;
+        let key = &self.record.key;
+        let token = self.record.token.as_str();
+        let retry = inner.completion_retry;
+        let mut policy = ExponentialBuilder::default()
+            .with_min_delay(retry.first_delay)
+            .with_max_delay(retry.max_delay)
+            .with_max_times(retry.attempts.saturating_sub(1) as usize)
+            .with_jitter();
+        if let Some(deadline) = self.deadline {
+            let left = deadline.duration_since(now).unwrap_or(Duration::ZERO);
+            policy = policy.with_total_delay(Some(left.saturating_sub(retry.reserve)));
+        }
+        let tries = AtomicU64::new(0);
+        let written = (|| {
+            tries.fetch_add(1, Ordering::Relaxed);
+            inner.store.complete(key, token, &completion)
+        })
+        .retry(policy)
+        .sleep(tokio::time::sleep)
+        .when(Error::is_store)
+        .notify(|e, delay| {
+            tracing::warn!(idempotency_key = %key, error = %e, retry_in_ms = duration_millis(delay),
+                "completion failed after the effect ran; retrying");
+        })
+        .await;
+        let written = match written {
+            Ok(written) => written,
+            Err(e) if e.is_store() => {
+                let attempts = u32::try_from(tries.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
+                tracing::error!(idempotency_key = %key, error = %e, attempts,
+                    "completion failed after the effect ran; the key stays in progress until its lease ends");
+                return Err(Error::CompletionFailed {
+                    key: key.to_string(),
+                    attempts,
+                    source: Box::new(e),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        match written {
+            FencedWrite::Written => {}
+            FencedWrite::Refused(Some(r)) if r.token == token && r.status == Status::Completed => {
+                ambiguous_write_resolved("complete", key);
+            }
+            FencedWrite::Refused(found) => return Err(self.lost("complete", found.as_ref())),
+        }
         self.idem.remember(
-            &self.key,
-            &self.fingerprint,
+            key,
+            &self.record.fingerprint,
             result,
             completion.expiration,
             now,
@@ -457,39 +601,102 @@ impl<S: IdempotencyStore> Guard<S> {
         Ok(())
     }
 
-    /// Extends the lease to now + `lease`.
+    /// Extends the lease to now + `lease`. A lease never shrinks: when it already ends later, nothing changes.
     pub async fn extend(&self, lease: Duration) -> Result<()> {
         let inner = &self.idem.inner;
         let until = epoch_millis(inner.clock.now()).saturating_add(duration_millis(lease));
-        inner.store.extend(&self.key, &self.token, until).await
+        let key = &self.record.key;
+        match inner.store.extend(key, &self.record.token, until).await? {
+            FencedWrite::Written => {
+                self.lease_until.fetch_max(until, Ordering::Relaxed);
+                Ok(())
+            }
+            FencedWrite::Refused(Some(r)) if r.token == self.record.token => match r.status {
+                // Already extended as far (by this write's first try, or by a longer lease).
+                Status::InProgress => {
+                    ambiguous_write_resolved("extend", key);
+                    self.lease_until
+                        .fetch_max(r.lease_expires_at.unwrap_or(0), Ordering::Relaxed);
+                    Ok(())
+                }
+                Status::Completed => Ok(()),
+            },
+            FencedWrite::Refused(found) => Err(self.lost("extend", found.as_ref())),
+        }
     }
 
-    /// Deletes the in-progress record so that a retry can claim the key at once.
+    /// Deletes the in-progress record so that a retry can claim the key at once. A record already gone counts as
+    /// released.
     pub async fn release(self) -> Result<()> {
-        if let Some(cache) = &self.idem.inner.cache {
-            cache.invalidate(&self.key);
+        let inner = &self.idem.inner;
+        let key = &self.record.key;
+        if let Some(cache) = &inner.cache {
+            cache.invalidate(key);
         }
-        self.idem.inner.store.release(&self.key, &self.token).await
+        match inner.store.release(key, &self.record.token).await? {
+            FencedWrite::Written => Ok(()),
+            FencedWrite::Refused(None) => {
+                ambiguous_write_resolved("release", key);
+                Ok(())
+            }
+            FencedWrite::Refused(Some(r)) if r.token == self.record.token => {
+                Err(Error::Inconsistent {
+                    key: key.to_string(),
+                    detail: format!(
+                        "release refused although the record still carries this claim's token: {r:?}"
+                    ),
+                })
+            }
+            FencedWrite::Refused(found) => Err(self.lost("release", found.as_ref())),
+        }
+    }
+
+    /// Another attempt holds the key now (or nobody does): log it loudly, since it can mean clock skew, and say so.
+    fn lost(&self, write: &'static str, found: Option<&Record>) -> Error {
+        let now_ms = epoch_millis(self.idem.inner.clock.now());
+        let lease_until_ms = self.lease_until.load(Ordering::Relaxed);
+        let margin_ms = duration_millis(self.idem.inner.takeover_margin);
+        tracing::error!(
+            idempotency_key = %self.record.key,
+            write,
+            lease_until_ms,
+            now_ms,
+            own_lease_passed = lease_until_ms < now_ms,
+            takeover_margin_ms = margin_ms,
+            holder_claimed_at_ms = found.map(|r| r.created_at),
+            holder_correlation_id = found.and_then(|r| r.correlation_id.as_deref()),
+            "lease lost: another attempt took the key over. If this attempt's lease had not passed on its own clock \
+             (own_lease_passed = false), the instances' clocks are skewed by more than the takeover margin"
+        );
+        Error::LeaseLost {
+            key: self.record.key.to_string(),
+        }
     }
 
     async fn release_after_failure(self) {
-        let key = self.key.clone();
+        let key = self.record.key.clone();
         if let Err(e) = self.release().await {
             // Not fatal: the lease passes and the key becomes claimable again.
             tracing::warn!(idempotency_key = %key, error = %e, "could not release the key after a failed effect");
         }
     }
 
-    async fn with_heartbeat<Fut: Future>(&self, heartbeat: Heartbeat, effect: Fut) -> Fut::Output {
+    /// Runs `effect` while extending the lease; stops it (drops its future) when the claim is lost.
+    async fn with_heartbeat<Fut: Future>(
+        &self,
+        heartbeat: Heartbeat,
+        effect: Fut,
+    ) -> Result<Fut::Output> {
         let mut effect = std::pin::pin!(effect);
         loop {
             tokio::select! {
                 biased;
-                out = &mut effect => return out,
+                out = &mut effect => return Ok(out),
                 () = tokio::time::sleep(heartbeat.every) => match self.extend(heartbeat.lease).await {
-                    Ok(()) => tracing::debug!(idempotency_key = %self.key, "lease extended"),
-                    // Keep going: if the claim was really lost, completion is fenced and says so.
-                    Err(e) => tracing::warn!(idempotency_key = %self.key, error = %e, "heartbeat could not extend the lease"),
+                    Ok(()) => tracing::debug!(idempotency_key = %self.record.key, "lease extended"),
+                    Err(e) if e.is_lease_lost() => return Err(e),
+                    // A failed write is not a lost claim: keep going; the next beat or the fenced completion decides.
+                    Err(e) => tracing::warn!(idempotency_key = %self.record.key, error = %e, "heartbeat could not extend the lease"),
                 },
             }
         }
@@ -511,29 +718,28 @@ fn check_fingerprint(
     })
 }
 
-fn decode<T: DeserializeOwned>(
-    key: &IdempotencyKey,
-    stored: Option<&StoredResult>,
-) -> Result<Replayed<T>> {
-    match stored {
-        Some(StoredResult::Json(json)) => {
-            serde_json::from_str(json)
-                .map(Replayed::Value)
-                .map_err(|source| Error::ResultDecode {
-                    key: key.to_string(),
-                    source,
-                })
+/// The stored result as `T`. A result that no longer decodes (its type changed since it was stored, or none was
+/// stored and `T` is not `()`) replays as [`Replayed::Unavailable`]: the effect is done either way.
+fn decode<T: DeserializeOwned>(key: &IdempotencyKey, stored: Option<&StoredResult>) -> Replayed<T> {
+    let json = match stored {
+        Some(StoredResult::Json(json)) => json.as_str(),
+        Some(StoredResult::Omitted { digest, size }) => {
+            return Replayed::Omitted {
+                digest: digest.clone(),
+                size: *size,
+            };
         }
-        Some(StoredResult::Omitted { digest, size }) => Ok(Replayed::Omitted {
-            digest: digest.clone(),
-            size: *size,
-        }),
-        // Completed without a result (it could not be encoded): replay as "unit" if the caller expects nothing.
-        None => serde_json::from_str("null")
-            .map(Replayed::Value)
-            .map_err(|source| Error::ResultDecode {
-                key: key.to_string(),
-                source,
-            }),
+        // Completed without a result (it could not be encoded): fine for a caller that expects nothing.
+        None => "null",
+    };
+    match serde_json::from_str(json) {
+        Ok(value) => Replayed::Value(value),
+        Err(e) => {
+            tracing::warn!(idempotency_key = %key, error = %e,
+                "stored result does not decode into today's type; replaying as done, value unavailable");
+            Replayed::Unavailable {
+                reason: format!("stored result does not decode: {e}"),
+            }
+        }
     }
 }

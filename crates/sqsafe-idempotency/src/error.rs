@@ -45,14 +45,14 @@ pub enum Error {
     },
     /// Another attempt holds a live lease on the key.
     #[error(
-        "idempotency key `{key}` is in progress elsewhere (lease until {} ms after the epoch)",
+        "idempotency key `{key}` is in progress elsewhere (can be taken over {} ms after the epoch)",
         crate::clock::epoch_millis(*.lease_expires_at)
     )]
     InProgress {
+        /// When the key can first be taken over: the other attempt's lease end plus the takeover margin.
+        lease_expires_at: SystemTime,
         /// The key.
         key: String,
-        /// When the other attempt's lease ends; after that the key can be taken over.
-        lease_expires_at: SystemTime,
     },
     /// This attempt no longer owns the key: its lease passed and another attempt took it over (or the record was
     /// removed). The write was refused, so the other attempt's record is intact.
@@ -61,14 +61,21 @@ pub enum Error {
         /// The key.
         key: String,
     },
-    /// A stored result could not be decoded into the caller's type (its shape changed without a new effect version).
-    #[error("stored result for idempotency key `{key}` cannot be decoded: {source}")]
-    ResultDecode {
+    /// The effect ran, but its record could not be marked completed, even after retrying within the time the
+    /// invocation had left. The key stays `IN_PROGRESS` until its lease passes; a delivery after that runs the effect
+    /// again, unless the downstream honours the `Idempotency-Key` (or the effect is transactional).
+    #[error(
+        "the effect for idempotency key `{key}` ran, but its completion failed after {attempts} tries: {source}; \
+         the key stays in progress until its lease ends"
+    )]
+    CompletionFailed {
         /// The key.
         key: String,
-        /// The decoding error.
+        /// Completion writes tried.
+        attempts: u32,
+        /// The last store error.
         #[source]
-        source: serde_json::Error,
+        source: Box<Error>,
     },
     /// The store answered something that the state machine cannot explain (e.g. a failed condition without the old item).
     #[error("inconsistent idempotency record for key `{key}`: {detail}")]
@@ -79,12 +86,14 @@ pub enum Error {
         detail: String,
     },
     /// The storage backend failed (throttling, timeout, missing table, network). The key's state is unknown.
-    #[error("idempotency store failed during {operation} of key `{key}`: {source}")]
+    #[error("idempotency store failed during {operation} of key `{key}`: {detail}")]
     Store {
-        /// The primitive that failed: claim, complete, extend, release or get.
+        /// The primitive that failed: claim, complete, extend, release, get or transact.
         operation: &'static str,
         /// The key.
         key: String,
+        /// What happened, e.g. the service's error code and message (`ThrottlingException: ...`) or `timed out`.
+        detail: String,
         /// The backend's error (for DynamoDB, the SDK error).
         #[source]
         source: BoxError,
@@ -97,12 +106,27 @@ impl Error {
         match self {
             Error::InProgress { .. }
             | Error::LeaseLost { .. }
+            | Error::CompletionFailed { .. }
             | Error::Store { .. }
             | Error::Inconsistent { .. } => ErrorClass::Transient,
-            Error::MissingKey { .. }
-            | Error::Config(_)
-            | Error::PayloadMismatch { .. }
-            | Error::ResultDecode { .. } => ErrorClass::Permanent,
+            Error::MissingKey { .. } | Error::Config(_) | Error::PayloadMismatch { .. } => {
+                ErrorClass::Permanent
+            }
+        }
+    }
+
+    /// A short stable label for logs, metrics and dead-letter context: `missing_key`, `config`, `payload_mismatch`,
+    /// `in_progress`, `lease_lost`, `completion_failed`, `inconsistent_record` or `idempotency_store`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::MissingKey { .. } => "missing_key",
+            Error::Config(_) => "config",
+            Error::PayloadMismatch { .. } => "payload_mismatch",
+            Error::InProgress { .. } => "in_progress",
+            Error::LeaseLost { .. } => "lease_lost",
+            Error::CompletionFailed { .. } => "completion_failed",
+            Error::Inconsistent { .. } => "inconsistent_record",
+            Error::Store { .. } => "idempotency_store",
         }
     }
 
@@ -126,11 +150,40 @@ impl Error {
         matches!(self, Error::Store { .. })
     }
 
-    pub(crate) fn store(operation: &'static str, key: &str, source: impl Into<BoxError>) -> Self {
+    /// `true` for [`Error::LeaseLost`].
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(self, Error::LeaseLost { .. })
+    }
+
+    /// When a delivery refused with [`Error::InProgress`] can first take the key over (the other attempt's lease end
+    /// plus the takeover margin). A batch processor keeps the message invisible until then.
+    pub fn retry_not_before(&self) -> Option<SystemTime> {
+        match self {
+            Error::InProgress {
+                lease_expires_at, ..
+            } => Some(*lease_expires_at),
+            _ => None,
+        }
+    }
+
+    /// A store error, for [`IdempotencyStore`](crate::IdempotencyStore) implementations: `operation` is the
+    /// primitive (`claim`, `complete`, ...), `source` the backend's error, whose text becomes the detail.
+    pub fn store(operation: &'static str, key: &str, source: impl Into<BoxError>) -> Self {
+        let source = source.into();
+        Error::store_with_detail(operation, key, source.to_string(), source)
+    }
+
+    pub(crate) fn store_with_detail(
+        operation: &'static str,
+        key: &str,
+        detail: String,
+        source: BoxError,
+    ) -> Self {
         Error::Store {
             operation,
             key: key.to_owned(),
-            source: source.into(),
+            detail,
+            source,
         }
     }
 }

@@ -15,8 +15,13 @@ mod store;
 
 pub use cache::CacheConfig;
 pub use clock::{Clock, ManualClock, RandomTokens, SystemClock, TokenSource};
-pub use config::{DEFAULT_MAX_RESULT_BYTES, Heartbeat, IdempotencyBuilder, MAX_RESULT_BYTES_LIMIT};
-pub use engine::{Claim, Guard, Idempotency, Outcome, ReplaySource, Replayed, Request};
+pub use config::{
+    CompletionRetry, DEFAULT_MAX_RESULT_BYTES, Heartbeat, IdempotencyBuilder,
+    MAX_RESULT_BYTES_LIMIT,
+};
+pub use engine::{
+    Claim, Guard, Idempotency, MAX_CORRELATION_CHARS, Outcome, ReplaySource, Replayed, Request,
+};
 pub use error::{BoxError, Error, ErrorClass, Result, RunError};
 pub use fingerprint::{Fingerprint, FingerprintFields};
 pub use key::{IdempotencyKey, KeyBuilder, MAX_KEY_BYTES};
@@ -26,7 +31,7 @@ pub use store::dynamodb::{AttributeNames, DynamoDbStore, DynamoDbStoreBuilder};
 pub use store::memory::InMemoryStore;
 #[cfg(feature = "dynamodb")]
 pub use store::transact::{MAX_EFFECT_ITEMS, TransactOutcome};
-pub use store::{ClaimAttempt, IdempotencyStore};
+pub use store::{ClaimAttempt, FencedWrite, IdempotencyStore};
 
 /// The workspace README's examples, compiled as doctests so they stay true.
 #[cfg(all(doctest, feature = "dynamodb"))]

@@ -1,6 +1,6 @@
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use crate::clock::{epoch_millis, epoch_secs, from_millis};
+use crate::clock::{duration_millis, epoch_millis, epoch_secs, from_millis};
 use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
 
@@ -81,23 +81,34 @@ impl Record {
         self.expiration < epoch_secs(now)
     }
 
-    /// `true` when an in-progress claim's lease has passed at `now`.
-    pub fn is_lease_passed(&self, now: SystemTime) -> bool {
+    /// `true` when an in-progress claim's lease passed more than `margin` before `now`.
+    pub fn is_lease_passed(&self, now: SystemTime, margin: Duration) -> bool {
         self.status == Status::InProgress
             && self
                 .lease_expires_at
-                .is_some_and(|lease| lease < epoch_millis(now))
+                .is_some_and(|lease| lease < takeover_cutoff_ms(now, margin))
     }
 
-    /// `true` when a new claim may replace this record at `now`. Stores evaluate exactly this as their claim condition.
-    pub fn is_claimable(&self, now: SystemTime) -> bool {
-        self.is_expired(now) || self.is_lease_passed(now)
+    /// `true` when a new claim may replace this record at `now`, allowing `takeover_margin` for clock skew between
+    /// instances. Stores evaluate exactly this as their claim condition.
+    pub fn is_claimable(&self, now: SystemTime, takeover_margin: Duration) -> bool {
+        self.is_expired(now) || self.is_lease_passed(now, takeover_margin)
+    }
+
+    /// When a claim by another attempt can first take this in-progress record over: the lease end plus the margin.
+    pub fn claimable_after(&self, takeover_margin: Duration) -> Option<SystemTime> {
+        self.lease_expires().map(|lease| lease + takeover_margin)
     }
 
     /// The lease end as a time.
     pub fn lease_expires(&self) -> Option<SystemTime> {
         self.lease_expires_at.map(from_millis)
     }
+}
+
+/// A lease that ended before this instant (epoch ms) may be taken over at `now`.
+pub(crate) fn takeover_cutoff_ms(now: SystemTime, margin: Duration) -> u64 {
+    epoch_millis(now).saturating_sub(duration_millis(margin))
 }
 
 /// What [`IdempotencyStore::complete`](crate::IdempotencyStore::complete) writes.

@@ -3,12 +3,15 @@
 mod common;
 
 use common::scenarios::{self, Fixture, Requests};
-use common::{RequestCounter, create_table, dynamodb_client, table_name};
+use common::{
+    LostAnswer, RequestCounter, create_table, dynamodb_client, dynamodb_losing, table_name,
+};
 use sqsafe_idempotency::DynamoDbStore;
 
 async fn fixture() -> Fixture<DynamoDbStore> {
     let requests = RequestCounter::default();
-    let client = dynamodb_client(&requests).await;
+    let lost = LostAnswer::default();
+    let client = dynamodb_losing(&requests, &lost).await;
     let table = table_name("idem");
     create_table(&client, &table, "pk", None).await;
     let store = DynamoDbStore::builder(client, table)
@@ -18,6 +21,7 @@ async fn fixture() -> Fixture<DynamoDbStore> {
     Fixture {
         store,
         requests: Requests(Some(requests)),
+        lose_answer: Box::new(move |operation| lost.arm(operation)),
     }
 }
 
@@ -45,6 +49,12 @@ on_dynamodb!(
     oversized_result_is_kept_as_a_digest,
     cache_answers_completed_duplicates_without_requests,
     extend_moves_the_lease,
+    a_retried_claim_that_meets_its_own_record_owns_the_key,
+    a_retried_completion_that_finds_its_own_result_succeeds,
+    a_retried_release_that_finds_nothing_succeeds,
+    extend_never_shortens_a_lease_and_a_retried_extend_succeeds,
+    takeover_waits_for_the_margin_so_a_fast_clock_cannot_steal_a_live_lease,
+    a_live_claim_with_other_content_is_a_mismatch,
 );
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -52,7 +62,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::scenarios::{key, payment};
 use common::{T0_MS, builder};
-use sqsafe_idempotency::{AttributeNames, ErrorClass, ManualClock, Outcome, RunError};
+use sqsafe_idempotency::{
+    AttributeNames, ErrorClass, IdempotencyStore, ManualClock, Outcome, RunError,
+};
 
 #[tokio::test]
 async fn a_missing_table_is_a_typed_transient_store_error() {
@@ -76,6 +88,11 @@ async fn a_missing_table_is_a_typed_transient_store_error() {
     assert!(err.is_store(), "{err}");
     assert_eq!(err.class(), ErrorClass::Transient);
     assert!(err.to_string().contains("claim"), "{err}");
+    // The message itself says what happened, not just "service error".
+    assert!(
+        err.to_string().contains("ResourceNotFoundException"),
+        "the store error names the service's error code: {err}"
+    );
     let source = std::error::Error::source(&err).expect("the SDK error is the source");
     assert!(
         format!("{source:?}").contains("ResourceNotFoundException"),
@@ -217,4 +234,50 @@ fn store_settings_are_validated() {
             .is_err(),
         "sort key = partition key"
     );
+}
+
+/// Whether a result is kept or only its digest is decided by the whole item's size: a completion can never fail
+/// DynamoDB's 400 KB item limit after its effect has run.
+#[tokio::test]
+async fn a_result_that_would_overflow_the_item_is_kept_as_a_digest() {
+    let fx = fixture().await;
+    let clock = ManualClock::at_millis(T0_MS);
+    // A long consumer name (kept on every record) leaves less room in the item than the result cap assumes.
+    let consumer = "c".repeat(150 * 1024);
+    let idem = sqsafe_idempotency::Idempotency::builder(fx.store, consumer, 1)
+        .clock(clock.clone())
+        .max_result_bytes(sqsafe_idempotency::MAX_RESULT_BYTES_LIMIT)
+        .build()
+        .expect("config");
+    let big = "x".repeat(280 * 1024);
+    let effects = AtomicU32::new(0);
+    let outcome = idem
+        .run(key("p-big"), &payment("p-big", 1), || async {
+            effects.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(big.clone())
+        })
+        .await
+        .expect("the completion fits: the result is kept as a digest");
+    assert!(outcome.is_executed());
+    let record = idem
+        .store()
+        .get(&key("p-big"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(record.status, sqsafe_idempotency::Status::Completed);
+    assert!(
+        matches!(record.result, Some(sqsafe_idempotency::StoredResult::Omitted { size, .. }) if size == big.len() as u64 + 2),
+        "{:?}",
+        record.result.as_ref().map(|_| "some result")
+    );
+    let replay = idem
+        .run(key("p-big"), &payment("p-big", 1), || async {
+            effects.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(String::new())
+        })
+        .await
+        .expect("replay");
+    assert!(!replay.is_executed());
+    assert_eq!(effects.load(Ordering::SeqCst), 1);
 }

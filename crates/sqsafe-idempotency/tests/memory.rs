@@ -2,14 +2,25 @@
 
 mod common;
 
+use common::Retried;
 use common::scenarios::{self, Fixture, Requests};
 use sqsafe_idempotency::InMemoryStore;
+
+fn fixture() -> Fixture<Retried<InMemoryStore>> {
+    let store = Retried::new(InMemoryStore::new());
+    let arming = store.clone();
+    Fixture {
+        store,
+        requests: Requests(None),
+        lose_answer: Box::new(move |operation| arming.arm(operation)),
+    }
+}
 
 macro_rules! in_memory {
     ($($name:ident),* $(,)?) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            scenarios::$name(Fixture { store: InMemoryStore::new(), requests: Requests(None) }).await;
+            scenarios::$name(fixture()).await;
         }
     )*};
 }
@@ -29,6 +40,12 @@ in_memory!(
     oversized_result_is_kept_as_a_digest,
     cache_answers_completed_duplicates_without_requests,
     extend_moves_the_lease,
+    a_retried_claim_that_meets_its_own_record_owns_the_key,
+    a_retried_completion_that_finds_its_own_result_succeeds,
+    a_retried_release_that_finds_nothing_succeeds,
+    extend_never_shortens_a_lease_and_a_retried_extend_succeeds,
+    takeover_waits_for_the_margin_so_a_fast_clock_cannot_steal_a_live_lease,
+    a_live_claim_with_other_content_is_a_mismatch,
 );
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -174,6 +191,7 @@ fn builder_settings_are_validated_with_clear_errors() {
             base().cache(CacheConfig {
                 max_entries: 0,
                 ttl: Duration::from_secs(1),
+                ..CacheConfig::default()
             }),
             "cache",
         ),
@@ -181,6 +199,7 @@ fn builder_settings_are_validated_with_clear_errors() {
             base().cache(CacheConfig {
                 max_entries: 1,
                 ttl: Duration::ZERO,
+                ..CacheConfig::default()
             }),
             "cache",
         ),
@@ -228,20 +247,358 @@ async fn fingerprint_fields_decide_what_counts_as_the_same_intent() {
 }
 
 #[tokio::test]
-async fn a_stored_result_of_another_shape_is_a_permanent_decode_error() {
+async fn a_stored_result_of_another_shape_replays_as_done_with_the_value_unavailable() {
     let idem = base().build().expect("config");
     idem.run(key("p"), &payment("p", 1), || async {
         Ok::<_, String>("text".to_owned())
     })
     .await
     .expect("first");
-    let err = idem
+    let effects = std::sync::atomic::AtomicU32::new(0);
+    let outcome = idem
         .run(key("p"), &payment("p", 1), || async {
+            effects.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok::<_, String>(42u32)
         })
         .await
-        .expect_err("decode");
+        .expect("a duplicate is a replay, whatever its stored result's shape");
+    assert_eq!(
+        effects.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the effect did not run again"
+    );
+    match outcome {
+        Outcome::Replayed {
+            result: sqsafe_idempotency::Replayed::Unavailable { reason },
+            ..
+        } => assert!(reason.contains("does not decode"), "{reason}"),
+        other => panic!("expected a replay with the value unavailable, got {other:?}"),
+    }
+}
+
+/// A heartbeat that finds its claim taken over stops the effect (drops its future) and reports `LeaseLost`, instead
+/// of letting it run on beside the new owner.
+#[tokio::test(start_paused = true)]
+async fn a_heartbeat_that_finds_the_claim_lost_stops_the_effect() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    struct SetOnDrop(Arc<AtomicBool>);
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    let store = InMemoryStore::new();
+    let idem = Idempotency::builder(store.clone(), "c", 1)
+        .clock(tokio_clock())
+        .default_lease(Duration::from_secs(5))
+        .heartbeat(Heartbeat {
+            every: Duration::from_secs(1),
+            lease: Duration::from_secs(5),
+        })
+        .build()
+        .expect("config");
+    // Another instance, whose clock is an hour ahead, takes the key over while the effect runs.
+    let thief = Idempotency::builder(store, "c", 1)
+        .clock(|| UNIX_EPOCH + Duration::from_millis(T0_MS + 3_600_000))
+        .tokens(|| "thief".to_owned())
+        .build()
+        .expect("config");
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&dropped);
+    let body = payment("hb", 1);
+    let run = idem.run(key("hb"), &body, move || async move {
+        let _drop = SetOnDrop(flag);
+        std::future::pending::<Result<String, String>>().await
+    });
+    let steal = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let request = thief
+            .request(key("hb"), &payment("hb", 1))
+            .expect("request");
+        match thief.claim::<String>(&request).await {
+            Ok(sqsafe_idempotency::Claim::Acquired(guard)) => guard,
+            other => panic!("the thief takes over: {other:?}"),
+        }
+    };
+    let (outcome, _thief_guard) =
+        tokio::join!(tokio::time::timeout(Duration::from_secs(60), run), steal);
+    let outcome = outcome.expect("the effect was stopped, not left running");
+    assert!(
+        matches!(outcome, Err(RunError::Idempotency(Error::LeaseLost { .. }))),
+        "{outcome:?}"
+    );
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the effect's future was dropped"
+    );
+}
+
+/// A store whose completions fail (throttled) a number of times before they go through.
+#[derive(Clone)]
+struct ThrottledCompletions {
+    inner: InMemoryStore,
+    failures_left: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    tries: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl ThrottledCompletions {
+    fn failing(times: u32) -> Self {
+        Self {
+            inner: InMemoryStore::new(),
+            failures_left: std::sync::Arc::new(times.into()),
+            tries: std::sync::Arc::default(),
+        }
+    }
+}
+
+impl IdempotencyStore for ThrottledCompletions {
+    async fn claim(
+        &self,
+        record: &sqsafe_idempotency::Record,
+        now: SystemTime,
+        margin: Duration,
+    ) -> sqsafe_idempotency::Result<sqsafe_idempotency::ClaimAttempt> {
+        self.inner.claim(record, now, margin).await
+    }
+
+    async fn complete(
+        &self,
+        key: &sqsafe_idempotency::IdempotencyKey,
+        token: &str,
+        completion: &sqsafe_idempotency::Completion,
+    ) -> sqsafe_idempotency::Result<sqsafe_idempotency::FencedWrite> {
+        use std::sync::atomic::Ordering;
+        self.tries.fetch_add(1, Ordering::SeqCst);
+        let left = self.failures_left.load(Ordering::SeqCst);
+        if left > 0 {
+            self.failures_left.store(left - 1, Ordering::SeqCst);
+            return Err(Error::store(
+                "complete",
+                key.as_str(),
+                "ThrottlingException: Rate of requests exceeds the allowed throughput.",
+            ));
+        }
+        self.inner.complete(key, token, completion).await
+    }
+
+    async fn extend(
+        &self,
+        key: &sqsafe_idempotency::IdempotencyKey,
+        token: &str,
+        until: u64,
+    ) -> sqsafe_idempotency::Result<sqsafe_idempotency::FencedWrite> {
+        self.inner.extend(key, token, until).await
+    }
+
+    async fn release(
+        &self,
+        key: &sqsafe_idempotency::IdempotencyKey,
+        token: &str,
+    ) -> sqsafe_idempotency::Result<sqsafe_idempotency::FencedWrite> {
+        self.inner.release(key, token).await
+    }
+
+    async fn get(
+        &self,
+        key: &sqsafe_idempotency::IdempotencyKey,
+    ) -> sqsafe_idempotency::Result<Option<sqsafe_idempotency::Record>> {
+        self.inner.get(key).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_completion_that_fails_after_the_effect_is_retried_with_backoff() {
+    use std::sync::atomic::Ordering;
+    let store = ThrottledCompletions::failing(3);
+    let idem = Idempotency::builder(store.clone(), "c", 1)
+        .clock(tokio_clock())
+        .build()
+        .expect("config");
+    let deadline = UNIX_EPOCH + Duration::from_millis(T0_MS + 30_000);
+    let request = idem
+        .request(key("cr"), &payment("cr", 1))
+        .expect("request")
+        .deadline(deadline);
+    let started = tokio::time::Instant::now();
+    let outcome = idem
+        .execute(&request, || async { Ok::<_, String>("ch_1".to_owned()) })
+        .await
+        .expect("completed on the fourth try");
+    assert_eq!(outcome, Outcome::Executed("ch_1".to_owned()));
+    assert_eq!(store.tries.load(Ordering::SeqCst), 4);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let record = idem
+        .store()
+        .get(&key("cr"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(record.status, sqsafe_idempotency::Status::Completed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_completion_that_keeps_failing_gives_up_within_the_deadline_with_a_clear_error() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let store = ThrottledCompletions::failing(u32::MAX);
+    let idem = Idempotency::builder(store.clone(), "c", 1)
+        .clock(tokio_clock())
+        .build()
+        .expect("config");
+    // 3 s left; the default reserve is 1 s: retries may spend 2 s.
+    let deadline = UNIX_EPOCH + Duration::from_millis(T0_MS + 3_000);
+    let request = idem
+        .request(key("cf"), &payment("cf", 1))
+        .expect("request")
+        .deadline(deadline);
+    let effects = AtomicU32::new(0);
+    let started = tokio::time::Instant::now();
+    let err = idem
+        .execute(&request, || async {
+            effects.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>("ch_1".to_owned())
+        })
+        .await
+        .expect_err("completion keeps failing");
+    let spent = started.elapsed();
+    assert!(
+        spent <= Duration::from_secs(2),
+        "retries stayed within the deadline: {spent:?}"
+    );
     let err = err.idempotency().expect("idempotency error");
-    assert!(matches!(err, Error::ResultDecode { .. }), "{err}");
-    assert!(!err.is_retryable());
+    match err {
+        Error::CompletionFailed { attempts, .. } => assert!(
+            (2..=6).contains(attempts),
+            "retried, and bounded: {attempts} tries"
+        ),
+        other => panic!("expected CompletionFailed, got {other}"),
+    }
+    assert!(err.is_retryable());
+    assert_eq!(err.kind(), "completion_failed");
+    let text = err.to_string();
+    assert!(
+        text.contains("ran") && text.contains("ThrottlingException"),
+        "{text}"
+    );
+    assert_eq!(effects.load(Ordering::SeqCst), 1);
+    let record = idem
+        .store()
+        .get(&key("cf"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(
+        record.status,
+        sqsafe_idempotency::Status::InProgress,
+        "the key stays in progress (not released: that would run the effect again at once)"
+    );
+}
+
+#[tokio::test]
+async fn the_correlation_id_kept_on_a_record_is_capped() {
+    let idem = base().build().expect("config");
+    let long = "é".repeat(10_000);
+    let request = idem
+        .request(key("corr"), &payment("corr", 1))
+        .expect("request")
+        .correlation_id(long);
+    idem.execute(&request, || async { Ok::<_, String>(()) })
+        .await
+        .expect("run");
+    let record = idem
+        .store()
+        .get(&key("corr"))
+        .await
+        .expect("get")
+        .expect("record");
+    let kept = record.correlation_id.expect("kept");
+    assert_eq!(
+        kept.chars().count(),
+        sqsafe_idempotency::MAX_CORRELATION_CHARS
+    );
+}
+
+/// A lost lease is logged as an error that says clocks may be skewed, with what the attempt knew.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lost_lease_is_logged_as_an_error_naming_possible_clock_skew() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+    impl Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_writer(move || writer.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let store = InMemoryStore::new();
+    let clock = sqsafe_idempotency::ManualClock::at_millis(T0_MS);
+    let idem = Idempotency::builder(store.clone(), "c", 1)
+        .clock(clock.clone())
+        .build()
+        .expect("config");
+    let request = idem
+        .request(key("skew"), &payment("skew", 1))
+        .expect("request")
+        .deadline(UNIX_EPOCH + Duration::from_millis(T0_MS + 30_000));
+    let Ok(sqsafe_idempotency::Claim::Acquired(guard)) = idem.claim::<String>(&request).await
+    else {
+        panic!("claim")
+    };
+    // An instance whose clock is 5 minutes fast takes the live lease over.
+    let fast = Idempotency::builder(store, "c", 1)
+        .clock(|| UNIX_EPOCH + Duration::from_millis(T0_MS + 300_000))
+        .tokens(|| "fast".to_owned())
+        .build()
+        .expect("config");
+    let Ok(sqsafe_idempotency::Claim::Acquired(_fast)) = fast.claim::<String>(&request).await
+    else {
+        panic!("the fast clock takes over")
+    };
+    let err = guard.complete(&"late").await.expect_err("lost");
+    assert!(err.is_lease_lost());
+    let text = String::from_utf8(lines.0.lock().expect("lock").clone()).expect("utf-8");
+    let line = text
+        .lines()
+        .find(|l| l.contains("lease lost"))
+        .unwrap_or_else(|| panic!("no lease-lost line in {text}"));
+    let json: serde_json::Value = serde_json::from_str(line).expect("json");
+    assert_eq!(json["level"], "ERROR", "{line}");
+    assert!(
+        json["fields"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("clocks are skewed"),
+        "{line}"
+    );
+    assert_eq!(json["fields"]["own_lease_passed"], false, "{line}");
+}
+
+#[tokio::test]
+async fn claims_and_guards_can_be_debugged() {
+    let idem = base().build().expect("config");
+    let request = idem
+        .request(key("dbg"), &payment("dbg", 1))
+        .expect("request");
+    let claim = idem.claim::<String>(&request).await.expect("claim");
+    let text = format!("{claim:?}");
+    assert!(text.contains("Acquired") && text.contains("dbg"), "{text}");
 }

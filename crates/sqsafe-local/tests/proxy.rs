@@ -45,7 +45,7 @@ async fn client_with(
     retry: RetryConfig,
     sleeper: Option<NoSleep>,
 ) -> aws_sdk_dynamodb::Client {
-    let sdk = sqsafe_aws::config_loader()
+    let sdk = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::for_tests())
@@ -524,7 +524,7 @@ async fn other_traffic_passes_through_untouched() {
         ..FaultProxyConfig::new(moto.endpoint())
     })
     .await;
-    let sdk = sqsafe_aws::config_loader()
+    let sdk = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
         .endpoint_url(proxy.endpoint())
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::for_tests())

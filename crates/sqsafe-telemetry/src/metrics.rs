@@ -23,8 +23,13 @@
 //! ```
 //!
 //! One metric directive, dimension set `[["consumer"]]`, counters with unit `Count` and `BatchDuration` in
-//! `Milliseconds`. All six counters are written every time, zeros included, so dashboards and alarms see a
-//! continuous series rather than gaps.
+//! `Milliseconds`. All nine counters ([`Metric::ALL`]) are written every time, zeros included, so dashboards and
+//! alarms see a continuous series rather than gaps.
+//!
+//! The first six say what became of each record (a record counts once among `RecordsProcessed`, `RecordsReplayed`,
+//! `RecordsSkippedByCache`, `RecordsFailedTransient` and `RecordsFailedPermanent`, and also in `RecordsSentToDlq`
+//! when it went there). The last three say why, for records worth an alarm: `RecordsLeaseLost` and
+//! `RecordsDeferred` are also counted as `RecordsFailedTransient`; `RecordsHeldBack` records were not run at all.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,17 +58,29 @@ pub enum Metric {
     FailedPermanent,
     /// Sent to the dead-letter queue: `RecordsSentToDlq`.
     SentToDlq,
+    /// Failed because another attempt took its idempotency key over while it ran (its lease had passed: a slow
+    /// effect, or clock skew between instances): `RecordsLeaseLost`.
+    LeaseLost,
+    /// FIFO: not run because an earlier record of its group was reported; reported too, to keep the group's order:
+    /// `RecordsHeldBack`.
+    HeldBack,
+    /// Not started because too little time was left before the invocation's deadline; reported so it comes back:
+    /// `RecordsDeferred`.
+    Deferred,
 }
 
 impl Metric {
     /// Every metric, in the order they appear in the EMF document.
-    pub const ALL: [Metric; 6] = [
+    pub const ALL: [Metric; 9] = [
         Metric::Processed,
         Metric::Replayed,
         Metric::SkippedByCache,
         Metric::FailedTransient,
         Metric::FailedPermanent,
         Metric::SentToDlq,
+        Metric::LeaseLost,
+        Metric::HeldBack,
+        Metric::Deferred,
     ];
 
     /// The CloudWatch metric name.
@@ -75,6 +92,9 @@ impl Metric {
             Metric::FailedTransient => "RecordsFailedTransient",
             Metric::FailedPermanent => "RecordsFailedPermanent",
             Metric::SentToDlq => "RecordsSentToDlq",
+            Metric::LeaseLost => "RecordsLeaseLost",
+            Metric::HeldBack => "RecordsHeldBack",
+            Metric::Deferred => "RecordsDeferred",
         }
     }
 
@@ -89,7 +109,7 @@ impl Metric {
 pub struct BatchMetrics {
     namespace: String,
     consumer: String,
-    counts: [AtomicU64; 6],
+    counts: [AtomicU64; Metric::ALL.len()],
 }
 
 impl BatchMetrics {
@@ -194,6 +214,9 @@ mod tests {
         }
         metrics.incr(Metric::Replayed);
         metrics.incr(Metric::FailedTransient);
+        metrics.incr(Metric::Deferred);
+        metrics.incr(Metric::HeldBack);
+        metrics.incr(Metric::HeldBack);
 
         let doc = metrics.to_emf(1_714_564_800_250, Duration::from_micros(12_500));
 
@@ -212,6 +235,9 @@ mod tests {
                             { "Name": "RecordsFailedTransient", "Unit": "Count" },
                             { "Name": "RecordsFailedPermanent", "Unit": "Count" },
                             { "Name": "RecordsSentToDlq", "Unit": "Count" },
+                            { "Name": "RecordsLeaseLost", "Unit": "Count" },
+                            { "Name": "RecordsHeldBack", "Unit": "Count" },
+                            { "Name": "RecordsDeferred", "Unit": "Count" },
                             { "Name": "BatchDuration", "Unit": "Milliseconds" },
                         ],
                     }],
@@ -223,6 +249,9 @@ mod tests {
                 "RecordsFailedTransient": 1,
                 "RecordsFailedPermanent": 0,
                 "RecordsSentToDlq": 0,
+                "RecordsLeaseLost": 0,
+                "RecordsHeldBack": 2,
+                "RecordsDeferred": 1,
                 "BatchDuration": 12.5,
             })
         );
@@ -234,7 +263,7 @@ mod tests {
         let declared = doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
             .as_array()
             .expect("Metrics is an array");
-        assert_eq!(declared.len(), 7);
+        assert_eq!(declared.len(), Metric::ALL.len() + 1);
         for definition in declared {
             let name = definition["Name"].as_str().expect("Name is a string");
             assert!(doc[name].is_number(), "{name} has no value");

@@ -1,5 +1,4 @@
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::{
@@ -23,22 +22,18 @@ pub fn endpoint() -> String {
     })
 }
 
-/// SDK configuration for the local AWS: its endpoint, test credentials, `us-east-1`, 10 s per attempt.
+/// SDK configuration for the local AWS: its endpoint, test credentials, `us-east-1`, the local tools' timeouts
+/// (`sqsafe_aws::Timeouts::LOCAL_TOOLS`: moto may queue requests while many tests share it).
 pub async fn sdk_config() -> SdkConfig {
     sdk_config_at(&endpoint()).await
 }
 
 /// The same for another local endpoint (a proxy in front of the local AWS).
 pub async fn sdk_config_at(endpoint: &str) -> SdkConfig {
-    sqsafe_aws::config_loader()
+    sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
         .endpoint_url(endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::for_tests())
-        .timeout_config(
-            aws_config::timeout::TimeoutConfig::builder()
-                .operation_attempt_timeout(Duration::from_secs(10))
-                .build(),
-        )
         .load()
         .await
 }
@@ -53,6 +48,18 @@ pub async fn dynamodb(counter: &RequestCounter) -> aws_sdk_dynamodb::Client {
 pub async fn dynamodb_at(endpoint: &str, counter: &RequestCounter) -> aws_sdk_dynamodb::Client {
     let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config_at(endpoint).await)
         .interceptor(counter.clone())
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// A DynamoDB client for the local AWS whose requests `counter` counts and whose answers `lost` can lose.
+pub async fn dynamodb_losing(
+    counter: &RequestCounter,
+    lost: &crate::LostAnswer,
+) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config().await)
+        .interceptor(counter.clone())
+        .interceptor(lost.clone())
         .build();
     aws_sdk_dynamodb::Client::from_conf(config)
 }

@@ -98,3 +98,60 @@ impl VisibilityControl for RecordingVisibility {
         })
     }
 }
+
+/// JSON log lines written through `sqsafe_telemetry`'s layer, captured for assertions.
+#[derive(Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// Captures every `info` and above line of this thread until the guard drops (tests run on a current-thread
+    /// runtime, so the whole test is covered).
+    pub fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        use tracing_subscriber::layer::SubscriberExt;
+        let logs = Self::default();
+        let config = sqsafe_telemetry::LogConfig {
+            level: "info".into(),
+            format: sqsafe_telemetry::LogFormat::Json,
+            function_name: None,
+        };
+        let subscriber = tracing_subscriber::registry()
+            .with(sqsafe_telemetry::layer_with_writer(&config, logs.clone()));
+        let guard = tracing::subscriber::set_default(subscriber);
+        (logs, guard)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8(self.0.lock().expect("lock").clone()).expect("UTF-8 lines")
+    }
+
+    pub fn lines(&self) -> Vec<serde_json::Value> {
+        self.text()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+            .collect()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Logs;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// The fields of the span named `name` on a log line, if the line is inside it.
+pub fn span<'a>(line: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    line["spans"].as_array()?.iter().find(|s| s["name"] == name)
+}

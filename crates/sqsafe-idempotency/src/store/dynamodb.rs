@@ -1,19 +1,24 @@
 use std::collections::HashMap;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 
-use super::{ClaimAttempt, IdempotencyStore};
-use crate::clock::{epoch_millis, epoch_secs};
-use crate::error::{Error, Result};
+use super::{ClaimAttempt, FencedWrite, IdempotencyStore};
+use crate::clock::epoch_secs;
+use crate::error::{BoxError, Error, Result};
 use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
-use crate::record::{Completion, Record, Status, StoredResult};
+use crate::record::{Completion, Record, Status, StoredResult, takeover_cutoff_ms};
+
+/// DynamoDB's item size limit: 400 KB, counting attribute names and values.
+const MAX_ITEM_BYTES: usize = 400 * 1024;
+/// Kept free in an item besides what is counted: number encoding, a digest in place of the result, rounding.
+const ITEM_SLACK_BYTES: usize = 2 * 1024;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -200,11 +205,21 @@ pub(crate) fn n(v: impl ToString) -> AttributeValue {
 }
 
 /// Claimable: no record; or expired (TTL deletion lags up to ~48 h, so the condition checks it); or an IN_PROGRESS
-/// claim whose lease has passed (its owner crashed or timed out). Same rule as `Record::is_claimable`.
+/// claim whose lease has passed (its owner crashed or timed out) by more than the takeover margin (`:now_ms` is now
+/// minus the margin). Same rule as `Record::is_claimable`.
 pub(crate) const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND #lease < :now_ms)";
 
 // Placeholders are fixed; attribute names are bound to them, so configured names need no escaping.
 const OWNED_BY_TOKEN: &str = "#token = :token AND #status = :in_progress";
+
+/// Extending is fenced like the other writes and never moves a lease backwards:
+///
+/// ```text
+///  claim ── lease L ──┤            extend(L2 > L): lease L2 ──────┤
+///                     extend(L1 <= current lease): refused, lease unchanged (a late heartbeat cannot shorten it)
+/// ```
+const OWNED_AND_LEASE_EARLIER: &str =
+    "#token = :token AND #status = :in_progress AND #lease < :lease";
 
 impl DynamoDbStore {
     pub(crate) fn key_item(&self, key: &IdempotencyKey) -> Item {
@@ -314,56 +329,107 @@ impl DynamoDbStore {
     }
 }
 
-pub(crate) fn claim_values(now: SystemTime) -> Item {
+pub(crate) fn claim_values(now: SystemTime, takeover_margin: Duration) -> Item {
     HashMap::from([
         (":now_s".to_owned(), n(epoch_secs(now))),
-        (":now_ms".to_owned(), n(epoch_millis(now))),
+        (
+            ":now_ms".to_owned(),
+            n(takeover_cutoff_ms(now, takeover_margin)),
+        ),
         (":in_progress".to_owned(), s(Status::InProgress.as_str())),
     ])
 }
 
-/// `true` when a conditional write's condition failed; any other failure is a store error.
+/// A failed condition, with the old item when the write asked for it (`ALL_OLD`); any other failure is a store error.
 trait ConditionFailed {
-    fn condition_failed(&self) -> bool;
+    fn old_item(&self) -> Option<Option<&Item>>;
 }
 
 impl ConditionFailed for UpdateItemError {
-    fn condition_failed(&self) -> bool {
-        self.is_conditional_check_failed_exception()
+    fn old_item(&self) -> Option<Option<&Item>> {
+        match self {
+            UpdateItemError::ConditionalCheckFailedException(e) => Some(e.item()),
+            _ => None,
+        }
     }
 }
 
 impl ConditionFailed for DeleteItemError {
-    fn condition_failed(&self) -> bool {
-        self.is_conditional_check_failed_exception()
+    fn old_item(&self) -> Option<Option<&Item>> {
+        match self {
+            DeleteItemError::ConditionalCheckFailedException(e) => Some(e.item()),
+            _ => None,
+        }
     }
 }
 
-fn fenced<E, R>(
+impl DynamoDbStore {
+    fn fenced<E, R>(
+        &self,
+        operation: &'static str,
+        key: &IdempotencyKey,
+        result: Result<R, SdkError<E>>,
+    ) -> Result<FencedWrite>
+    where
+        E: ConditionFailed + ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        let error = match result {
+            Ok(_) => return Ok(FencedWrite::Written),
+            Err(e) => e,
+        };
+        match error.as_service_error().and_then(ConditionFailed::old_item) {
+            Some(old) => Ok(FencedWrite::Refused(
+                old.map(|item| self.parse_item(key, item)).transpose()?,
+            )),
+            None => Err(store_error(operation, key, error)),
+        }
+    }
+}
+
+/// A store error that says what happened: the service's error code and message (`ThrottlingException: ...`), or
+/// the kind of transport failure (a timeout, an unreachable endpoint), never just "service error".
+pub(crate) fn store_error<E>(
     operation: &'static str,
     key: &IdempotencyKey,
-    result: Result<R, SdkError<E>>,
-) -> Result<()>
+    error: SdkError<E>,
+) -> Error
 where
-    E: ConditionFailed + std::error::Error + Send + Sync + 'static,
-    R: Send + Sync + std::fmt::Debug + 'static,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    match result {
-        Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(ConditionFailed::condition_failed) =>
-        {
-            Err(Error::LeaseLost {
-                key: key.to_string(),
-            })
+    let detail = match &error {
+        SdkError::ServiceError(service) => {
+            let e = service.err();
+            match (e.code(), e.message()) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.to_owned(),
+                _ => format!("{}", DisplayErrorContext(&error)),
+            }
         }
-        Err(e) => Err(Error::store(operation, key.as_str(), e)),
-    }
+        SdkError::TimeoutError(_) => format!("timed out ({})", DisplayErrorContext(&error)),
+        SdkError::DispatchFailure(_) => {
+            format!("request not delivered ({})", DisplayErrorContext(&error))
+        }
+        _ => format!("{}", DisplayErrorContext(&error)),
+    };
+    Error::store_with_detail(operation, key.as_str(), detail, BoxError::from(error))
+}
+
+/// DynamoDB's size of an attribute: its name plus its value (numbers counted by their digits, an overestimate).
+fn attribute_bytes(name: &str, value: &AttributeValue) -> usize {
+    name.len()
+        + match value {
+            AttributeValue::S(v) | AttributeValue::N(v) => v.len(),
+            _ => 0,
+        }
 }
 
 impl IdempotencyStore for DynamoDbStore {
-    async fn claim(&self, record: &Record, now: SystemTime) -> Result<ClaimAttempt> {
+    async fn claim(
+        &self,
+        record: &Record,
+        now: SystemTime,
+        takeover_margin: Duration,
+    ) -> Result<ClaimAttempt> {
         let outcome = self
             .client
             .put_item()
@@ -371,7 +437,7 @@ impl IdempotencyStore for DynamoDbStore {
             .set_item(Some(self.record_item(record)))
             .condition_expression(CLAIM_CONDITION)
             .set_expression_attribute_names(Some(self.claim_names()))
-            .set_expression_attribute_values(Some(claim_values(now)))
+            .set_expression_attribute_values(Some(claim_values(now, takeover_margin)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
@@ -388,7 +454,7 @@ impl IdempotencyStore for DynamoDbStore {
                         }),
                     }
                 }
-                _ => Err(Error::store("claim", record.key.as_str(), e)),
+                _ => Err(store_error("claim", &record.key, e)),
             },
         }
     }
@@ -398,7 +464,7 @@ impl IdempotencyStore for DynamoDbStore {
         key: &IdempotencyKey,
         token: &str,
         completion: &Completion,
-    ) -> Result<()> {
+    ) -> Result<FencedWrite> {
         let names = &self.names;
         let mut update = self
             .client
@@ -406,6 +472,7 @@ impl IdempotencyStore for DynamoDbStore {
             .table_name(&self.table)
             .set_key(Some(self.key_item(key)))
             .condition_expression(OWNED_BY_TOKEN)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .expression_attribute_names("#token", &names.token)
             .expression_attribute_names("#status", &names.status)
             .expression_attribute_names("#expiration", &names.expiration)
@@ -434,14 +501,19 @@ impl IdempotencyStore for DynamoDbStore {
         let expression = format!(
             "SET #status = :completed, #expiration = :expiration{set_result} REMOVE #lease"
         );
-        fenced(
+        self.fenced(
             "complete",
             key,
             update.update_expression(expression).send().await,
         )
     }
 
-    async fn extend(&self, key: &IdempotencyKey, token: &str, lease_expires_at: u64) -> Result<()> {
+    async fn extend(
+        &self,
+        key: &IdempotencyKey,
+        token: &str,
+        lease_expires_at: u64,
+    ) -> Result<FencedWrite> {
         let names = &self.names;
         let outcome = self
             .client
@@ -449,7 +521,8 @@ impl IdempotencyStore for DynamoDbStore {
             .table_name(&self.table)
             .set_key(Some(self.key_item(key)))
             .update_expression("SET #lease = :lease")
-            .condition_expression(OWNED_BY_TOKEN)
+            .condition_expression(OWNED_AND_LEASE_EARLIER)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .expression_attribute_names("#token", &names.token)
             .expression_attribute_names("#status", &names.status)
             .expression_attribute_names("#lease", &names.lease_expires_at)
@@ -458,10 +531,10 @@ impl IdempotencyStore for DynamoDbStore {
             .expression_attribute_values(":lease", n(lease_expires_at))
             .send()
             .await;
-        fenced("extend", key, outcome)
+        self.fenced("extend", key, outcome)
     }
 
-    async fn release(&self, key: &IdempotencyKey, token: &str) -> Result<()> {
+    async fn release(&self, key: &IdempotencyKey, token: &str) -> Result<FencedWrite> {
         let names = &self.names;
         let outcome = self
             .client
@@ -469,13 +542,24 @@ impl IdempotencyStore for DynamoDbStore {
             .table_name(&self.table)
             .set_key(Some(self.key_item(key)))
             .condition_expression(OWNED_BY_TOKEN)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .expression_attribute_names("#token", &names.token)
             .expression_attribute_names("#status", &names.status)
             .expression_attribute_values(":token", s(token))
             .expression_attribute_values(":in_progress", s(Status::InProgress.as_str()))
             .send()
             .await;
-        fenced("release", key, outcome)
+        self.fenced("release", key, outcome)
+    }
+
+    fn result_room(&self, record: &Record) -> Option<usize> {
+        let used: usize = self
+            .record_item(record)
+            .iter()
+            .map(|(name, value)| attribute_bytes(name, value))
+            .sum();
+        let result_name = self.names.result.len();
+        Some(MAX_ITEM_BYTES.saturating_sub(used + result_name + ITEM_SLACK_BYTES))
     }
 
     async fn get(&self, key: &IdempotencyKey) -> Result<Option<Record>> {
@@ -487,7 +571,7 @@ impl IdempotencyStore for DynamoDbStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| Error::store("get", key.as_str(), e))?;
+            .map_err(|e| store_error("get", key, e))?;
         outcome
             .item()
             .map(|item| self.parse_item(key, item))

@@ -1,9 +1,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use super::{ClaimAttempt, IdempotencyStore};
-use crate::error::{Error, Result};
+use super::{ClaimAttempt, FencedWrite, IdempotencyStore};
+use crate::error::Result;
 use crate::key::IdempotencyKey;
 use crate::record::{Completion, Record, Status};
 
@@ -39,25 +39,33 @@ impl InMemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The record held under `token` and still `IN_PROGRESS`.
     fn owned<'a>(
         records: &'a mut HashMap<IdempotencyKey, Record>,
         key: &IdempotencyKey,
         token: &str,
-    ) -> Result<&'a mut Record> {
-        match records.get_mut(key) {
-            Some(r) if r.token == token && r.status == Status::InProgress => Ok(r),
-            _ => Err(Error::LeaseLost {
-                key: key.to_string(),
-            }),
-        }
+    ) -> Option<&'a mut Record> {
+        records
+            .get_mut(key)
+            .filter(|r| r.token == token && r.status == Status::InProgress)
+    }
+
+    /// The refusal of a fenced write: the record as it is (or none).
+    fn refused(records: &HashMap<IdempotencyKey, Record>, key: &IdempotencyKey) -> FencedWrite {
+        FencedWrite::Refused(records.get(key).cloned())
     }
 }
 
 impl IdempotencyStore for InMemoryStore {
-    async fn claim(&self, record: &Record, now: SystemTime) -> Result<ClaimAttempt> {
+    async fn claim(
+        &self,
+        record: &Record,
+        now: SystemTime,
+        takeover_margin: Duration,
+    ) -> Result<ClaimAttempt> {
         let mut records = self.lock();
         match records.get(&record.key) {
-            Some(existing) if !existing.is_claimable(now) => {
+            Some(existing) if !existing.is_claimable(now, takeover_margin) => {
                 Ok(ClaimAttempt::Existing(existing.clone()))
             }
             _ => {
@@ -72,27 +80,42 @@ impl IdempotencyStore for InMemoryStore {
         key: &IdempotencyKey,
         token: &str,
         completion: &Completion,
-    ) -> Result<()> {
+    ) -> Result<FencedWrite> {
         let mut records = self.lock();
-        let record = Self::owned(&mut records, key, token)?;
+        let Some(record) = Self::owned(&mut records, key, token) else {
+            return Ok(Self::refused(&records, key));
+        };
         record.status = Status::Completed;
         record.expiration = completion.expiration;
         record.lease_expires_at = None;
         record.result = completion.result.clone();
-        Ok(())
+        Ok(FencedWrite::Written)
     }
 
-    async fn extend(&self, key: &IdempotencyKey, token: &str, lease_expires_at: u64) -> Result<()> {
+    async fn extend(
+        &self,
+        key: &IdempotencyKey,
+        token: &str,
+        lease_expires_at: u64,
+    ) -> Result<FencedWrite> {
         let mut records = self.lock();
-        Self::owned(&mut records, key, token)?.lease_expires_at = Some(lease_expires_at);
-        Ok(())
+        match Self::owned(&mut records, key, token) {
+            // A lease never shrinks: a shorter one is refused like the store's condition refuses it.
+            Some(record) if record.lease_expires_at.is_none_or(|l| l < lease_expires_at) => {
+                record.lease_expires_at = Some(lease_expires_at);
+                Ok(FencedWrite::Written)
+            }
+            _ => Ok(Self::refused(&records, key)),
+        }
     }
 
-    async fn release(&self, key: &IdempotencyKey, token: &str) -> Result<()> {
+    async fn release(&self, key: &IdempotencyKey, token: &str) -> Result<FencedWrite> {
         let mut records = self.lock();
-        Self::owned(&mut records, key, token)?;
+        if Self::owned(&mut records, key, token).is_none() {
+            return Ok(Self::refused(&records, key));
+        }
         records.remove(key);
-        Ok(())
+        Ok(FencedWrite::Written)
     }
 
     async fn get(&self, key: &IdempotencyKey) -> Result<Option<Record>> {

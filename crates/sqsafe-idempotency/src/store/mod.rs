@@ -8,7 +8,7 @@ pub(crate) mod memory;
 pub(crate) mod transact;
 
 use std::future::Future;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
 use crate::key::IdempotencyKey;
@@ -23,46 +23,71 @@ pub enum ClaimAttempt {
     Existing(Record),
 }
 
+/// What a fenced write ([`complete`](IdempotencyStore::complete), [`extend`](IdempotencyStore::extend),
+/// [`release`](IdempotencyStore::release)) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FencedWrite {
+    /// The condition held and the write was applied.
+    Written,
+    /// The condition failed; here is the record as the same write found it (`None`: there was no record).
+    ///
+    /// The core decides what that means: a retried write whose first try had landed finds its own result (our token,
+    /// already completed, already extended, already gone), which is success, not a lost lease.
+    Refused(Option<Record>),
+}
+
 /// A place to keep idempotency records.
 ///
 /// Each write is conditional and atomic. The lease timeline of one key:
 ///
 /// ```text
 ///  claim(A) ──── lease A ────┤ lease passed: claim(B) may take over ──── lease B ────┤
-///     complete/extend/release(token A) succeed only while the record still carries token A;
-///     once B took over, A's writes fail with LeaseLost and B's record is untouched.
+///     complete/extend/release(token A) apply only while the record still carries token A;
+///     once B took over, A's writes are refused (the core reports LeaseLost) and B's record is untouched.
+///     "lease passed" means passed by more than the takeover margin on the claimer's clock.
 /// ```
 pub trait IdempotencyStore: Send + Sync + 'static {
-    /// Writes `record` (status `IN_PROGRESS`) if no record exists, or the existing one is expired, or its lease has
-    /// passed ([`Record::is_claimable`] at `now`). Otherwise returns the existing record, read by the same write.
+    /// Writes `record` (status `IN_PROGRESS`) if no record exists, or the existing one is expired at `now`, or its
+    /// lease passed more than `takeover_margin` before `now` ([`Record::is_claimable`]). Otherwise returns the
+    /// existing record, read by the same write.
     fn claim(
         &self,
         record: &Record,
         now: SystemTime,
+        takeover_margin: Duration,
     ) -> impl Future<Output = Result<ClaimAttempt>> + Send;
 
-    /// Marks the key `COMPLETED` with `completion` if it is still `IN_PROGRESS` under `token`; else
-    /// [`Error::LeaseLost`](crate::Error::LeaseLost).
+    /// Marks the key `COMPLETED` with `completion` if it is still `IN_PROGRESS` under `token`.
     fn complete(
         &self,
         key: &IdempotencyKey,
         token: &str,
         completion: &Completion,
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<FencedWrite>> + Send;
 
-    /// Moves the lease of an `IN_PROGRESS` record held under `token` to `lease_expires_at` (epoch ms); else
-    /// [`Error::LeaseLost`](crate::Error::LeaseLost).
+    /// Moves the lease of an `IN_PROGRESS` record held under `token` to `lease_expires_at` (epoch ms), only if that
+    /// is later than the lease it has: a lease never shrinks.
     fn extend(
         &self,
         key: &IdempotencyKey,
         token: &str,
         lease_expires_at: u64,
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<FencedWrite>> + Send;
 
-    /// Deletes an `IN_PROGRESS` record held under `token`, so a retry can claim at once; else
-    /// [`Error::LeaseLost`](crate::Error::LeaseLost).
-    fn release(&self, key: &IdempotencyKey, token: &str)
-    -> impl Future<Output = Result<()>> + Send;
+    /// Deletes an `IN_PROGRESS` record held under `token`, so a retry can claim at once.
+    fn release(
+        &self,
+        key: &IdempotencyKey,
+        token: &str,
+    ) -> impl Future<Output = Result<FencedWrite>> + Send;
+
+    /// The most bytes of result JSON that fit in `record`'s item besides everything else it carries, when the store
+    /// has an item size limit (DynamoDB: 400 KB). Results that do not fit are kept as a digest, so a completion can
+    /// never fail on the item size after its effect has run.
+    fn result_room(&self, record: &Record) -> Option<usize> {
+        let _ = record;
+        None
+    }
 
     /// Reads a record as stored (expired or not). For operators and tests: no claim path reads.
     fn get(&self, key: &IdempotencyKey) -> impl Future<Output = Result<Option<Record>>> + Send;

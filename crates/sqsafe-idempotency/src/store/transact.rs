@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::dynamodb::{CLAIM_CONDITION, DynamoDbStore, claim_values};
+use super::dynamodb::{CLAIM_CONDITION, DynamoDbStore, claim_values, store_error};
 use crate::engine::{Claim, Idempotency, ReplaySource, Replayed, Request};
 use crate::error::{Error, Result};
 use crate::record::Status;
@@ -78,16 +78,16 @@ impl Idempotency<DynamoDbStore> {
         let mut record = self.new_record(request, now, token.clone());
         record.status = Status::Completed;
         record.lease_expires_at = None;
-        record.result = self.encode_result(request.key(), result);
+        record.result = self.encode_result(&record, result);
         let put = Put::builder()
             .table_name(store.table())
             .set_item(Some(store.record_item(&record)))
             .condition_expression(CLAIM_CONDITION)
             .set_expression_attribute_names(Some(store.claim_names()))
-            .set_expression_attribute_values(Some(claim_values(now)))
+            .set_expression_attribute_values(Some(claim_values(now, inner.takeover_margin)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
-            .map_err(|e| Error::store("transact", request.key().as_str(), e))?;
+            .map_err(|e| Error::Config(format!("transaction item for `{}`: {e}", request.key())))?;
         let mut items = Vec::with_capacity(effect.len() + 1);
         items.push(TransactWriteItem::builder().put(put).build());
         items.extend(effect);
@@ -118,7 +118,7 @@ impl Idempotency<DynamoDbStore> {
         let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
             error.as_service_error()
         else {
-            return Err(Error::store("transact", key, error));
+            return Err(store_error("transact", request.key(), error));
         };
         let reasons = cancelled.cancellation_reasons();
         let failed =
@@ -148,7 +148,7 @@ impl Idempotency<DynamoDbStore> {
             });
         }
         // A conflict with another transaction, throttling, a validation error: nothing was written.
-        Err(Error::store("transact", key, error))
+        Err(store_error("transact", request.key(), error))
     }
 }
 

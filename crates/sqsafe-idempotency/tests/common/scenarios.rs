@@ -17,6 +17,9 @@ use super::{RequestCounter, T0_MS, builder};
 pub struct Fixture<S> {
     pub store: S,
     pub requests: Requests,
+    /// Makes the next write of an operation (`PutItem`, `UpdateItem`, `DeleteItem`) land and lose its answer, so
+    /// that it is retried against its own result.
+    pub lose_answer: Box<dyn Fn(&'static str) + Send + Sync>,
 }
 
 /// The store's requests, when they can be counted (DynamoDB); budgets are asserted only then.
@@ -570,6 +573,7 @@ pub async fn cache_answers_completed_duplicates_without_requests<S: IdempotencyS
     let cache = CacheConfig {
         max_entries: 100,
         ttl: Duration::from_secs(60),
+        ..CacheConfig::default()
     };
     let idem = builder(fx.store, &clock)
         .cache(cache)
@@ -654,4 +658,197 @@ pub async fn extend_moves_the_lease<S: IdempotencyStore>(fx: Fixture<S>) {
     clock.advance(Duration::from_secs(5)); // past the first lease, inside the extended one
     let effects = AtomicU32::new(0);
     assert!(idempotency_error(charge(&idem, "p-16", 1, &effects).await).is_in_progress());
+}
+
+/// The SDK retried a claim whose first try landed: the retry meets a record with this attempt's own token. That is
+/// this attempt's claim, not another one in progress.
+pub async fn a_retried_claim_that_meets_its_own_record_owns_the_key<S: IdempotencyStore>(
+    fx: Fixture<S>,
+) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    (fx.lose_answer)("PutItem");
+    let effects = AtomicU32::new(0);
+    let outcome = charge(&idem, "p-20", 100, &effects)
+        .await
+        .expect("the claim is ours: no InProgress against itself");
+    assert_eq!(outcome, Outcome::Executed("ch_1".to_owned()));
+    assert_eq!(effects.load(Ordering::SeqCst), 1);
+    fx.requests.assert_sent(
+        &["PutItem", "PutItem", "UpdateItem"],
+        "the claim, its retry, the completion",
+    );
+    let record = idem
+        .store()
+        .get(&key("p-20"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(
+        (record.status, record.token.as_str()),
+        (Status::Completed, "tok-1")
+    );
+}
+
+/// A retried completion whose first try landed finds the key completed under its own token: success, not LeaseLost
+/// (which would send a message whose effect is done to the DLQ on its last attempt).
+pub async fn a_retried_completion_that_finds_its_own_result_succeeds<S: IdempotencyStore>(
+    fx: Fixture<S>,
+) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    (fx.lose_answer)("UpdateItem");
+    let effects = AtomicU32::new(0);
+    let outcome = charge(&idem, "p-21", 100, &effects)
+        .await
+        .expect("a completion that landed is a success");
+    assert_eq!(outcome, Outcome::Executed("ch_1".to_owned()));
+    fx.requests.assert_sent(
+        &["PutItem", "UpdateItem", "UpdateItem"],
+        "the claim, the completion, its retry",
+    );
+    let again = charge(&idem, "p-21", 100, &effects)
+        .await
+        .expect("duplicate");
+    assert_eq!(again.into_value().as_deref(), Some("ch_1"));
+    assert_eq!(effects.load(Ordering::SeqCst), 1, "the effect ran once");
+}
+
+/// A retried release whose first try landed finds nothing: the key is released.
+pub async fn a_retried_release_that_finds_nothing_succeeds<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    let request = idem
+        .request(key("p-22"), &payment("p-22", 100))
+        .expect("request");
+    let Ok(Claim::Acquired(guard)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    (fx.lose_answer)("DeleteItem");
+    guard
+        .release()
+        .await
+        .expect("a release that landed is a success");
+    assert_eq!(idem.store().get(&key("p-22")).await.expect("get"), None);
+}
+
+/// Extending is idempotent and never shortens a lease: a retried extension that finds its own lease succeeds, and a
+/// shorter lease (a late or short heartbeat) leaves the longer one in place.
+pub async fn extend_never_shortens_a_lease_and_a_retried_extend_succeeds<S: IdempotencyStore>(
+    fx: Fixture<S>,
+) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock)
+        .default_lease(Duration::from_secs(60))
+        .build()
+        .expect("config");
+    let request = idem
+        .request(key("p-23"), &payment("p-23", 100))
+        .expect("request");
+    let Ok(Claim::Acquired(guard)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    let lease = || async {
+        idem.store()
+            .get(&key("p-23"))
+            .await
+            .expect("get")
+            .expect("record")
+            .lease_expires_at
+    };
+    (fx.lose_answer)("UpdateItem");
+    guard
+        .extend(Duration::from_secs(120))
+        .await
+        .expect("an extension that landed is a success");
+    assert_eq!(lease().await, Some(T0_MS + 120_000));
+    guard
+        .extend(Duration::from_secs(10))
+        .await
+        .expect("a shorter lease is not an error");
+    assert_eq!(
+        lease().await,
+        Some(T0_MS + 120_000),
+        "the lease did not shrink"
+    );
+    clock.advance(Duration::from_secs(30));
+    guard
+        .extend(Duration::from_secs(120))
+        .await
+        .expect("a longer one moves it");
+    assert_eq!(lease().await, Some(T0_MS + 150_000));
+    guard.complete(&"ch").await.expect("complete");
+}
+
+/// Clock skew: an instance whose clock runs ahead sees a live lease as passed. It may take over only once the lease
+/// passed by more than the takeover margin on its own clock; the loser's late completion is refused.
+pub async fn takeover_waits_for_the_margin_so_a_fast_clock_cannot_steal_a_live_lease<
+    S: IdempotencyStore + Clone,
+>(
+    fx: Fixture<S>,
+) {
+    let margin = Duration::from_secs(10);
+    let clock_a = ManualClock::at_millis(T0_MS);
+    let idem_a = builder(fx.store.clone(), &clock_a)
+        .takeover_margin(margin)
+        .build()
+        .expect("config");
+    let deadline = UNIX_EPOCH + Duration::from_millis(T0_MS + 30_000);
+    let request = idem_a
+        .request(key("p-24"), &payment("p-24", 100))
+        .expect("request")
+        .deadline(deadline);
+    let Ok(Claim::Acquired(a)) = idem_a.claim::<String>(&request).await else {
+        panic!("A claims")
+    };
+
+    // B's clock runs 35 s ahead of A's: on B's clock, A's lease passed 5 s ago. Within the margin: refused.
+    let clock_b = ManualClock::at_millis(T0_MS + 35_000);
+    let idem_b = builder(fx.store, &clock_b)
+        .takeover_margin(margin)
+        .tokens(|| "b-token".to_owned())
+        .build()
+        .expect("config");
+    let err = match idem_b.claim::<String>(&request).await {
+        Err(e) => e,
+        Ok(other) => panic!("a live lease (within the margin) must not be taken over: {other:?}"),
+    };
+    match err {
+        Error::InProgress {
+            lease_expires_at, ..
+        } => assert_eq!(
+            lease_expires_at,
+            deadline + margin,
+            "the error says when the key can be taken over: lease end + margin"
+        ),
+        other => panic!("{other}"),
+    }
+    // Exactly at lease end + margin: still refused; 1 ms later: taken over.
+    clock_b.set_millis(T0_MS + 40_000);
+    assert!(idem_b.claim::<String>(&request).await.is_err());
+    clock_b.set_millis(T0_MS + 40_001);
+    let Ok(Claim::Acquired(b)) = idem_b.claim::<String>(&request).await else {
+        panic!("B takes over once the lease passed by more than the margin")
+    };
+    let err = a.complete(&"late").await.expect_err("A lost the claim");
+    assert!(err.is_lease_lost(), "{err}");
+    b.complete(&"ch_b").await.expect("B completes");
+}
+
+/// A live claim with other content is a mismatch (permanent), not "in progress" (transient): the same key must
+/// carry the same intent whatever state its record is in.
+pub async fn a_live_claim_with_other_content_is_a_mismatch<S: IdempotencyStore>(fx: Fixture<S>) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    let request = idem
+        .request(key("p-25"), &payment("p-25", 100))
+        .expect("request");
+    let Ok(Claim::Acquired(_held)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    let effects = AtomicU32::new(0);
+    let err = idempotency_error(charge(&idem, "p-25", 999, &effects).await);
+    assert!(err.is_payload_mismatch(), "{err}");
+    assert_eq!(err.class(), ErrorClass::Permanent);
+    assert_eq!(effects.load(Ordering::SeqCst), 0);
 }
