@@ -1,5 +1,6 @@
 """Creates the resources the functions' READMEs use in a running moto server (`make moto`): the idempotency and ledger
-tables and the two DLQs. Idempotent: what exists is left alone. Prints the DLQ URLs to pass as DLQ_URL."""
+tables, the two source queues and their DLQs. Idempotent: what exists is left alone. Prints the queue URLs to pass
+as QUEUE_URL and DLQ_URL."""
 import os
 import sys
 
@@ -27,5 +28,11 @@ for name, keys in [("idempotency", [("pk", "HASH")]), ("ledger", [("pk", "HASH")
                 TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"}
             )
     print(f"table {name}")
-for name, attrs in [("charge-payment-dlq", {}), ("apply-ledger-dlq.fifo", {"FifoQueue": "true"})]:
+fifo = {"FifoQueue": "true"}
+for name, attrs in [
+    ("charge-payment", {}),
+    ("charge-payment-dlq", {}),
+    ("apply-ledger.fifo", {**fifo, "ContentBasedDeduplication": "true"}),
+    ("apply-ledger-dlq.fifo", fifo),
+]:
     print(f"queue {sqs.create_queue(QueueName=name, Attributes=attrs)['QueueUrl']}")

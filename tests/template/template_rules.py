@@ -11,6 +11,7 @@ Used by test_rules.py (the real template must pass; mutated copies must fail wit
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import tomllib
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ RULES: dict[str, str] = {
     "sqs-event": "each function consumes exactly one SQS queue of the template",
     "report-batch-item-failures": "every SQS event source mapping has FunctionResponseTypes [ReportBatchItemFailures]",
     "maximum-concurrency": "every SQS event source mapping sets ScalingConfig.MaximumConcurrency, bounded within 2..1000",
-    "fifo-mapping": "a FIFO queue's mapping has BatchSize <= 10 and no batching window (Lambda rejects both)",
+    "fifo-mapping": "a FIFO queue's mapping has BatchSize 1 (no record held back behind a failing one of its group, so "
+    "each gets its MaxAttempts real tries) and no batching window (Lambda rejects one)",
     "visibility-timeout": "a source queue's VisibilityTimeout >= 6 x its function's Timeout (max) + MaximumBatchingWindowInSeconds (max)",
     "dlq-required": "every consumed queue has a RedrivePolicy to a dead-letter queue of the template",
     "max-receive-count": "every RedrivePolicy has maxReceiveCount >= 5",
@@ -37,6 +39,7 @@ RULES: dict[str, str] = {
     "dlq-retention": "every dead-letter queue keeps messages 14 days (MessageRetentionPeriod 1209600)",
     "redrive-allow-policy": "every dead-letter queue has a RedriveAllowPolicy (byQueue) that names its source queue",
     "dlq-url": "a function's DLQ_URL is the dead-letter queue of the queue it consumes",
+    "queue-url": "a function's QUEUE_URL is the queue it consumes (backoff, visibility heartbeat and the in-progress hold change visibility there)",
     "orphan-queue": "every queue is either consumed by a function or a dead-letter queue (so the rules above cover it)",
     "sse": "every queue (SqsManagedSseEnabled or KmsMasterKeyId) and every table (SSESpecification.SSEEnabled) is encrypted",
     "pitr": "every table has point-in-time recovery",
@@ -45,7 +48,8 @@ RULES: dict[str, str] = {
     "alarm-dlq": "each dead-letter queue has an alarm: AWS/SQS ApproximateNumberOfMessagesVisible > 0 (GreaterThanThreshold, Threshold 0, TreatMissingData notBreaching), AlarmActions to an SNS topic of the template",
     "alarm-queue-age": "each consumed queue has an alarm on AWS/SQS ApproximateAgeOfOldestMessage, AlarmActions to an SNS topic of the template",
     "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ and the tables named in its environment; no managed policies (they cannot be checked here)",
-    "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, SendMessage on its DLQ, item actions on its tables",
+    "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, ChangeMessageVisibility on its QUEUE_URL, SendMessage on its DLQ, item actions on its tables",
+    "change-message-visibility": "each function's role grants sqs:ChangeMessageVisibility on the function's source queue and on nothing else (not its DLQ, not another queue, not '*')",
     "max-attempts": "MAX_ATTEMPTS (max) <= the consumed queue's maxReceiveCount",
     "idempotency-window": "IDEMPOTENCY_WINDOW_DAYS (min) x 86400 >= source queue retention + DLQ retention + redrive margin",
 }
@@ -60,11 +64,14 @@ SQS_DEFAULTS = {"VisibilityTimeout": 30, "MessageRetentionPeriod": 345_600}
 SAM_DEFAULT_TIMEOUT = 3
 CODE_DEFAULT_MAX_ATTEMPTS = 5  # MAX_ATTEMPTS when unset (functions/*/README.md)
 DATA_PLANE_SERVICES = ("dynamodb", "sqs")
+# The one action a function may hold on its source queue only (the "change-message-visibility" rule).
+CHANGE_VISIBILITY = "sqs:changemessagevisibility"
 
 # What each kind of resource a function touches requires (the "permissions" rule). Keys are environment variables
 # the functions read; "(source)" is the queue the event source mapping polls.
 REQUIRED_ACTIONS: dict[str, set[str]] = {
     "(source)": {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
+    "QUEUE_URL": {"sqs:ChangeMessageVisibility"},
     "DLQ_URL": {"sqs:SendMessage"},
     "IDEMPOTENCY_TABLE": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
     "LEDGER_TABLE": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
@@ -108,6 +115,11 @@ def refs(value: Any) -> set[str]:
         for item in value:
             found.update(refs(item))
     return {r for r in found if not r.startswith("AWS::")}
+
+
+def grants_visibility(action: str) -> bool:
+    """Whether an IAM action (case-insensitive, wildcards allowed: `sqs:Change*`, `*`) allows ChangeMessageVisibility."""
+    return fnmatch.fnmatchcase(CHANGE_VISIBILITY, action.lower())
 
 
 def as_list(value: Any) -> list[Any]:
@@ -357,14 +369,15 @@ def _check_mapping(t: Template, c: Consumer, ev: dict, where: str, queues: dict,
 
     if c.queue and truthy(t.props(c.queue).get("FifoQueue")):
         batch, batch_d = t.bound(ev.get("BatchSize", 10), "max")
-        if batch is None or batch > 10:
-            fail("fifo-mapping", where, f"BatchSize can reach {batch} ({batch_d}); a FIFO queue allows at most 10")
+        if batch is None or batch > 1:
+            fail("fifo-mapping", where, f"BatchSize can reach {batch} ({batch_d}); on a FIFO queue it must be 1, or a "
+                 "record held back behind a failing one of its group spends receives without running")
         if "MaximumBatchingWindowInSeconds" in ev:
             fail("fifo-mapping", where, "MaximumBatchingWindowInSeconds is set; FIFO queues do not support a batching window")
 
 
 def _check_wiring(t: Template, c: Consumer, queues: dict, fail) -> None:
-    """visibility-timeout, dlq-url, max-attempts: the numbers that tie a function to its queue."""
+    """visibility-timeout, dlq-url, queue-url, max-attempts: the numbers and names that tie a function to its queue."""
     f, q = c.function, c.queue
     qp = t.props(q)
     ev = c.event or {}
@@ -390,6 +403,11 @@ def _check_wiring(t: Template, c: Consumer, queues: dict, fail) -> None:
             fail("dlq-url", f, f"DLQ_URL is not set (sqsafe sends poison messages to {c.dlq} itself)")
         elif refs(env["DLQ_URL"]) != {c.dlq}:
             fail("dlq-url", f, f"DLQ_URL refers to {sorted(refs(env['DLQ_URL']))}, not {c.dlq}, the DLQ of {q}")
+
+    if "QUEUE_URL" not in env:
+        fail("queue-url", f, f"QUEUE_URL is not set (sqsafe changes the visibility of {q}'s messages itself)")
+    elif refs(env["QUEUE_URL"]) != {q}:
+        fail("queue-url", f, f"QUEUE_URL refers to {sorted(refs(env['QUEUE_URL']))}, not {q}, the queue it consumes")
 
     receive = to_int((qp.get("RedrivePolicy") or {}).get("maxReceiveCount"))
     if receive is not None:
@@ -476,6 +494,7 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
     own_queues = {x for x in (c.queue, c.dlq) if x}
 
     granted: dict[str, set[str]] = {}  # logical id -> actions allowed on it
+    visibility_elsewhere: set[str] = set()  # what ChangeMessageVisibility reaches besides the source queue
     for st in statements:
         if not isinstance(st, dict) or st.get("Effect") != "Allow":
             continue
@@ -486,6 +505,12 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
         resources = as_list(st.get("Resource"))
         for action in actions:
             service = action.split(":", 1)[0].lower()
+            if grants_visibility(action):
+                for resource in resources:
+                    targets = refs(resource) if not isinstance(resource, str) else set()
+                    if isinstance(resource, str) or not targets:
+                        visibility_elsewhere.add(repr(resource))
+                    visibility_elsewhere.update(x for x in targets if x != c.queue)
             if action == "*":
                 fail("least-privilege", owner, f"statement {st.get('Sid', '')!r} allows Action '*'")
                 continue
@@ -508,11 +533,23 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
                 for x in targets:
                     granted.setdefault(x, set()).add(action)
 
+    # change-message-visibility: on the source queue, and nowhere else.
+    if c.queue:
+        if not any(grants_visibility(a) for a in granted.get(c.queue, set())):
+            fail("change-message-visibility", owner, f"{f} needs sqs:ChangeMessageVisibility on its source queue {c.queue}")
+        if visibility_elsewhere:
+            fail(
+                "change-message-visibility",
+                owner,
+                f"sqs:ChangeMessageVisibility reaches {sorted(visibility_elsewhere)}: only {f}'s source queue {c.queue} "
+                f"may have its messages' visibility changed",
+            )
+
     # permissions: what the function needs, on exactly its resources.
     needs: list[tuple[str, str]] = []
     if c.queue:
         needs.append(("(source)", c.queue))
-    for var in ("DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE"):
+    for var in ("QUEUE_URL", "DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE"):
         for x in refs(env.get(var)):
             if x in queues or x in tables:
                 needs.append((var, x))

@@ -16,7 +16,7 @@ What moto (5.2.5) cannot do, found by running this, and where it is covered inst
   -> test_structure.test_functions_arm64_json_logging (and the built binary's ELF machine is checked here).
 - A FIFO queue without QueueName gets a generated name without ".fifo" and the create fails; the template names its
   queues (it needs the source queues' names anyway for RedriveAllowPolicy).
-- A queue's Ref (so Outputs and DLQ_URL) is https://sqs.<region>.amazonaws.com/<account>/<name>, not the moto URL:
+- A queue's Ref (so Outputs, DLQ_URL and QUEUE_URL) is https://sqs.<region>.amazonaws.com/<account>/<name>, not the moto URL:
   queues are compared by name, and the clients here always use the moto endpoint.
 - Environment variable values read back as numbers when the parameter is a Number: compared as strings.
 - GetRolePolicy returns the policy document as a Python repr string: parsed with ast.literal_eval.
@@ -267,7 +267,7 @@ def test_stack_created(stack) -> None:
 def test_queues_and_redrive(aws, stack) -> None:
     queues = resources_of(stack, "AWS::SQS::Queue")
     pairs = consumers(stack)
-    assert len(pairs) == 2
+    assert {"ChargePaymentFunction", "ApplyLedgerFunction"} <= {f for f, _, _ in pairs}, pairs
     for function, queue, dlq in pairs:
         q, d = queue_attributes(aws, stack, queue), queue_attributes(aws, stack, dlq)
         want = queues[queue]["Properties"]
@@ -296,7 +296,8 @@ def test_event_source_mappings(aws, stack) -> None:
         assert m["EventSourceArn"] == queue_attributes(aws, stack, queue)["QueueArn"], f"{function} polls {queue}"
         assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"], function
         assert m["ScalingConfig"]["MaximumConcurrency"] == 10, function
-        assert m["BatchSize"] == 10, function
+        fifo = bool(resources_of(stack, "AWS::SQS::Queue")[queue]["Properties"].get("FifoQueue"))
+        assert m["BatchSize"] == (1 if fifo else 10), f"{function}: FIFO mappings take 1 record (rule fifo-mapping)"
         assert m["State"] == "Enabled", function
 
 
@@ -333,6 +334,8 @@ def test_functions(aws, stack) -> None:
         },
     }
     for function, queue, dlq in consumers(stack):
+        if function not in expected_env:  # a consumer made with `cargo xtask new-consumer`: what its template says
+            expected_env[function] = declared_env(stack, function)
         cfg = lam.get_function_configuration(FunctionName=physical[function])
         assert cfg["Runtime"] == "provided.al2023" and cfg["Handler"] == "bootstrap", function
         assert (cfg["Timeout"], cfg["MemorySize"]) == (30, 256), function
@@ -341,11 +344,31 @@ def test_functions(aws, stack) -> None:
         env = {k: str(v) for k, v in cfg["Environment"]["Variables"].items()}
         dlq_url = env.pop("DLQ_URL")
         assert dlq_url.rsplit("/", 1)[1] == queue_name(stack, dlq), f"{function}: DLQ_URL is {dlq}"
+        queue_url = env.pop("QUEUE_URL")
+        assert queue_url.rsplit("/", 1)[1] == queue_name(stack, queue), f"{function}: QUEUE_URL is {queue}"
         assert env == expected_env[function], function
         # The code is the artifact `sam build` made, as uploaded.
         body = stack["zips"][function]
         assert cfg["CodeSize"] == len(body), function
         assert cfg["CodeSha256"] == base64.b64encode(hashlib.sha256(body).digest()).decode(), function
+
+
+def declared_env(stack, function: str) -> dict[str, str]:
+    """A function's environment as its template declares it, Refs resolved (queues' URLs left out, checked apart)."""
+    variables = resources_of(stack, "AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
+    parameters = stack["template"].get("Parameters", {})
+    out = {}
+    for name, value in variables.items():
+        if name in ("DLQ_URL", "QUEUE_URL"):
+            continue
+        ref = value.get("Ref") if isinstance(value, dict) else None
+        if ref is None:
+            out[name] = str(value)
+        elif ref in stack["physical"]:
+            out[name] = stack["physical"][ref]
+        else:
+            out[name] = str(stack["parameters"].get(ref, parameters.get(ref, {}).get("Default")))
+    return out
 
 
 def test_roles_reach_only_their_resources(aws, stack) -> None:
@@ -357,6 +380,11 @@ def test_roles_reach_only_their_resources(aws, stack) -> None:
     }
     own_tables = {"ChargePaymentFunction": {"IdempotencyTable"}, "ApplyLedgerFunction": {"IdempotencyTable", "LedgerTable"}}
     for function, queue, dlq in consumers(stack):
+        if function not in own_tables:  # a consumer made with `cargo xtask new-consumer`: the tables it is given
+            variables = resources_of(stack, "AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
+            own_tables[function] = {
+                v["Ref"] for v in variables.values() if isinstance(v, dict) and v.get("Ref") in table_arn
+            }
         role = resources_of(stack, "AWS::Lambda::Function")[function]["Properties"]["Role"]["Fn::GetAtt"][0]
         name = physical[role]
         assert iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"] == [], f"{role}: managed policies"
@@ -375,6 +403,8 @@ def test_roles_reach_only_their_resources(aws, stack) -> None:
                             reached.setdefault(r, set()).add(action)
         assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"} <= reached[sqs_arn[queue]]
         assert "sqs:SendMessage" in reached[sqs_arn[dlq]]
+        assert "sqs:ChangeMessageVisibility" in reached[sqs_arn[queue]], f"{role}: backoff needs it on {queue}"
+        assert "sqs:ChangeMessageVisibility" not in reached[sqs_arn[dlq]], f"{role}: never on the DLQ"
         assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} <= reached[
             table_arn["IdempotencyTable"]
         ]

@@ -351,6 +351,116 @@ async fn an_sdk_retry_after_a_lost_answer_fails_the_condition_on_its_own_write()
     moto.shutdown().await;
 }
 
+/// A claim as sqsafe's store writes it: `token` fences it, the old item comes back when the condition fails.
+async fn claim(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    key: &str,
+    token: &str,
+) -> Result<(), SdkError<aws_sdk_dynamodb::operation::put_item::PutItemError>> {
+    client
+        .put_item()
+        .table_name(table)
+        .item("pk", AttributeValue::S(key.into()))
+        .item("token", AttributeValue::S(token.into()))
+        .item("status", AttributeValue::S("IN_PROGRESS".into()))
+        .condition_expression("attribute_not_exists(pk)")
+        .return_values_on_condition_check_failure(
+            aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+        )
+        .send()
+        .await
+        .map(drop)
+}
+
+#[tokio::test]
+async fn a_retry_that_meets_its_own_token_is_counted_as_self_met() {
+    let moto = start_moto().await;
+    let direct = client(&moto.endpoint()).await;
+    let table = new_table(&direct).await;
+    let proxy = Arc::new(
+        start_proxy(FaultProxyConfig {
+            after_write_500_rate: 1.0,
+            ..FaultProxyConfig::new(moto.endpoint())
+        })
+        .await,
+    );
+    let sdk = client_with(
+        &proxy.endpoint(),
+        RetryConfig::standard(),
+        Some(NoSleep::default()),
+    )
+    .await;
+    let retrying = aws_sdk_dynamodb::Client::from_conf(
+        sdk.config()
+            .to_builder()
+            .interceptor(FaultsOnFirstAttemptOnly(proxy.clone()))
+            .build(),
+    );
+    let err = claim(&retrying, &table, "k1", "t1")
+        .await
+        .expect_err("the retry meets its own claim");
+    assert!(
+        err.as_service_error()
+            .is_some_and(|e| e.is_conditional_check_failed_exception()),
+        "{err:?}"
+    );
+    let stats = proxy.stats();
+    assert_eq!(stats.self_met_writes.get("PutItem"), Some(&1), "{stats:?}");
+    assert_eq!(stats.self_met.len(), 1);
+    assert_eq!(
+        (
+            stats.self_met[0].table.as_str(),
+            stats.self_met[0].key.as_str()
+        ),
+        (table.as_str(), "k1")
+    );
+
+    // Another attempt's claim meeting that record is a plain conflict, not a self-met write.
+    let once = client(&proxy.endpoint()).await;
+    proxy.set_enabled(false);
+    let other = claim(&once, &table, "k1", "t2").await.expect_err("taken");
+    assert!(
+        other
+            .as_service_error()
+            .is_some_and(|e| e.is_conditional_check_failed_exception())
+    );
+    // A write answered 500 after it landed, then taken over (the record now carries another token) before the
+    // retry: the retry meets someone else's write.
+    proxy.set_enabled(true);
+    assert_eq!(
+        claim(&once, &table, "k2", "t1")
+            .await
+            .expect_err("500 after the write")
+            .code(),
+        Some("InternalServerError")
+    );
+    proxy.set_enabled(false);
+    direct
+        .put_item()
+        .table_name(&table)
+        .item("pk", AttributeValue::S("k2".into()))
+        .item("token", AttributeValue::S("t9".into()))
+        .send()
+        .await
+        .expect("takeover");
+    claim(&once, &table, "k2", "t1")
+        .await
+        .expect_err("meets the takeover");
+    let stats = proxy.stats();
+    assert_eq!(
+        (stats.self_met_total(), stats.after_write_500),
+        (1, 2),
+        "{stats:?}"
+    );
+    drop(retrying);
+    drop(sdk);
+    if let Some(proxy) = Arc::into_inner(proxy) {
+        proxy.shutdown().await;
+    }
+    moto.shutdown().await;
+}
+
 #[tokio::test]
 async fn faults_apply_only_to_the_listed_operations() {
     let moto = start_moto().await;

@@ -92,6 +92,7 @@ async fn the_stack_is_created_in_moto_with_the_template_settings() {
         );
         let env: BTreeMap<String, String> = stack.function_env(binary).into_iter().collect();
         assert_eq!(env["DLQ_URL"], dlq.url);
+        assert_eq!(env["QUEUE_URL"], queue.url, "the queue it consumes");
         assert_eq!(env["IDEMPOTENCY_TABLE"], stack.tables["IdempotencyTable"]);
         assert!(
             env.contains_key("MAX_ATTEMPTS") && env.contains_key("IDEMPOTENCY_WINDOW_DAYS"),

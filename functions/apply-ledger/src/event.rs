@@ -1,5 +1,21 @@
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sqsafe_batch::RecordError;
+
+/// A typed form of the `LedgerEntryRequested` body that a build of this consumer reads, reduced to the entry it
+/// applies. [`LedgerEntryRequested`] is today's; a later build may read a type with more fields. The idempotency
+/// fingerprint never comes from this type (see `INTENT_FIELDS`), so the choice does not change what is a duplicate.
+pub trait LedgerEvent: DeserializeOwned + Send + 'static {
+    /// The entry to apply.
+    fn into_entry(self) -> LedgerEntryV1;
+}
+
+impl LedgerEvent for LedgerEntryRequested {
+    fn into_entry(self) -> LedgerEntryV1 {
+        let LedgerEntryRequested::V1(entry) = self;
+        entry
+    }
+}
 
 /// A `LedgerEntryRequested` event, versioned by its `version` tag. Published to a FIFO queue with the account as the
 /// message group, so one account's entries apply in order.

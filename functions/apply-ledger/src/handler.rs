@@ -5,17 +5,33 @@ use aws_sdk_dynamodb::types::{
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use sqsafe_batch::{
-    BatchError, BatchProcessor, Processed, Record, RecordError, SqsDeadLetterQueue,
+    Backoff, BatchError, BatchProcessor, Processed, Record, RecordError, SqsDeadLetterQueue,
+    SqsVisibility,
 };
-use sqsafe_idempotency::{DynamoDbStore, Idempotency, KeyBuilder, ReplaySource, TransactOutcome};
+use sqsafe_idempotency::{
+    DynamoDbStore, FingerprintFields, Idempotency, KeyBuilder, ReplaySource, TransactOutcome,
+};
 
 use crate::config::Config;
-use crate::event::{LedgerEntryRequested, LedgerEntryV1};
+use crate::event::{LedgerEntryRequested, LedgerEntryV1, LedgerEvent};
 
 /// The consumer's name, in keys, records, DLQ context and metrics.
 pub const CONSUMER: &str = "apply-ledger";
-/// The effect's version.
+/// The effect's version: part of every key. Bump it only when applying an entry changes meaning; a new version
+/// re-keys every entry, so a duplicate of an entry applied under the old version would be applied again. Never bump
+/// it for a change of the event's or the result's shape.
 pub const EFFECT_VERSION: u32 = 1;
+
+/// The body fields that define a ledger entry, as JSON pointers: the fingerprint reads only these, from the raw
+/// body. A build whose event type gains a field (optional or not) therefore fingerprints a retry as the build before
+/// it did, and the retry is a replay, not a `payload_mismatch`. The `version` tag is left out on purpose.
+pub const INTENT_FIELDS: [&str; 5] = [
+    "/tenant",
+    "/entry_id",
+    "/account_id",
+    "/amount",
+    "/currency",
+];
 /// Sort key of an account's balance item.
 pub const BALANCE_SK: &str = "BALANCE";
 
@@ -63,10 +79,14 @@ impl ApplyLedger {
         let store = DynamoDbStore::builder(dynamodb, &config.idempotency_table).build()?;
         let idem = Idempotency::builder(store, CONSUMER, EFFECT_VERSION)
             .record_ttl(config.idempotency_window)
+            .fingerprint_fields(FingerprintFields::only(INTENT_FIELDS))
             .build()?;
         let processor = BatchProcessor::builder(CONSUMER, EFFECT_VERSION)
             .max_attempts(config.max_attempts)
-            .dead_letter_queue(SqsDeadLetterQueue::new(sqs, &config.dlq_url))
+            .dead_letter_queue(SqsDeadLetterQueue::new(sqs.clone(), &config.dlq_url))
+            .visibility(SqsVisibility::new(sqs, &config.queue_url))
+            .backoff(Backoff::new(config.backoff_base, config.backoff_max)?)
+            .visibility_heartbeat(config.visibility_heartbeat)
             .build()?;
         Ok(Self {
             idem,
@@ -80,20 +100,33 @@ impl ApplyLedger {
         &self,
         event: LambdaEvent<SqsEvent>,
     ) -> Result<SqsBatchResponse, BatchError> {
+        self.handle_as::<LedgerEntryRequested>(event).await
+    }
+
+    /// Handles one invocation reading each body as `E`: what a build of this consumer with another version of the
+    /// event type does. Tests use it to show that such a deploy does not turn retries of entries in flight into
+    /// mismatches.
+    pub async fn handle_as<E: LedgerEvent>(
+        &self,
+        event: LambdaEvent<SqsEvent>,
+    ) -> Result<SqsBatchResponse, BatchError> {
         self.processor
-            .handle(event, &|record| self.apply(record))
+            .handle(event, &|record| self.apply::<E>(record))
             .await
     }
 
-    async fn apply(&self, record: Record) -> Result<Processed, RecordError> {
-        let LedgerEntryRequested::V1(entry) = record.parse::<LedgerEntryRequested>()?;
+    async fn apply<E: LedgerEvent>(&self, record: Record) -> Result<Processed, RecordError> {
+        let entry = record.parse::<E>()?.into_entry();
         entry.validate()?;
+        // The fingerprint is taken from the body as sent (its INTENT_FIELDS), never from the typed struct, whose
+        // shape changes with the build.
+        let body = record.parse::<serde_json::Value>()?;
         let key = KeyBuilder::new(CONSUMER, EFFECT_VERSION)
             .tenant(&entry.tenant)
             .intent("ledger-entry", &entry.entry_id)
             .build()?;
-        tracing::Span::current().record("idempotency_key", key.as_str());
-        let request = record.idempotency_request(&self.idem, key.clone(), &entry)?;
+        record.record_idempotency_key(&key);
+        let request = record.idempotency_request(&self.idem, key.clone(), &body)?;
         let applied = AppliedEntry {
             entry_id: entry.entry_id.clone(),
             account_id: entry.account_id.clone(),

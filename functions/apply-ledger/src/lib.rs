@@ -7,7 +7,8 @@ mod event;
 mod handler;
 
 pub use config::{Config, ConfigError};
-pub use event::{LedgerEntryRequested, LedgerEntryV1};
+pub use event::{LedgerEntryRequested, LedgerEntryV1, LedgerEvent};
 pub use handler::{
-    AppliedEntry, ApplyLedger, BALANCE_SK, CONSUMER, EFFECT_VERSION, SetupError, entry_sk,
+    AppliedEntry, ApplyLedger, BALANCE_SK, CONSUMER, EFFECT_VERSION, INTENT_FIELDS, SetupError,
+    entry_sk,
 };

@@ -3,9 +3,14 @@
 
 use std::collections::HashMap;
 
-use apply_ledger::{ApplyLedger, BALANCE_SK, Config, entry_sk};
+use std::time::Duration;
+
+use apply_ledger::{ApplyLedger, BALANCE_SK, Config, LedgerEntryV1, LedgerEvent, entry_sk};
+use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
+use serde::{Deserialize, Serialize};
+use sqsafe_batch::VisibilityHeartbeat;
 use sqsafe_testkit::{
     RequestCounter, create_queue, create_table, event_file, invocation, unique_name,
 };
@@ -32,8 +37,15 @@ async fn fixture() -> Fixture {
         idempotency_table: unique_name("idem"),
         ledger_table: unique_name("ledger"),
         dlq_url: create_queue(&sqs, "apply-ledger-dlq", true).await,
+        queue_url: create_queue(&sqs, "apply-ledger", true).await,
         max_attempts: 5,
-        idempotency_window: std::time::Duration::from_secs(30 * 86_400),
+        idempotency_window: Duration::from_secs(30 * 86_400),
+        backoff_base: Duration::from_secs(60),
+        backoff_max: Duration::from_secs(900),
+        visibility_heartbeat: VisibilityHeartbeat {
+            every: Duration::from_secs(20),
+            extend_to: Duration::from_secs(400),
+        },
     };
     create_table(&dynamodb, &config.idempotency_table, "pk", None).await;
     create_table(&dynamodb, &config.ledger_table, "pk", Some("sk")).await;
@@ -115,6 +127,56 @@ impl Fixture {
             .messages
             .unwrap_or_default()
     }
+}
+
+/// `LedgerEntryRequested` as a later build reads it: version 1 with an optional field added. (Its `Serialize` is
+/// what a fingerprint of the typed struct would hash: `"memo": null` when the body has none.)
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "version")]
+enum LedgerEntryRequestedNext {
+    #[serde(rename = "1")]
+    V1 {
+        entry_id: String,
+        account_id: String,
+        tenant: String,
+        amount: i64,
+        currency: String,
+        #[serde(default)]
+        memo: Option<String>,
+    },
+}
+
+impl LedgerEvent for LedgerEntryRequestedNext {
+    fn into_entry(self) -> LedgerEntryV1 {
+        let LedgerEntryRequestedNext::V1 {
+            entry_id,
+            account_id,
+            tenant,
+            amount,
+            currency,
+            memo: _,
+        } = self;
+        LedgerEntryV1 {
+            entry_id,
+            account_id,
+            tenant,
+            amount,
+            currency,
+        }
+    }
+}
+
+/// The sample's first record (e-1: acct-A +1000) with its body changed by `edit`, under `message_id`.
+fn first_entry(message_id: &str, edit: impl Fn(&mut serde_json::Value)) -> SqsEvent {
+    let mut event = event_file("apply-ledger-fifo.json");
+    event.records.truncate(1);
+    let record = &mut event.records[0];
+    let mut body: serde_json::Value =
+        serde_json::from_str(record.body.as_deref().unwrap_or_default()).expect("json body");
+    edit(&mut body);
+    record.body = Some(body.to_string());
+    record.message_id = Some(message_id.to_owned());
+    event
 }
 
 fn key(entry: &str) -> String {
@@ -271,4 +333,68 @@ async fn a_poison_entry_goes_to_the_dlq_and_its_group_goes_on() {
         .and_then(|a| a.get("sqsafe.error_kind"))
         .and_then(|a| a.string_value());
     assert_eq!(kind, Some("bad_payload"));
+}
+
+#[tokio::test]
+async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_build_applied() {
+    let fx = fixture().await;
+    let consumer = fx.consumer();
+    let applied = consumer
+        .handle(invocation(first_entry("7c2f-0001", |_| {}), "req-1"))
+        .await
+        .expect("v1");
+    assert!(applied.batch_item_failures.is_empty());
+    assert_eq!(fx.balance("acct-A").await.as_deref(), Some("1000"));
+
+    // The next build (version 1 plus an optional `memo`) gets the redelivery as it was, and a copy republished by a
+    // producer that already sends the new field.
+    for (id, memo) in [("7c2f-0001", None), ("republished-with-memo", Some("rent"))] {
+        let event = first_entry(id, |b| {
+            if let Some(memo) = memo {
+                b["memo"] = memo.into();
+            }
+        });
+        let response = consumer
+            .handle_as::<LedgerEntryRequestedNext>(invocation(event, "req-next"))
+            .await
+            .expect("next build");
+        assert!(response.batch_item_failures.is_empty(), "{id}");
+    }
+    assert_eq!(
+        fx.balance("acct-A").await.as_deref(),
+        Some("1000"),
+        "replayed, not applied again"
+    );
+
+    // What defines the entry still counts: another amount under the same entry id is refused.
+    let changed = first_entry("another-amount", |b| b["amount"] = 999.into());
+    let response = consumer
+        .handle_as::<LedgerEntryRequestedNext>(invocation(changed, "req-changed"))
+        .await
+        .expect("next build");
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "permanent: dead-lettered"
+    );
+    assert_eq!(fx.balance("acct-A").await.as_deref(), Some("1000"));
+    let dead: Vec<(String, String)> = fx
+        .dead_letters()
+        .await
+        .iter()
+        .map(|m| {
+            let get = |n: &str| {
+                m.message_attributes()
+                    .and_then(|a| a.get(n))
+                    .and_then(|a| a.string_value())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            (get("sqsafe.error_kind"), get("sqsafe.original_message_id"))
+        })
+        .collect();
+    assert_eq!(
+        dead,
+        [("payload_mismatch".to_owned(), "another-amount".to_owned())],
+        "only the changed amount is a mismatch"
+    );
 }

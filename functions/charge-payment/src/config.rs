@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use sqsafe_batch::VisibilityHeartbeat;
+
 /// What the function needs from its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -9,6 +11,9 @@ pub struct Config {
     pub payments_api_url: String,
     /// `DLQ_URL`: the dead-letter queue for poison messages, with their context.
     pub dlq_url: String,
+    /// `QUEUE_URL`: the queue this function consumes. A record that fails transiently, or finds its payment in
+    /// progress elsewhere, changes its own message's visibility there (`sqs:ChangeMessageVisibility`).
+    pub queue_url: String,
     /// `MAX_ATTEMPTS` (default 5): deliveries before a transient failure is dead-lettered; at most the queue's
     /// `maxReceiveCount`.
     pub max_attempts: u32,
@@ -17,6 +22,17 @@ pub struct Config {
     /// `IDEMPOTENCY_WINDOW_DAYS` (default 30): how long a completed payment suppresses duplicates. Must cover the
     /// queue's retention + the DLQ's retention + the time to redrive (template.yaml checks it).
     pub idempotency_window: Duration,
+    /// `BACKOFF_BASE_SECONDS` (default 60): a transient failure on delivery `n` comes back after a jittered delay in
+    /// `[d/2, d]`, `d = min(backoff_max, backoff_base × 2^(n-1))`, instead of the queue's visibility timeout. With the
+    /// defaults and `MAX_ATTEMPTS` 5, a failing record is retried for 7.5 to 15 minutes before it is dead-lettered.
+    pub backoff_base: Duration,
+    /// `BACKOFF_MAX_SECONDS` (default 900): the longest backoff delay.
+    pub backoff_max: Duration,
+    /// `VISIBILITY_HEARTBEAT_SECONDS` (default 20) and `VISIBILITY_EXTEND_SECONDS` (default 400): every 20 s while a
+    /// record runs, its message's visibility is set to 400 s from then. 400 s is the template's visibility
+    /// timeout, so an extension never brings a message back sooner than the queue would; 20 s is a third of the
+    /// longest function timeout (60 s), so a long record is extended twice before the invocation ends.
+    pub visibility_heartbeat: VisibilityHeartbeat,
 }
 
 /// A missing or unreadable setting.
@@ -79,15 +95,24 @@ impl Config {
                 value: get("MAX_ATTEMPTS").unwrap_or_default(),
                 reason: "at most 4294967295",
             })?;
+        let seconds =
+            |name: &'static str, default: u64| number(name, default).map(Duration::from_secs);
         Ok(Self {
             idempotency_table: required("IDEMPOTENCY_TABLE")?,
             payments_api_url,
             dlq_url: required("DLQ_URL")?,
+            queue_url: required("QUEUE_URL")?,
             max_attempts,
             payments_timeout: Duration::from_millis(number("PAYMENTS_TIMEOUT_MS", 5000)?),
             idempotency_window: Duration::from_secs(
                 86_400 * number("IDEMPOTENCY_WINDOW_DAYS", 30)?.min(3650),
             ),
+            backoff_base: seconds("BACKOFF_BASE_SECONDS", 60)?,
+            backoff_max: seconds("BACKOFF_MAX_SECONDS", 900)?,
+            visibility_heartbeat: VisibilityHeartbeat {
+                every: seconds("VISIBILITY_HEARTBEAT_SECONDS", 20)?,
+                extend_to: seconds("VISIBILITY_EXTEND_SECONDS", 400)?,
+            },
         })
     }
 }
@@ -110,6 +135,7 @@ mod tests {
         ("IDEMPOTENCY_TABLE", "idem"),
         ("PAYMENTS_API_URL", "https://pay.example/"),
         ("DLQ_URL", "https://q/dlq"),
+        ("QUEUE_URL", "https://q/source"),
     ];
 
     #[test]
@@ -119,11 +145,28 @@ mod tests {
         assert_eq!(config.max_attempts, 5);
         assert_eq!(config.payments_timeout, Duration::from_secs(5));
         assert_eq!(config.idempotency_window, Duration::from_secs(30 * 86_400));
+        assert_eq!(config.queue_url, "https://q/source");
+        assert_eq!(
+            (config.backoff_base, config.backoff_max),
+            (Duration::from_secs(60), Duration::from_secs(900))
+        );
+        assert_eq!(
+            config.visibility_heartbeat,
+            VisibilityHeartbeat {
+                every: Duration::from_secs(20),
+                extend_to: Duration::from_secs(400)
+            }
+        );
     }
 
     #[test]
     fn names_the_missing_or_bad_variable() {
-        for missing in ["IDEMPOTENCY_TABLE", "PAYMENTS_API_URL", "DLQ_URL"] {
+        for missing in [
+            "IDEMPOTENCY_TABLE",
+            "PAYMENTS_API_URL",
+            "DLQ_URL",
+            "QUEUE_URL",
+        ] {
             let pairs: Vec<_> = BASE
                 .iter()
                 .copied()
@@ -142,6 +185,7 @@ mod tests {
             ("IDEMPOTENCY_TABLE", "t"),
             ("PAYMENTS_API_URL", "pay.example"),
             ("DLQ_URL", "q"),
+            ("QUEUE_URL", "q"),
         ];
         assert!(matches!(
             Config::from_vars(vars(&bad_url)),

@@ -1,18 +1,34 @@
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::LambdaEvent;
 use sqsafe_batch::{
-    BatchError, BatchProcessor, Processed, Record, RecordError, SqsDeadLetterQueue,
+    Backoff, BatchError, BatchProcessor, Processed, Record, RecordError, SqsDeadLetterQueue,
+    SqsVisibility,
 };
-use sqsafe_idempotency::{DynamoDbStore, Idempotency, KeyBuilder};
+use sqsafe_idempotency::{DynamoDbStore, FingerprintFields, Idempotency, KeyBuilder};
 
 use crate::config::Config;
-use crate::event::PaymentRequested;
+use crate::event::{PaymentEvent, PaymentRequested};
 use crate::payments::{Charge, PaymentsClient};
 
 /// The consumer's name, in keys, records, DLQ context and metrics.
 pub const CONSUMER: &str = "charge-payment";
-/// The effect's version: bump it when charging changes meaning, so old records do not suppress new charges.
+/// The effect's version: bump it only when charging changes meaning, so old records do not suppress new charges. It
+/// is part of every key: a new version re-keys every payment, and a duplicate of a payment charged under the old
+/// version is charged again (the payments API's `Idempotency-Key` changes with it). Never bump it for a change of
+/// the event's or the result's shape.
 pub const EFFECT_VERSION: u32 = 1;
+
+/// The body fields that define a payment, as JSON pointers: the fingerprint reads only these, from the raw body. A
+/// build whose event type gains a field (optional or not) therefore fingerprints a retry as the build before it did,
+/// and the retry is a replay, not a `payload_mismatch`. The `version` tag is left out on purpose: a version 2 that
+/// keeps these fields names the same payment the same way.
+pub const INTENT_FIELDS: [&str; 5] = [
+    "/tenant",
+    "/payment_id",
+    "/amount",
+    "/currency",
+    "/customer_id",
+];
 
 /// Charges each `PaymentRequested` once: idempotency record in DynamoDB, `Idempotency-Key` to the payments API.
 pub struct ChargePayment {
@@ -45,10 +61,14 @@ impl ChargePayment {
         let store = DynamoDbStore::builder(dynamodb, &config.idempotency_table).build()?;
         let idem = Idempotency::builder(store, CONSUMER, EFFECT_VERSION)
             .record_ttl(config.idempotency_window)
+            .fingerprint_fields(FingerprintFields::only(INTENT_FIELDS))
             .build()?;
         let processor = BatchProcessor::builder(CONSUMER, EFFECT_VERSION)
             .max_attempts(config.max_attempts)
-            .dead_letter_queue(SqsDeadLetterQueue::new(sqs, &config.dlq_url))
+            .dead_letter_queue(SqsDeadLetterQueue::new(sqs.clone(), &config.dlq_url))
+            .visibility(SqsVisibility::new(sqs, &config.queue_url))
+            .backoff(Backoff::new(config.backoff_base, config.backoff_max)?)
+            .visibility_heartbeat(config.visibility_heartbeat)
             .build()?;
         let payments = PaymentsClient::new(&config.payments_api_url, config.payments_timeout)?;
         Ok(Self {
@@ -63,15 +83,28 @@ impl ChargePayment {
         &self,
         event: LambdaEvent<SqsEvent>,
     ) -> Result<SqsBatchResponse, BatchError> {
+        self.handle_as::<PaymentRequested>(event).await
+    }
+
+    /// Handles one invocation reading each body as `E`: what a build of this consumer with another version of the
+    /// event type does. Tests use it to show that such a deploy does not turn retries of payments in flight into
+    /// mismatches.
+    pub async fn handle_as<E: PaymentEvent>(
+        &self,
+        event: LambdaEvent<SqsEvent>,
+    ) -> Result<SqsBatchResponse, BatchError> {
         self.processor
-            .handle(event, &|record| self.charge(record))
+            .handle(event, &|record| self.charge::<E>(record))
             .await
     }
 
     /// One record: parse and validate (permanent errors before any effect), then charge at most once.
-    async fn charge(&self, record: Record) -> Result<Processed, RecordError> {
-        let PaymentRequested::V1(payment) = record.parse::<PaymentRequested>()?;
+    async fn charge<E: PaymentEvent>(&self, record: Record) -> Result<Processed, RecordError> {
+        let payment = record.parse::<E>()?.into_payment();
         payment.validate()?;
+        // The fingerprint is taken from the body as sent (its INTENT_FIELDS), never from the typed struct, whose
+        // shape changes with the build.
+        let body = record.parse::<serde_json::Value>()?;
         let key = KeyBuilder::new(CONSUMER, EFFECT_VERSION)
             .tenant(&payment.tenant)
             .intent("payment", &payment.payment_id)
@@ -79,7 +112,7 @@ impl ChargePayment {
         let downstream_key = key.downstream_key();
         let correlation_id = record.correlation_id().clone();
         let (processed, charge) = record
-            .run_idempotent(&self.idem, key, &payment, || async {
+            .run_idempotent(&self.idem, key, &body, || async {
                 self.payments
                     .charge(&payment, &downstream_key, &correlation_id)
                     .await

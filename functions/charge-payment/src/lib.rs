@@ -8,6 +8,6 @@ mod handler;
 mod payments;
 
 pub use config::{Config, ConfigError};
-pub use event::{PaymentRequested, PaymentV1};
-pub use handler::{CONSUMER, ChargePayment, EFFECT_VERSION, SetupError};
+pub use event::{PaymentEvent, PaymentRequested, PaymentV1};
+pub use handler::{CONSUMER, ChargePayment, EFFECT_VERSION, INTENT_FIELDS, SetupError};
 pub use payments::{Charge, PaymentsClient};

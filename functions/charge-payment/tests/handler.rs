@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use aws_lambda_events::sqs::SqsEvent;
-use charge_payment::{ChargePayment, Config};
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use charge_payment::{ChargePayment, Config, PaymentEvent, PaymentV1};
+use serde::{Deserialize, Serialize};
+use sqsafe_batch::VisibilityHeartbeat;
 use sqsafe_idempotency::KeyBuilder;
 use sqsafe_local::{Fault, PaymentsApi, RunningPayments};
 use sqsafe_testkit::{
@@ -16,6 +19,7 @@ struct Fixture {
     consumer: ChargePayment,
     payments: RunningPayments,
     dlq_url: String,
+    queue_url: String,
 }
 
 async fn fixture() -> Fixture {
@@ -29,9 +33,16 @@ async fn fixture() -> Fixture {
         idempotency_table: unique_name("idem"),
         payments_api_url: payments.base_url(),
         dlq_url: create_queue(&sqs, "charge-payment-dlq", false).await,
+        queue_url: create_queue(&sqs, "charge-payment", false).await,
         max_attempts: 5,
         idempotency_window: std::time::Duration::from_secs(30 * 86_400),
         payments_timeout: Duration::from_secs(5),
+        backoff_base: Duration::from_secs(60),
+        backoff_max: Duration::from_secs(900),
+        visibility_heartbeat: VisibilityHeartbeat {
+            every: Duration::from_secs(20),
+            extend_to: Duration::from_secs(400),
+        },
     };
     create_table(&dynamodb, &config.idempotency_table, "pk", None).await;
     let consumer = ChargePayment::new(&config, dynamodb, sqs.clone()).expect("consumer");
@@ -40,6 +51,7 @@ async fn fixture() -> Fixture {
         consumer,
         payments,
         dlq_url: config.dlq_url,
+        queue_url: config.queue_url,
     }
 }
 
@@ -48,6 +60,20 @@ impl Fixture {
         let response = self
             .consumer
             .handle(invocation(event, "req-test"))
+            .await
+            .expect("batch");
+        response
+            .batch_item_failures
+            .into_iter()
+            .map(|f| f.item_identifier)
+            .collect()
+    }
+
+    /// Invokes the consumer as a build that reads bodies as [`PaymentRequestedNext`] would.
+    async fn invoke_as_next(&self, event: SqsEvent) -> Vec<String> {
+        let response = self
+            .consumer
+            .handle_as::<PaymentRequestedNext>(invocation(event, "req-next"))
             .await
             .expect("batch");
         response
@@ -106,7 +132,58 @@ fn only(event: SqsEvent, message_id: &str) -> SqsEvent {
     event
 }
 
+/// `PaymentRequested` as a later build reads it: version 1 with an optional field added. (Its `Serialize` is what a
+/// fingerprint of the typed struct would hash: `"note": null` when the body has none.)
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "version")]
+enum PaymentRequestedNext {
+    #[serde(rename = "1")]
+    V1 {
+        payment_id: String,
+        tenant: String,
+        amount: u64,
+        currency: String,
+        customer_id: String,
+        #[serde(default)]
+        note: Option<String>,
+    },
+}
+
+impl PaymentEvent for PaymentRequestedNext {
+    fn into_payment(self) -> PaymentV1 {
+        let PaymentRequestedNext::V1 {
+            payment_id,
+            tenant,
+            amount,
+            currency,
+            customer_id,
+            note: _,
+        } = self;
+        PaymentV1 {
+            payment_id,
+            tenant,
+            amount,
+            currency,
+            customer_id,
+        }
+    }
+}
+
+/// `event` with each record's body changed by `edit` and its message id replaced by `message_id`.
+fn edited(event: &SqsEvent, message_id: &str, edit: impl Fn(&mut serde_json::Value)) -> SqsEvent {
+    let mut event = event.clone();
+    for record in &mut event.records {
+        let mut body: serde_json::Value =
+            serde_json::from_str(record.body.as_deref().unwrap_or_default()).expect("json body");
+        edit(&mut body);
+        record.body = Some(body.to_string());
+        record.message_id = Some(message_id.to_owned());
+    }
+    event
+}
+
 const FIRST: &str = "0b1e6c4a-0001-4e7a-9c1d-000000000001";
+const SECOND: &str = "0b1e6c4a-0002-4e7a-9c1d-000000000002";
 const DUPLICATE: &str = "0b1e6c4a-0003-4e7a-9c1d-000000000003";
 const POISON: &str = "0b1e6c4a-0004-4e7a-9c1d-000000000004";
 
@@ -252,4 +329,120 @@ async fn a_downstream_422_is_permanent() {
         .await;
     assert!(failed.is_empty());
     assert_eq!(fx.dead_letters().await[0].0, "downstream_key_reused");
+}
+
+#[tokio::test]
+async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_build_charged() {
+    let fx = fixture().await;
+    let p1002 = only(event_file("charge-payment-batch.json"), SECOND);
+    assert!(fx.invoke(p1002.clone()).await.is_empty(), "charged by v1");
+    // The next build (version 1 plus an optional `note`) gets the redelivery as it was, and a copy republished by a
+    // producer that already sends the new field.
+    assert!(
+        fx.invoke_as_next(p1002.clone()).await.is_empty(),
+        "the redelivery is a replay"
+    );
+    let noted = edited(&p1002, "republished-with-note", |b| {
+        b["note"] = "birthday gift".into();
+    });
+    assert!(
+        fx.invoke_as_next(noted).await.is_empty(),
+        "the copy with the new field is a replay"
+    );
+    assert_eq!(fx.payments.charges().len(), 1, "charged once");
+    assert_eq!(
+        fx.payments.stats().requests,
+        1,
+        "both duplicates were answered from the record, without calling the payments API"
+    );
+    // What defines the payment still counts: another amount under the same payment id is refused.
+    let changed = edited(&p1002, "another-amount", |b| b["amount"] = 991.into());
+    assert!(
+        fx.invoke_as_next(changed).await.is_empty(),
+        "permanent: dead-lettered"
+    );
+    assert_eq!(fx.payments.charges().len(), 1, "no second charge");
+    assert_eq!(
+        fx.dead_letters().await,
+        [("payload_mismatch".to_owned(), "another-amount".to_owned())],
+        "only the changed amount is a mismatch"
+    );
+}
+
+#[tokio::test]
+async fn a_transient_failure_comes_back_after_a_backoff_set_on_the_function_s_own_queue() {
+    let fx = fixture().await;
+    // A queue that makes a received message visible again at once: only the function's backoff can hide it.
+    fx.sqs
+        .set_queue_attributes()
+        .queue_url(&fx.queue_url)
+        .attributes(QueueAttributeName::VisibilityTimeout, "0")
+        .send()
+        .await
+        .expect("visibility 0");
+    let sample = only(event_file("charge-payment-batch.json"), SECOND);
+    let body = sample.records[0].body.clone().expect("body");
+    fx.sqs
+        .send_message()
+        .queue_url(&fx.queue_url)
+        .message_body(&body)
+        .send()
+        .await
+        .expect("send");
+    let received = fx
+        .sqs
+        .receive_message()
+        .queue_url(&fx.queue_url)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default();
+    let [message] = received.as_slice() else {
+        panic!("expected the message once: {received:?}");
+    };
+    let event: SqsEvent = serde_json::from_value(serde_json::json!({"Records": [{
+        "messageId": message.message_id(),
+        "receiptHandle": message.receipt_handle(),
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": {},
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:charge-payment",
+    }]}))
+    .expect("event");
+
+    fx.payments.force_next(Fault::Before);
+    assert_eq!(fx.invoke(event).await.len(), 1, "transient: reported");
+    let again = fx
+        .sqs
+        .receive_message()
+        .queue_url(&fx.queue_url)
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default();
+    assert!(
+        again.is_empty(),
+        "the backoff (30 s or more on the first delivery) keeps it invisible: {again:?}"
+    );
+    let hidden = fx
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&fx.queue_url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes
+        .unwrap_or_default();
+    assert_eq!(
+        hidden
+            .get(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .map(String::as_str),
+        Some("1"),
+        "still in the queue, waiting for its retry"
+    );
 }

@@ -9,7 +9,9 @@ use serde_json::json;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec};
 use sqsafe_local::moto::{MotoServer, venv_bin};
-use sqsafe_local::stack::{LocalStack, StackOptions, TemplateSpec, template_path};
+use sqsafe_local::stack::{
+    LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, template_path,
+};
 use sqsafe_local::{Fault, PaymentsApi, RunningPayments};
 use tokio::sync::watch;
 
@@ -134,6 +136,8 @@ pub async fn run() -> Result<DemoReport, String> {
         let stats;
         if *name == "sqsafe" {
             let mut env = stack.function_env("charge-payment");
+            // The queue's visibility timeout is 2 s here: the function's backoff and heartbeat follow it.
+            env.extend(scaled_visibility_env(Duration::from_secs(2)));
             env.extend([
                 ("AWS_ENDPOINT_URL".to_owned(), moto.endpoint()),
                 ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),

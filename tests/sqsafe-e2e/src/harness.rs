@@ -10,7 +10,7 @@ use crate::workspace_root;
 
 /// SDK configuration for a local endpoint (moto, or the fault proxy in front of it).
 pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
-    sqsafe_aws::config_loader()
+    sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
         .endpoint_url(endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::Credentials::for_tests())

@@ -2,13 +2,16 @@
 //! Runtime API, several concurrent event source mappings on moto's queues, a fault proxy in front of DynamoDB, a
 //! payments API that fails on purpose, pollers that "crash" before deleting, visibility timeouts shorter than some of
 //! the work. At the end: every intent applied exactly once, every poison message in the DLQ with its context, nothing
-//! lost, no record left IN_PROGRESS.
+//! lost, no record left IN_PROGRESS, nothing in the DLQ but poison and reused keys (never `lease_lost` or
+//! `in_progress`), and no delivery spent on a write that met its own earlier try: every such write the proxy saw was
+//! resolved by the function (`ambiguous write resolved` in its logs).
 //!
 //! The seed is printed; `SQSAFE_FAULT_SEED=<n>` replays a run. `SQSAFE_FAULTS_HEAVY=1` runs 4000 payment intents (and
 //! 600 ledger entries: moto copies both tables on every transaction, so its time and memory grow with their size;
 //! 1500 entries took it past 11 GB).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,7 +25,7 @@ use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, InstanceStats};
 use sqsafe_local::moto::{MotoServer, venv_bin};
 use sqsafe_local::stack::{LocalStack, StackOptions, TemplateSpec, template_path};
-use sqsafe_local::{FaultProxy, FaultProxyConfig, PaymentsApi};
+use sqsafe_local::{FaultProxy, FaultProxyConfig, PaymentsApi, ProxyStats};
 use tokio::sync::watch;
 
 fn seed() -> u64 {
@@ -117,7 +120,14 @@ impl Pipeline {
             ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
             ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
             ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
-            ("AWS_LAMBDA_LOG_LEVEL".to_owned(), "WARN".to_owned()),
+            // INFO: the engine reports each ambiguous write it resolved at that level.
+            ("AWS_LAMBDA_LOG_LEVEL".to_owned(), "INFO".to_owned()),
+            // The backoff on the scale of the 3 s visibility timeout it replaces (production: 60 s doubling to 900 s).
+            // The visibility heartbeat keeps its defaults (every 20 s): it never fires within the 4 s function
+            // timeout, so a payments call slower than the visibility timeout still lets the message come back while
+            // its first attempt runs, which is one of the faults this suite wants.
+            ("BACKOFF_BASE_SECONDS".to_owned(), "1".to_owned()),
+            ("BACKOFF_MAX_SECONDS".to_owned(), "3".to_owned()),
             (
                 "SQSAFE_CRASH_POINTS".to_owned(),
                 "after_claim,after_effect,after_complete".to_owned(),
@@ -128,16 +138,20 @@ impl Pipeline {
         env
     }
 
-    /// Runs `pollers` mappings, each with its own function instance, until the source queue drains.
+    /// Runs `pollers` mappings, each with its own function instance, until the source queue drains. The instances
+    /// log into `target/fault-logs/<binary>-<wave>/`, emptied first, so that the logs read afterwards are this run's.
     async fn run(
         &self,
         binary: &str,
+        wave: &str,
         seed: u64,
         pollers: usize,
         drop_delete_rate: f64,
-    ) -> (Vec<InstanceStats>, Vec<[u64; 6]>) {
+    ) -> Run {
         let binaries = build_functions(true);
         let queue = self.stack.source_queue(binary).expect("queue").url.clone();
+        let log_dir = workspace_root().join(format!("target/fault-logs/{binary}-{wave}"));
+        let _ = std::fs::remove_dir_all(&log_dir);
         let (stop_tx, stop) = watch::channel(false);
         let mut tasks = Vec::new();
         let mut stats: Vec<Arc<MappingStats>> = Vec::new();
@@ -147,7 +161,7 @@ impl Pipeline {
                 binary: binaries.join(binary),
                 env: self.function_env(binary, seed),
                 timeout: Duration::from_secs(4),
-                log_dir: workspace_root().join("target/fault-logs"),
+                log_dir: log_dir.clone(),
             };
             let instance = FunctionInstance::start(spec, i).await.expect("instance");
             let config = MappingConfig {
@@ -183,7 +197,11 @@ impl Pipeline {
             instances.push(t.await.expect("poller task"));
         }
         assert!(done, "the source queue did not drain (seed {seed})");
-        (instances, stats.iter().map(|s| s.snapshot()).collect())
+        Run {
+            instances,
+            mappings: stats.iter().map(|s| s.snapshot()).collect(),
+            logs: LogFindings::read(&log_dir),
+        }
     }
 
     async fn records(&self) -> Vec<BTreeMap<String, AttributeValue>> {
@@ -209,6 +227,229 @@ impl Pipeline {
                 None => return out,
             }
         }
+    }
+}
+
+/// One run of the pipeline: what the instances and mappings counted, and what the functions logged.
+struct Run {
+    instances: Vec<InstanceStats>,
+    mappings: Vec<[u64; 6]>,
+    logs: LogFindings,
+}
+
+/// A `record failed` line.
+#[derive(Debug, Clone)]
+struct Failure {
+    message_id: String,
+    kind: String,
+    key: Option<String>,
+}
+
+/// What the functions' logs say about ambiguity and outcomes, read from their files after a run (JSON lines, fields
+/// at the top level, the record's span in `spans`; see sqsafe-telemetry), plus the crash markers of the
+/// fault-injection build (`sqsafe-fault: SIGKILL at <point> key=<key>`).
+#[derive(Debug, Default)]
+struct LogFindings {
+    /// `ambiguous write resolved`: (write, idempotency key).
+    resolved: Vec<(String, String)>,
+    /// `record failed`, every disposition.
+    failed: Vec<Failure>,
+    /// Per message id, the outcome of each delivery that logged one: `ok` (`payment handled`) or the error kind.
+    outcomes: BTreeMap<String, Vec<String>>,
+    /// SIGKILLs per idempotency key.
+    kills: BTreeMap<String, u64>,
+}
+
+impl LogFindings {
+    fn read(dir: &Path) -> Self {
+        let mut found = Self::default();
+        let files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        assert!(!files.is_empty(), "no function logs in {}", dir.display());
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("function log");
+            for line in text.lines() {
+                found.scan(line);
+            }
+        }
+        found
+    }
+
+    fn scan(&mut self, line: &str) {
+        if let Some(rest) = line.strip_prefix("sqsafe-fault: SIGKILL at ") {
+            if let Some((_, key)) = rest.split_once(" key=") {
+                *self.kills.entry(key.to_owned()).or_default() += 1;
+            }
+            return;
+        }
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) else {
+            return;
+        };
+        // A field of the event, else of the innermost span that has it.
+        let field = |name: &str| -> Option<String> {
+            doc.get(name)
+                .or_else(|| {
+                    doc.get("spans")?
+                        .as_array()?
+                        .iter()
+                        .rev()
+                        .find_map(|s| s.get(name))
+                })
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        match doc.get("message").and_then(|m| m.as_str()) {
+            Some("ambiguous write resolved") => self.resolved.push((
+                field("write").unwrap_or_default(),
+                field("idempotency_key").unwrap_or_default(),
+            )),
+            Some("record failed") => {
+                let failure = Failure {
+                    message_id: field("message_id").unwrap_or_default(),
+                    kind: field("error_kind").unwrap_or_default(),
+                    key: field("idempotency_key"),
+                };
+                self.outcomes
+                    .entry(failure.message_id.clone())
+                    .or_default()
+                    .push(failure.kind.clone());
+                self.failed.push(failure);
+            }
+            Some("payment handled") => {
+                if let Some(id) = field("message_id") {
+                    self.outcomes.entry(id).or_default().push("ok".to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn merge(mut self, other: Self) -> Self {
+        self.resolved.extend(other.resolved);
+        self.failed.extend(other.failed);
+        for (id, outcomes) in other.outcomes {
+            self.outcomes.entry(id).or_default().extend(outcomes);
+        }
+        for (key, n) in other.kills {
+            *self.kills.entry(key).or_default() += n;
+        }
+        self
+    }
+}
+
+/// Error kinds that, in the DLQ, would mean a delivery was lost to a conflict with a live or lost claim: never
+/// expected there (an ambiguous write is resolved; a live claim holds its duplicate back until its lease ends).
+const CONFLICT_KINDS: [&str; 2] = ["in_progress", "lease_lost"];
+
+/// Deliveries spent on writes that met their own earlier try: how the proxy's self-met writes were answered.
+#[derive(Debug, Default)]
+struct SelfConflicts {
+    /// Self-met writes the function resolved (a matching `ambiguous write resolved` line).
+    resolved: u64,
+    /// Self-met transactions: sqsafe makes them idempotent with the claim token as client request token, or replays
+    /// them from the record; no log line is expected, only no failed delivery.
+    transactions: u64,
+    /// Self-met writes with no matching line: (operation, key).
+    unresolved: Vec<(String, String)>,
+    /// Of the self-met writes not resolved, those whose key then failed a delivery as `in_progress` or
+    /// `lease_lost`: deliveries spent on a self-conflict.
+    spent: Vec<(String, String)>,
+}
+
+impl SelfConflicts {
+    fn of(proxy: &ProxyStats, logs: &LogFindings) -> Self {
+        let mut lines: Vec<(String, String)> = logs.resolved.clone();
+        let mut out = Self::default();
+        for write in &proxy.self_met {
+            let names: &[&str] = match write.operation.as_str() {
+                "PutItem" => &["claim"],
+                "UpdateItem" => &["complete", "extend"],
+                "DeleteItem" => &["release"],
+                _ => &[],
+            };
+            let conflict_failed = logs.failed.iter().any(|f| {
+                f.key.as_deref() == Some(write.key.as_str())
+                    && CONFLICT_KINDS.contains(&f.kind.as_str())
+            });
+            if names.is_empty() {
+                out.transactions += 1;
+                if conflict_failed {
+                    out.spent.push((write.operation.clone(), write.key.clone()));
+                }
+                continue;
+            }
+            match lines
+                .iter()
+                .position(|(w, k)| *k == write.key && names.contains(&w.as_str()))
+            {
+                Some(i) => {
+                    lines.swap_remove(i);
+                    out.resolved += 1;
+                }
+                None => {
+                    out.unresolved
+                        .push((write.operation.clone(), write.key.clone()));
+                    if conflict_failed {
+                        out.spent.push((write.operation.clone(), write.key.clone()));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The kinds of dead-lettered messages: `sqsafe.error_kind`, or `(moved by SQS)` for a message without sqsafe's
+/// context.
+fn kinds_of(messages: &[aws_sdk_sqs::types::Message]) -> BTreeMap<String, usize> {
+    let mut kinds = BTreeMap::new();
+    for m in messages {
+        let kind = attribute(m, "sqsafe.error_kind").unwrap_or_else(|| "(moved by SQS)".to_owned());
+        *kinds.entry(kind).or_default() += 1;
+    }
+    kinds
+}
+
+/// A message SQS moved to the DLQ without sqsafe's context: how each of its deliveries ended, from the logs. It is
+/// crash-caused when fewer deliveries logged an outcome than it was received (the others died with the process: a
+/// SIGKILL at a crash point, or the function timeout) and none ended `lease_lost`. An `in_progress` delivery is then
+/// the lease of a crashed attempt holding its duplicate back; one caused by an attempt meeting its own claim is
+/// caught by [`SelfConflicts`] instead.
+#[derive(Debug)]
+struct MovedBySqs {
+    message_id: String,
+    key: String,
+    receives: u64,
+    outcomes: Vec<String>,
+    kills_on_key: u64,
+}
+
+impl MovedBySqs {
+    fn of(m: &aws_sdk_sqs::types::Message, logs: &LogFindings, max_receives: u64) -> Self {
+        let message_id = m.message_id().unwrap_or_default().to_owned();
+        let payment = serde_json::from_str::<serde_json::Value>(m.body().unwrap_or_default())
+            .ok()
+            .and_then(|b| b["payment_id"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let key = format!("charge-payment#v1#acme#payment:{payment}");
+        // SQS moves a message on the receive after its `max_receives`-th. (Its ApproximateReceiveCount, read back from
+        // the DLQ, also counts the test's own receive of the DLQ.)
+        Self {
+            outcomes: logs.outcomes.get(&message_id).cloned().unwrap_or_default(),
+            kills_on_key: logs.kills.get(&key).copied().unwrap_or(0),
+            message_id,
+            key,
+            receives: max_receives,
+        }
+    }
+
+    fn killed_deliveries(&self) -> u64 {
+        self.receives.saturating_sub(self.outcomes.len() as u64)
+    }
+
+    fn crash_caused(&self) -> bool {
+        self.killed_deliveries() > 0 && !self.outcomes.iter().any(|k| k == "lease_lost")
     }
 }
 
@@ -312,11 +553,12 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         .map(|(_, id)| id.clone())
         .collect();
 
-    let (instances, mappings) = p.run("charge-payment", seed, 4, 0.03).await;
+    let wave1 = p.run("charge-payment", "wave1", seed, 4, 0.03).await;
 
-    // An intent whose every delivery met a crash or the lease of a crashed attempt can exhaust its receives and reach
-    // the DLQ (with or without its effect applied). Operators redrive the DLQ; the redrive must complete it and must
-    // not apply it again. Everything else in the DLQ stays for the assertions below.
+    // An intent whose every delivery met a crash can exhaust its receives and reach the DLQ, moved there by SQS
+    // without sqsafe's context (with or without its effect applied). Operators redrive the DLQ; the redrive must
+    // complete it and must not apply it again. Each such message is kept to show below that crashes, not conflicts,
+    // sent it there. Everything else in the DLQ stays for the assertions below.
     let dlq_url = p
         .stack
         .dead_letter_queue("charge-payment")
@@ -324,6 +566,7 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         .url
         .clone();
     let mut redriven = Vec::new();
+    let mut redriven_messages = Vec::new();
     for m in read_all(&p.sqs, &dlq_url).await {
         let kind = attribute(&m, "sqsafe.error_kind");
         let intent = serde_json::from_str::<serde_json::Value>(m.body().unwrap_or_default())
@@ -333,6 +576,7 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
             .filter(|_| !matches!(kind.as_deref(), Some("bad_payload" | "payload_mismatch")));
         let receipt = m.receipt_handle().unwrap_or_default().to_owned();
         if intent.is_some() {
+            redriven_messages.push(m.clone());
             redriven.push(Outgoing {
                 body: m.body().unwrap_or_default().to_owned(),
                 correlation_id: attribute(&m, "correlationId").unwrap_or_default(),
@@ -383,7 +627,9 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         &redriven,
     )
     .await;
-    let (instances2, mappings2) = p.run("charge-payment", seed.wrapping_add(1), 2, 0.0).await;
+    let wave2 = p
+        .run("charge-payment", "wave2", seed.wrapping_add(1), 2, 0.0)
+        .await;
 
     // Effects: the payments API's own ledger.
     let charges = payments.charges();
@@ -424,16 +670,37 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         })
         .count();
     let faults = sum_faults(
-        &instances
+        &wave1
+            .instances
             .iter()
-            .chain(&instances2)
+            .chain(&wave2.instances)
             .cloned()
             .collect::<Vec<_>>(),
     );
     let proxy = p.proxy.stats();
     let api = payments.stats();
-    let deliveries: u64 = mappings.iter().chain(&mappings2).map(|m| m[1]).sum();
-    let dropped: u64 = mappings.iter().map(|m| m[5]).sum();
+    let deliveries: u64 = wave1
+        .mappings
+        .iter()
+        .chain(&wave2.mappings)
+        .map(|m| m[1])
+        .sum();
+    let dropped: u64 = wave1.mappings.iter().map(|m| m[5]).sum();
+    let logs = wave1.logs.merge(wave2.logs);
+    let conflicts = SelfConflicts::of(&proxy, &logs);
+    let resolved_by_write = logs.resolved.iter().fold(BTreeMap::new(), |mut m, (w, _)| {
+        *m.entry(w.as_str()).or_insert(0u64) += 1;
+        m
+    });
+    // Each message SQS moved after its receives ran out (max receive count 10 here), with how its deliveries ended.
+    let moved: Vec<MovedBySqs> = redriven_messages
+        .iter()
+        .chain(&dlq)
+        .filter(|m| attribute(m, "sqsafe.error_kind").is_none())
+        .map(|m| MovedBySqs::of(m, &logs, 10))
+        .collect();
+    let dead_kinds = kinds_of(&dlq);
+    let redriven_kinds = kinds_of(&redriven_messages);
 
     println!(
         "messages published        {}",
@@ -473,9 +740,34 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
             )
             .count()
     );
+    println!("  by kind                 {dead_kinds:?}");
     println!(
-        "redriven from the DLQ     {} intents that had exhausted their receives",
+        "redriven from the DLQ     {} intents that had exhausted their receives, by kind {redriven_kinds:?}",
         redriven.len()
+    );
+    for m in &moved {
+        println!(
+            "  moved by SQS            {} ({}): {} receives, {} ended with the process (SIGKILLs on its key: {}), \
+             logged outcomes {:?}",
+            m.message_id,
+            m.key,
+            m.receives,
+            m.killed_deliveries(),
+            m.kills_on_key,
+            m.outcomes
+        );
+    }
+    println!(
+        "writes that met their own try at the proxy {:?}; resolved by the function {} of them, transactions {}",
+        proxy.self_met_writes, conflicts.resolved, conflicts.transactions
+    );
+    println!(
+        "ambiguous writes resolved (function logs) {resolved_by_write:?}; self-met writes not resolved {}",
+        conflicts.unresolved.len()
+    );
+    println!(
+        "deliveries spent on self-conflicts {}",
+        conflicts.spent.len()
     );
     println!("lost                      {}", missing.len());
     println!("records left IN_PROGRESS  {in_progress}");
@@ -516,6 +808,39 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         "nothing else dead-lettered (seed {seed})"
     );
     assert_eq!(in_progress, 0, "no record left IN_PROGRESS (seed {seed})");
+    for (kind, n) in dead_kinds.iter().chain(&redriven_kinds) {
+        assert!(
+            !CONFLICT_KINDS.contains(&kind.as_str()),
+            "{n} dead letters of kind {kind}: a conflict cost every delivery (seed {seed})"
+        );
+    }
+    // Between the waves, only what SQS moved after crashes may have been in the DLQ: no sqsafe dead letter of an
+    // intent (it would be a transient failure that outlived 10 deliveries, or a conflict).
+    let intents_dead_lettered: Vec<_> = redriven_messages
+        .iter()
+        .filter_map(|m| attribute(m, "sqsafe.error_kind"))
+        .collect();
+    assert!(
+        intents_dead_lettered.is_empty(),
+        "intents dead-lettered by sqsafe between the waves (seed {seed}): {intents_dead_lettered:?}"
+    );
+    for m in &moved {
+        assert!(
+            m.crash_caused(),
+            "{} reached the DLQ without context, and its deliveries do not show crashes (seed {seed}): {m:?}",
+            m.message_id
+        );
+    }
+    assert!(
+        conflicts.unresolved.is_empty(),
+        "writes that met their own earlier try and were not resolved by the function (seed {seed}): {:?}",
+        conflicts.unresolved
+    );
+    assert!(
+        conflicts.spent.is_empty(),
+        "deliveries spent on self-conflicts (seed {seed}): {:?}",
+        conflicts.spent
+    );
     assert!(
         faults.values().sum::<u64>() > 0 && proxy.throttled + proxy.errors_500 > 0,
         "faults were really injected"
@@ -567,7 +892,7 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
         .url
         .clone();
     publish(&p.sqs, &queue, &messages).await;
-    let (instances, mappings) = p.run("apply-ledger", seed, 3, 0.03).await;
+    let run = p.run("apply-ledger", "wave1", seed, 3, 0.03).await;
 
     let table = &p.stack.tables["LedgerTable"];
     let scan = p
@@ -602,15 +927,22 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
         &p.stack.dead_letter_queue("apply-ledger").expect("dlq").url,
     )
     .await;
-    let faults = sum_faults(&instances);
+    let faults = sum_faults(&run.instances);
     let proxy = p.proxy.stats();
+    let conflicts = SelfConflicts::of(&proxy, &run.logs);
+    let conflict_failures = run
+        .logs
+        .failed
+        .iter()
+        .filter(|f| CONFLICT_KINDS.contains(&f.kind.as_str()))
+        .count();
     println!(
         "messages published        {} ({entries} entries, {duplicates} republished)",
         messages.len()
     );
     println!(
         "deliveries                {}",
-        mappings.iter().map(|m| m[1]).sum::<u64>()
+        run.mappings.iter().map(|m| m[1]).sum::<u64>()
     );
     println!(
         "faults injected           crash points {faults:?}; DynamoDB throttled {}, 500 {}, 500 after the write {}",
@@ -620,7 +952,23 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
         "entries written           {entries_written} (records {})",
         records.len()
     );
-    println!("dead-lettered             {}", dlq.len());
+    println!(
+        "dead-lettered             {} {:?}",
+        dlq.len(),
+        kinds_of(&dlq)
+    );
+    println!(
+        "writes that met their own try at the proxy {:?} (resolved {}, transactions {}); ambiguous writes resolved \
+         (function logs) {}; deliveries failed in_progress/lease_lost {conflict_failures}",
+        proxy.self_met_writes,
+        conflicts.resolved,
+        conflicts.transactions,
+        run.logs.resolved.len()
+    );
+    println!(
+        "deliveries spent on self-conflicts {}",
+        conflicts.spent.len()
+    );
     assert_eq!(
         entries_written, entries,
         "every entry applied exactly once (seed {seed})"
@@ -634,5 +982,15 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
         balances, expected,
         "balances are the sum of each entry once (seed {seed})"
     );
-    assert!(dlq.is_empty(), "nothing dead-lettered (seed {seed})");
+    assert!(
+        dlq.is_empty(),
+        "nothing dead-lettered (seed {seed}): {:?}",
+        kinds_of(&dlq)
+    );
+    assert!(
+        conflicts.unresolved.is_empty() && conflicts.spent.is_empty(),
+        "writes that met their own earlier try: not resolved {:?}, deliveries spent {:?} (seed {seed})",
+        conflicts.unresolved,
+        conflicts.spent
+    );
 }

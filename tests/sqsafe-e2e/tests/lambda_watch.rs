@@ -22,6 +22,7 @@ async fn charge_payment_under_cargo_lambda_watch() {
     let table = unique_name("idem");
     create_table(&dynamodb, &table, "pk", None).await;
     let dlq = create_queue(&sqs, "charge-payment-dlq", false).await;
+    let queue = create_queue(&sqs, "charge-payment", false).await;
     let payments = PaymentsApi::builder()
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
@@ -32,6 +33,7 @@ async fn charge_payment_under_cargo_lambda_watch() {
         ("IDEMPOTENCY_TABLE", table),
         ("PAYMENTS_API_URL", payments.base_url()),
         ("DLQ_URL", dlq.clone()),
+        ("QUEUE_URL", queue),
     ]);
     let watch = tokio::task::spawn_blocking(move || Watch::start(&env))
         .await
@@ -100,6 +102,7 @@ async fn apply_ledger_under_cargo_lambda_watch() {
     create_table(&dynamodb, &idem, "pk", None).await;
     create_table(&dynamodb, &ledger, "pk", Some("sk")).await;
     let dlq = create_queue(&sqs, "apply-ledger-dlq", true).await;
+    let queue = create_queue(&sqs, "apply-ledger", true).await;
 
     // Transactions alone in front of moto (see sqsafe_local::proxy): the two groups run concurrently.
     let proxy = sqsafe_local::FaultProxy::start(sqsafe_local::FaultProxyConfig::new(endpoint()))
@@ -110,6 +113,7 @@ async fn apply_ledger_under_cargo_lambda_watch() {
         ("IDEMPOTENCY_TABLE", idem),
         ("LEDGER_TABLE", ledger.clone()),
         ("DLQ_URL", dlq),
+        ("QUEUE_URL", queue),
         ("AWS_ENDPOINT_URL_DYNAMODB", proxy.endpoint()),
     ]);
     let answer = tokio::task::spawn_blocking(move || {

@@ -11,13 +11,16 @@ use sqsafe_local::PaymentsApi;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec};
 use sqsafe_local::moto::{MotoServer, venv_bin};
-use sqsafe_local::stack::{LocalStack, StackOptions, TemplateSpec, template_path};
+use sqsafe_local::stack::{
+    LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, template_path,
+};
 use tokio::sync::watch;
 
 const USAGE: &str = "usage: sqsafe-local up [--bin-dir DIR] [--pollers N] [--visibility-timeout SECONDS]
 
 Runs template.yaml's functions locally: moto server (SQS, DynamoDB), the payments API, the functions under a local
-Lambda Runtime API, and an SQS event source mapping per poller. Build the functions first:
+Lambda Runtime API, and an SQS event source mapping per poller. --visibility-timeout shortens the source queues'
+visibility timeout and scales the functions' backoff and visibility heartbeat to it. Build the functions first:
   cargo build -p charge-payment -p apply-ledger      (or: make local)";
 
 struct Args {
@@ -99,7 +102,7 @@ async fn up(args: Args) -> Result<(), String> {
     let moto = MotoServer::start(&venv_bin())
         .await
         .map_err(|e| e.to_string())?;
-    let config = sqsafe_aws::config_loader()
+    let config = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
         .endpoint_url(moto.endpoint())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::Credentials::for_tests())
@@ -142,6 +145,9 @@ async fn up(args: Args) -> Result<(), String> {
             function.binary, queue.url, "", dlq
         );
         let mut env = stack.function_env(&function.binary);
+        if let Some(visibility) = args.visibility {
+            env.extend(scaled_visibility_env(visibility));
+        }
         env.extend([
             ("AWS_ENDPOINT_URL".to_owned(), moto.endpoint()),
             ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),

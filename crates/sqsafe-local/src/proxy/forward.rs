@@ -9,10 +9,12 @@ use hyper::header::{
     PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 use hyper::http::request::Parts;
+use hyper::http::response::Parts as ResponseParts;
 use hyper::http::uri::PathAndQuery;
 use hyper::{Request, Response, StatusCode, Uri, Version};
 
 use super::fault::Fault;
+use super::ownership;
 use super::server::Shared;
 
 /// Largest request or response body the proxy buffers.
@@ -64,9 +66,24 @@ pub(crate) async fn handle(
         Some(_) => Isolation::Shared(shared.isolation.read().await),
         None => Isolation::None,
     };
+    // A fenced write to remember (its answer will be a 500 after the write), or the retry of one (its answer is read).
+    let fenced = match (fault, operation.as_deref()) {
+        (Fault::AfterWrite500, Some(op)) => ownership::write_id(op, &body),
+        (Fault::None, Some(op)) if shared.any_ambiguous() => {
+            ownership::write_id(op, &body).filter(|id| shared.is_ambiguous(id))
+        }
+        _ => None,
+    };
     let response = match fault {
         Fault::None => match forward(&shared, parts, body).await {
-            Ok(response) => response,
+            Ok((parts, body)) => {
+                if let Some(id) = &fenced {
+                    let met = ownership::met_own_write(id, parts.status.as_u16(), &body);
+                    tracing::debug!(operation, key = %id.key, met, "retry of a write answered 500 after it landed");
+                    shared.settle_ambiguous(id, met);
+                }
+                respond(parts, body)
+            }
             Err(message) => bad_gateway(&shared, message),
         },
         Fault::Throttle => {
@@ -82,11 +99,14 @@ pub(crate) async fn handle(
             internal_error()
         }
         Fault::AfterWrite500 => match forward(&shared, parts, body).await {
-            Ok(applied) => {
+            Ok((applied, _)) => {
                 shared.count_after_write_500();
+                if let Some(id) = fenced {
+                    shared.remember_ambiguous(id);
+                }
                 tracing::debug!(
                     operation,
-                    upstream_status = applied.status().as_u16(),
+                    upstream_status = applied.status.as_u16(),
                     "forwarded, injected InternalServerError after it"
                 );
                 internal_error()
@@ -116,9 +136,14 @@ fn dynamodb_operation(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Sends the request upstream as it came (method, path and query, headers but the hop-by-hop ones, body) and
-/// returns the upstream's answer. `Host` is kept, so the upstream sees the address the client used (moto builds
-/// SQS queue URLs from it, which then point back at the proxy).
-async fn forward(shared: &Shared, parts: Parts, body: Bytes) -> Result<ProxyResponse, String> {
+/// returns the upstream's answer, read whole ([`respond`] turns it into the client's response). `Host` is kept, so
+/// the upstream sees the address the client used (moto builds SQS queue URLs from it, which then point back at the
+/// proxy).
+async fn forward(
+    shared: &Shared,
+    parts: Parts,
+    body: Bytes,
+) -> Result<(ResponseParts, Bytes), String> {
     let uri = upstream_uri(&shared.upstream, parts.uri.path_and_query())?;
     let mut request = Request::new(Full::new(body));
     *request.method_mut() = parts.method;
@@ -139,10 +164,15 @@ async fn forward(shared: &Shared, parts: Parts, body: Bytes) -> Result<ProxyResp
         .await
         .map_err(|e| format!("upstream response body unreadable: {e}"))?
         .to_bytes();
+    Ok((parts, body))
+}
+
+/// The upstream's answer as the client gets it: status, end-to-end headers, body.
+fn respond(parts: ResponseParts, body: Bytes) -> ProxyResponse {
     let mut response = Response::new(Full::new(body));
     *response.status_mut() = parts.status;
     *response.headers_mut() = end_to_end(parts.headers);
-    Ok(response)
+    response
 }
 
 fn upstream_uri(upstream: &Uri, path_and_query: Option<&PathAndQuery>) -> Result<Uri, String> {

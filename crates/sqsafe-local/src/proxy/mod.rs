@@ -53,15 +53,26 @@
 //!
 //! Faults are drawn in the order requests reach the proxy: sequential clients get the same faults on every run;
 //! concurrent ones get the same multiset of draws in an order that depends on scheduling.
+//!
+//! # Writes that meet their own earlier try
+//!
+//! The last exchange above is the ambiguity a real region produces (a timeout or a 5xx after the write landed). The
+//! proxy counts how often a client met itself that way, so that a test can check the client recognised each case
+//! ([`ProxyStats::self_met_writes`]). It remembers each fenced write (an sqsafe idempotency record's claim,
+//! completion, release or transaction, identified by table, key and claim token) that it answered with a 500 after the
+//! write, and reads the answer to the next request with the same identity: a `ConditionalCheckFailedException` whose
+//! old item (`ALL_OLD`) carries the request's own token (or, for a release, no item at all) is a self-met write.
+//! Nothing else is parsed.
 
 mod config;
 mod error;
 mod fault;
 mod forward;
+mod ownership;
 mod server;
 mod stats;
 
 pub use config::FaultProxyConfig;
 pub use error::Error;
 pub use server::{FaultProxy, RunningProxy};
-pub use stats::ProxyStats;
+pub use stats::{ProxyStats, SelfMetWrite};

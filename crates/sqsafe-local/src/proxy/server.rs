@@ -17,7 +17,8 @@ use super::config::{FaultProxyConfig, parse_upstream};
 use super::error::Error;
 use super::fault::{Fault, FaultPlan};
 use super::forward::handle;
-use super::stats::ProxyStats;
+use super::ownership::WriteId;
+use super::stats::{ProxyStats, SelfMetWrite};
 use crate::http_server::{ServerTask, Settings};
 
 /// The pooled client the proxy forwards with.
@@ -54,6 +55,9 @@ pub(crate) struct Shared {
 struct State {
     plan: FaultPlan,
     stats: ProxyStats,
+    /// Fenced writes answered with a 500 after the write, whose next try is inspected (see `ownership`). Few: one per
+    /// after-write fault on a fenced write, removed when a retry gets a real answer.
+    ambiguous: BTreeSet<WriteId>,
 }
 
 impl Shared {
@@ -102,6 +106,39 @@ impl Shared {
     pub(crate) fn count_upstream_error(&self) {
         self.state().stats.upstream_errors += 1;
     }
+
+    /// A fenced write was applied and answered 500: its next try will be inspected.
+    pub(crate) fn remember_ambiguous(&self, id: WriteId) {
+        self.state().ambiguous.insert(id);
+    }
+
+    /// Whether `id` is the retry of a write answered 500 after it landed (cheap when there is none).
+    pub(crate) fn is_ambiguous(&self, id: &WriteId) -> bool {
+        self.state().ambiguous.contains(id)
+    }
+
+    /// Whether any write waits for its retry: when none does, requests are not parsed at all.
+    pub(crate) fn any_ambiguous(&self) -> bool {
+        !self.state().ambiguous.is_empty()
+    }
+
+    /// The client got the upstream's answer to the retry of `id`: forget it, and count it when it met its own write.
+    pub(crate) fn settle_ambiguous(&self, id: &WriteId, met_own_write: bool) {
+        let mut state = self.state();
+        state.ambiguous.remove(id);
+        if met_own_write {
+            *state
+                .stats
+                .self_met_writes
+                .entry(id.operation.clone())
+                .or_default() += 1;
+            state.stats.self_met.push(SelfMetWrite {
+                operation: id.operation.clone(),
+                table: id.table.clone(),
+                key: id.key.clone(),
+            });
+        }
+    }
 }
 
 /// A fault proxy serving on a spawned task. Dropping it stops the proxy; [`shutdown`](Self::shutdown) also waits
@@ -138,6 +175,7 @@ impl RunningProxy {
                     config.after_write_500_rate,
                 ),
                 stats: ProxyStats::default(),
+                ambiguous: BTreeSet::new(),
             }),
             enabled: AtomicBool::new(true),
             operations: config.operations.map(|ops| ops.into_iter().collect()),

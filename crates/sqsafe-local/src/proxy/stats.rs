@@ -18,11 +18,34 @@ pub struct ProxyStats {
     pub by_operation: BTreeMap<String, u64>,
     /// Requests the upstream did not answer (connection refused, reset, an oversized answer): answered `502`.
     pub upstream_errors: u64,
+    /// Fenced writes retried after a 500 after the write whose answer showed they met the client's own earlier write
+    /// (see the [module documentation](super#writes-that-meet-their-own-earlier-try)), by operation. Only answers
+    /// the client received count: a retry that got another injected fault is not counted.
+    pub self_met_writes: BTreeMap<String, u64>,
+    /// The same writes, one entry each, in the order they were answered.
+    pub self_met: Vec<SelfMetWrite>,
+}
+
+/// A fenced write whose retry met the client's own earlier write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelfMetWrite {
+    /// `PutItem` (a claim), `UpdateItem` (a completion or extension), `DeleteItem` (a release) or
+    /// `TransactWriteItems` (record and effect together).
+    pub operation: String,
+    /// The idempotency table.
+    pub table: String,
+    /// The record's partition key: the idempotency key.
+    pub key: String,
 }
 
 impl ProxyStats {
     /// Faults injected so far: `throttled + errors_500 + after_write_500`.
     pub fn faults(&self) -> u64 {
         self.throttled + self.errors_500 + self.after_write_500
+    }
+
+    /// Self-met writes of every operation.
+    pub fn self_met_total(&self) -> u64 {
+        self.self_met_writes.values().sum()
     }
 }

@@ -21,6 +21,30 @@ pub fn template_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml")
 }
 
+/// The functions' backoff and visibility heartbeat settings (environment variables) scaled to a source queue
+/// whose visibility timeout was shortened to `visibility` ([`StackOptions::visibility_timeout`]), so that a local
+/// run keeps production's proportions: a transient failure comes back after 1 s to `visibility` (production: 30 s
+/// to 15 min), and a running record is extended every third of `visibility` to `visibility` (production: every 20 s
+/// to 400 s, the template's visibility timeout). Below 2 s the heartbeat keeps its defaults (it needs
+/// `every < extend_to` in whole seconds).
+pub fn scaled_visibility_env(visibility: Duration) -> Vec<(String, String)> {
+    let seconds = visibility.as_secs().max(1);
+    let mut env = vec![
+        ("BACKOFF_BASE_SECONDS".to_owned(), "1".to_owned()),
+        ("BACKOFF_MAX_SECONDS".to_owned(), seconds.to_string()),
+    ];
+    if seconds >= 2 {
+        env.extend([
+            (
+                "VISIBILITY_HEARTBEAT_SECONDS".to_owned(),
+                (seconds / 3).max(1).to_string(),
+            ),
+            ("VISIBILITY_EXTEND_SECONDS".to_owned(), seconds.to_string()),
+        ]);
+    }
+    env
+}
+
 /// A created queue.
 #[derive(Debug, Clone)]
 pub struct LocalQueue {
@@ -37,7 +61,9 @@ pub struct LocalQueue {
 pub struct StackOptions {
     /// Prefix of every name (unique per run).
     pub prefix: String,
-    /// Replaces every source queue's visibility timeout (the template's is minutes; tests want seconds).
+    /// Replaces every source queue's visibility timeout (the template's is minutes; tests want seconds). The
+    /// functions' own visibility settings are not changed by this: add [`scaled_visibility_env`] to their
+    /// environment for that.
     pub visibility_timeout: Option<Duration>,
     /// Replaces parameter values (e.g. `PaymentsApiUrl`).
     pub parameters: BTreeMap<String, String>,
@@ -142,8 +168,9 @@ impl LocalStack {
         self.queues.get(dlq)
     }
 
-    /// The function's environment with every `!Ref` resolved: tables to names, queues to URLs, parameters to their
-    /// override or default. A reference that resolves to nothing is left out (the function then names it at start).
+    /// The function's environment with every `!Ref` resolved: tables to names, queues to URLs (`DLQ_URL`,
+    /// `QUEUE_URL`), parameters to their override or default. A reference that resolves to nothing is left out (the
+    /// function then names it at start).
     pub fn function_env(&self, binary: &str) -> Vec<(String, String)> {
         let Some(function) = self.function(binary) else {
             return Vec::new();
@@ -287,4 +314,34 @@ async fn create_queue(
         .ok_or_else(|| aws(&name, "no queue arn"))?;
     spec.visibility_timeout = visibility;
     Ok(LocalQueue { url, arn, spec })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaled_settings_keep_the_heartbeat_valid() {
+        let env = |s| scaled_visibility_env(Duration::from_secs(s));
+        let get = |env: &[(String, String)], k: &str| {
+            env.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.parse::<u64>().expect("number"))
+        };
+        let three = env(3);
+        assert_eq!(get(&three, "BACKOFF_BASE_SECONDS"), Some(1));
+        assert_eq!(get(&three, "BACKOFF_MAX_SECONDS"), Some(3));
+        assert_eq!(get(&three, "VISIBILITY_HEARTBEAT_SECONDS"), Some(1));
+        assert_eq!(get(&three, "VISIBILITY_EXTEND_SECONDS"), Some(3));
+        for s in 2..100 {
+            let e = env(s);
+            let (every, extend) = (
+                get(&e, "VISIBILITY_HEARTBEAT_SECONDS").expect("every"),
+                get(&e, "VISIBILITY_EXTEND_SECONDS").expect("extend"),
+            );
+            assert!(0 < every && every < extend, "{s}: {every} {extend}");
+        }
+        assert_eq!(get(&env(1), "VISIBILITY_HEARTBEAT_SECONDS"), None);
+        assert_eq!(get(&env(0), "BACKOFF_MAX_SECONDS"), Some(1));
+    }
 }
