@@ -1,4 +1,5 @@
 use std::collections::HashMap;
+use std::future::Future;
 
 use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::types::MessageAttributeValue;
@@ -66,11 +67,30 @@ pub struct FailureContext {
 pub trait DeadLetterQueue: Send + Sync + 'static {
     /// Sends a copy of `message` with `failure` attached. An error keeps the record in the batch's failures, so the
     /// message comes back instead of being lost.
-    fn send<'a>(
+    fn send(
+        &self,
+        message: &SqsMessage,
+        failure: &FailureContext,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+}
+
+/// [`DeadLetterQueue`] behind a pointer: the processor keeps any implementation, implementers write `async fn`.
+pub(crate) trait DynDeadLetterQueue: Send + Sync + 'static {
+    fn send_boxed<'a>(
         &'a self,
         message: &'a SqsMessage,
         failure: &'a FailureContext,
     ) -> BoxFuture<'a, Result<(), BoxError>>;
+}
+
+impl<T: DeadLetterQueue> DynDeadLetterQueue for T {
+    fn send_boxed<'a>(
+        &'a self,
+        message: &'a SqsMessage,
+        failure: &'a FailureContext,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(self.send(message, failure))
+    }
 }
 
 /// A dead-letter queue in SQS: the body unchanged, the context as message attributes.
@@ -308,61 +328,55 @@ pub(crate) fn fit(
 }
 
 impl DeadLetterQueue for SqsDeadLetterQueue {
-    fn send<'a>(
-        &'a self,
-        message: &'a SqsMessage,
-        failure: &'a FailureContext,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            let body = message.body.clone().unwrap_or_default();
-            let fitted = fit(
-                body.len(),
-                dead_letter_attributes(message, failure, &self.correlation_attribute),
-                &self.correlation_attribute,
-                self.max_message_size,
+    async fn send(&self, message: &SqsMessage, failure: &FailureContext) -> Result<(), BoxError> {
+        let body = message.body.clone().unwrap_or_default();
+        let fitted = fit(
+            body.len(),
+            dead_letter_attributes(message, failure, &self.correlation_attribute),
+            &self.correlation_attribute,
+            self.max_message_size,
+        );
+        let attributes = fitted
+            .attributes
+            .iter()
+            .map(|a| Ok((a.name.clone(), a.to_sdk()?)))
+            .collect::<Result<HashMap<_, _>, BoxError>>()?;
+        let mut send = self
+            .client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .set_message_attributes((!attributes.is_empty()).then_some(attributes));
+        if self.queue_url.ends_with(".fifo") {
+            let group = crate::record::group_id(message).unwrap_or("sqsafe-dead-letters");
+            send = send
+                .message_group_id(group)
+                .message_deduplication_id(&failure.message_id);
+        }
+        let sent = send.send().await?;
+        let dlq_message_id = sent.message_id().unwrap_or_default();
+        if fitted.attributes.is_empty() {
+            tracing::error!(
+                dlq_message_id,
+                original_message_id = %failure.message_id,
+                error_kind = %failure.error_kind,
+                error_class = class_name(failure.error_class),
+                error = %failure.error_message,
+                attempts = failure.attempts,
+                max_message_size = self.max_message_size,
+                "dead-lettered without context: the body leaves no room for it within the DLQ's message size; \
+                 the context is in this line"
             );
-            let attributes = fitted
-                .attributes
-                .iter()
-                .map(|a| Ok((a.name.clone(), a.to_sdk()?)))
-                .collect::<Result<HashMap<_, _>, BoxError>>()?;
-            let mut send = self
-                .client
-                .send_message()
-                .queue_url(&self.queue_url)
-                .message_body(body)
-                .set_message_attributes((!attributes.is_empty()).then_some(attributes));
-            if self.queue_url.ends_with(".fifo") {
-                let group = crate::record::group_id(message).unwrap_or("sqsafe-dead-letters");
-                send = send
-                    .message_group_id(group)
-                    .message_deduplication_id(&failure.message_id);
-            }
-            let sent = send.send().await?;
-            let dlq_message_id = sent.message_id().unwrap_or_default();
-            if fitted.attributes.is_empty() {
-                tracing::error!(
-                    dlq_message_id,
-                    original_message_id = %failure.message_id,
-                    error_kind = %failure.error_kind,
-                    error_class = class_name(failure.error_class),
-                    error = %failure.error_message,
-                    attempts = failure.attempts,
-                    max_message_size = self.max_message_size,
-                    "dead-lettered without context: the body leaves no room for it within the DLQ's message size; \
-                     the context is in this line"
-                );
-            } else if !fitted.dropped.is_empty() || fitted.shortened {
-                tracing::warn!(
-                    dlq_message_id,
-                    dropped = ?fitted.dropped,
-                    error_shortened = fitted.shortened,
-                    max_message_size = self.max_message_size,
-                    "dead-letter context shrunk to fit the DLQ's message size"
-                );
-            }
-            Ok(())
-        })
+        } else if !fitted.dropped.is_empty() || fitted.shortened {
+            tracing::warn!(
+                dlq_message_id,
+                dropped = ?fitted.dropped,
+                error_shortened = fitted.shortened,
+                max_message_size = self.max_message_size,
+                "dead-letter context shrunk to fit the DLQ's message size"
+            );
+        }
+        Ok(())
     }
 }
 

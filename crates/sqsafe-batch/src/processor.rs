@@ -11,10 +11,10 @@ use sqsafe_idempotency::{Clock, SystemClock};
 use sqsafe_telemetry::{BatchMetrics, CorrelationId, CorrelationSource, Metric, RecordFields};
 use tracing::{Instrument, Span};
 
-use crate::dlq::{DeadLetterQueue, FailureContext};
+use crate::dlq::{DeadLetterQueue, DynDeadLetterQueue, FailureContext};
 use crate::error::{BatchError, RecordError, class_name};
 use crate::record::{Processed, Record, group_id, receive_count};
-use crate::visibility::{Backoff, MAX_VISIBILITY, VisibilityControl};
+use crate::visibility::{Backoff, DynVisibilityControl, MAX_VISIBILITY, VisibilityControl};
 
 /// Handles one record. Closures `Fn(Record) -> impl Future<Output = Result<Processed, RecordError>>` are handlers.
 pub trait RecordHandler: Send + Sync {
@@ -144,8 +144,8 @@ pub struct BatchProcessor {
     fifo: FifoMode,
     max_attempts: u32,
     all_failed: AllFailedPolicy,
-    dlq: Option<Arc<dyn DeadLetterQueue>>,
-    visibility: Option<Arc<dyn VisibilityControl>>,
+    dlq: Option<Arc<dyn DynDeadLetterQueue>>,
+    visibility: Option<Arc<dyn DynVisibilityControl>>,
     backoff: Option<Backoff>,
     heartbeat: Option<VisibilityHeartbeat>,
     deadline_reserve: Duration,
@@ -551,7 +551,7 @@ impl BatchProcessor {
                         biased;
                         out = &mut work => break out,
                         () = tokio::time::sleep(heartbeat.every) => {
-                            if let Err(e) = control.set_visibility(receipt, heartbeat.extend_to).await {
+                            if let Err(e) = control.set_visibility_boxed(receipt, heartbeat.extend_to).await {
                                 tracing::warn!(error = %e, "visibility heartbeat failed");
                             }
                         }
@@ -605,7 +605,7 @@ impl BatchProcessor {
                     consumer_version: self.consumer_version,
                     correlation_id: correlation_id.to_owned(),
                 };
-                match dlq.send(message, &failure).await {
+                match dlq.send_boxed(message, &failure).await {
                     Ok(()) => {
                         metrics.incr(Metric::SentToDlq);
                         tracing::error!(
@@ -638,7 +638,7 @@ impl BatchProcessor {
                 None => self.backoff.as_ref().map(|b| b.delay(attempts)),
             };
             if let Some(delay) = delay
-                && let Err(e) = control.set_visibility(receipt, delay).await
+                && let Err(e) = control.set_visibility_boxed(receipt, delay).await
             {
                 tracing::warn!(message_id, error = %e, delay_s = delay.as_secs(),
                     "could not change the message's visibility; the queue's timeout applies");

@@ -1,3 +1,4 @@
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,11 +13,30 @@ pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
 /// Changes when a received message becomes visible again. Implemented for SQS by [`SqsVisibility`].
 pub trait VisibilityControl: Send + Sync + 'static {
     /// Makes the message with `receipt_handle` visible again after `timeout` from now.
-    fn set_visibility<'a>(
+    fn set_visibility(
+        &self,
+        receipt_handle: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+}
+
+/// [`VisibilityControl`] behind a pointer: the processor keeps any implementation, implementers write `async fn`.
+pub(crate) trait DynVisibilityControl: Send + Sync + 'static {
+    fn set_visibility_boxed<'a>(
         &'a self,
         receipt_handle: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<(), BoxError>>;
+}
+
+impl<T: VisibilityControl> DynVisibilityControl for T {
+    fn set_visibility_boxed<'a>(
+        &'a self,
+        receipt_handle: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(self.set_visibility(receipt_handle, timeout))
+    }
 }
 
 /// `ChangeMessageVisibility` on one source queue.
@@ -37,22 +57,20 @@ impl SqsVisibility {
 }
 
 impl VisibilityControl for SqsVisibility {
-    fn set_visibility<'a>(
-        &'a self,
-        receipt_handle: &'a str,
+    async fn set_visibility(
+        &self,
+        receipt_handle: &str,
         timeout: Duration,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            let seconds = i32::try_from(timeout.as_secs()).unwrap_or(i32::MAX);
-            self.client
-                .change_message_visibility()
-                .queue_url(&self.queue_url)
-                .receipt_handle(receipt_handle)
-                .visibility_timeout(seconds)
-                .send()
-                .await?;
-            Ok(())
-        })
+    ) -> Result<(), BoxError> {
+        let seconds = i32::try_from(timeout.as_secs()).unwrap_or(i32::MAX);
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(seconds)
+            .send()
+            .await?;
+        Ok(())
     }
 }
 

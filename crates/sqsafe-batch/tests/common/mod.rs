@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
-use futures::future::BoxFuture;
 use sqsafe_batch::{DeadLetterQueue, FailureContext, VisibilityControl};
 use sqsafe_idempotency::BoxError;
 
@@ -58,22 +57,16 @@ pub struct RecordingDlq {
 }
 
 impl DeadLetterQueue for RecordingDlq {
-    fn send<'a>(
-        &'a self,
-        message: &'a SqsMessage,
-        failure: &'a FailureContext,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            if self.fail {
-                return Err("DLQ unavailable".into());
-            }
-            let body = message.body.clone().unwrap_or_default();
-            self.sent
-                .lock()
-                .expect("lock")
-                .push((body, failure.clone()));
-            Ok(())
-        })
+    async fn send(&self, message: &SqsMessage, failure: &FailureContext) -> Result<(), BoxError> {
+        if self.fail {
+            return Err("DLQ unavailable".into());
+        }
+        let body = message.body.clone().unwrap_or_default();
+        self.sent
+            .lock()
+            .expect("lock")
+            .push((body, failure.clone()));
+        Ok(())
     }
 }
 
@@ -84,18 +77,16 @@ pub struct RecordingVisibility {
 }
 
 impl VisibilityControl for RecordingVisibility {
-    fn set_visibility<'a>(
-        &'a self,
-        receipt_handle: &'a str,
+    async fn set_visibility(
+        &self,
+        receipt_handle: &str,
         timeout: Duration,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            self.changes
-                .lock()
-                .expect("lock")
-                .push((receipt_handle.to_owned(), timeout));
-            Ok(())
-        })
+    ) -> Result<(), BoxError> {
+        self.changes
+            .lock()
+            .expect("lock")
+            .push((receipt_handle.to_owned(), timeout));
+        Ok(())
     }
 }
 
