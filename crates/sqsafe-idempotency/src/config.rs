@@ -16,7 +16,7 @@ pub const MAX_RESULT_BYTES_LIMIT: usize = 300 * 1024;
 /// Builds an [`Idempotency`]. Every setting is checked by [`IdempotencyBuilder::build`].
 ///
 /// # Default
-/// - record window (`expiration`): 30 days after completion. It must cover the queue's retention, the DLQ's retention
+/// - idempotency window (ends at the record's `expiration`): 30 days after completion. It must cover the queue's retention, the DLQ's retention
 ///   and the time to redrive, or a redriven message runs its effect again.
 /// - lease: until the Lambda deadline given with each request; without a deadline, 60 s; never less than 1 s.
 /// - takeover margin: 2 s. A lease that passed is taken over only once it passed by more than this on the claimer's
@@ -30,7 +30,7 @@ pub struct IdempotencyBuilder<S> {
     store: S,
     consumer: String,
     consumer_version: u32,
-    record_ttl: Duration,
+    idempotency_window: Duration,
     default_lease: Duration,
     min_lease: Duration,
     takeover_margin: Duration,
@@ -87,7 +87,7 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
             store,
             consumer,
             consumer_version,
-            record_ttl: Duration::from_secs(30 * 24 * 3600),
+            idempotency_window: Duration::from_secs(30 * 24 * 3600),
             default_lease: Duration::from_secs(60),
             min_lease: Duration::from_secs(1),
             takeover_margin: Duration::from_secs(2),
@@ -103,13 +103,8 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
 
     /// The idempotency window: how long a completed record suppresses duplicates (its `expiration`).
     pub fn idempotency_window(mut self, window: Duration) -> Self {
-        self.record_ttl = window;
+        self.idempotency_window = window;
         self
-    }
-
-    /// Former name of [`idempotency_window`](Self::idempotency_window).
-    pub fn record_ttl(self, ttl: Duration) -> Self {
-        self.idempotency_window(ttl)
     }
 
     /// Lease of a claim made without a deadline.
@@ -186,8 +181,10 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
                 self.consumer
             )));
         }
-        if self.record_ttl < Duration::from_secs(1) {
-            return Err(Error::Config("record_ttl must be at least 1 s".into()));
+        if self.idempotency_window < Duration::from_secs(1) {
+            return Err(Error::Config(
+                "idempotency_window must be at least 1 s".into(),
+            ));
         }
         if self.min_lease.is_zero() || self.default_lease < self.min_lease {
             return Err(Error::Config(
@@ -222,7 +219,7 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
             store: self.store,
             consumer: self.consumer,
             consumer_version: self.consumer_version,
-            record_ttl: self.record_ttl,
+            idempotency_window: self.idempotency_window,
             default_lease: self.default_lease,
             min_lease: self.min_lease,
             takeover_margin: self.takeover_margin,

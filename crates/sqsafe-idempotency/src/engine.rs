@@ -16,7 +16,7 @@ use crate::config::{CompletionRetry, Heartbeat, IdempotencyBuilder};
 use crate::error::{Error, Result, RunError};
 use crate::fingerprint::{Fingerprint, FingerprintFields, sha256_hex};
 use crate::key::IdempotencyKey;
-use crate::record::{Completion, Record, Status, StoredResult};
+use crate::record::{Completion, IdempotencyRecord, Status, StoredResult};
 use crate::store::{ClaimAttempt, FencedWrite, IdempotencyStore};
 
 /// Longest correlation id kept on a record, in characters; longer ones are cut.
@@ -49,7 +49,7 @@ pub(crate) struct Inner<S> {
     pub(crate) store: S,
     pub(crate) consumer: String,
     pub(crate) consumer_version: u32,
-    pub(crate) record_ttl: Duration,
+    pub(crate) idempotency_window: Duration,
     pub(crate) default_lease: Duration,
     pub(crate) min_lease: Duration,
     pub(crate) takeover_margin: Duration,
@@ -209,7 +209,7 @@ impl<S, T: fmt::Debug> fmt::Debug for Claim<S, T> {
 pub struct Guard<S> {
     idem: Idempotency<S>,
     /// The `IN_PROGRESS` record as this claim wrote it.
-    record: Record,
+    record: IdempotencyRecord,
     /// The lease this claim holds, epoch ms: moves forward with each extension.
     lease_until: AtomicU64,
     deadline: Option<SystemTime>,
@@ -375,7 +375,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
         }
     }
 
-    fn guard(&self, record: Record, deadline: Option<SystemTime>) -> Guard<S> {
+    fn guard(&self, record: IdempotencyRecord, deadline: Option<SystemTime>) -> Guard<S> {
         Guard {
             idem: self.clone(),
             lease_until: AtomicU64::new(record.lease_expires_at.unwrap_or(0)),
@@ -407,12 +407,17 @@ impl<S: IdempotencyStore> Idempotency<S> {
     }
 
     /// The `IN_PROGRESS` record a claim writes.
-    pub(crate) fn new_record(&self, request: &Request, now: SystemTime, token: String) -> Record {
+    pub(crate) fn new_record(
+        &self,
+        request: &Request,
+        now: SystemTime,
+        token: String,
+    ) -> IdempotencyRecord {
         let inner = &self.inner;
-        Record {
+        IdempotencyRecord {
             key: request.key.clone(),
             status: Status::InProgress,
-            expiration: epoch_secs(now + inner.record_ttl),
+            expiration: epoch_secs(now + inner.idempotency_window),
             lease_expires_at: Some(self.lease_until(now, request.deadline)),
             token,
             fingerprint: request.fingerprint.clone(),
@@ -443,7 +448,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
     pub(crate) fn refused<T: DeserializeOwned>(
         &self,
         request: &Request,
-        existing: Record,
+        existing: IdempotencyRecord,
         now: SystemTime,
     ) -> Result<Claim<S, T>> {
         let key = &request.key;
@@ -493,7 +498,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
     /// beside the record's other attributes, else its digest and size.
     pub(crate) fn encode_result<T: Serialize>(
         &self,
-        record: &Record,
+        record: &IdempotencyRecord,
         value: &T,
     ) -> Option<StoredResult> {
         let key = &record.key;
@@ -543,7 +548,7 @@ impl<S: IdempotencyStore> Guard<S> {
         let result = self.idem.encode_result(&self.record, value);
         let completion = Completion {
             result: result.clone(),
-            expiration: epoch_secs(now + inner.record_ttl),
+            expiration: epoch_secs(now + inner.idempotency_window),
         };
         let key = &self.record.key;
         let token = self.record.token.as_str();
@@ -652,7 +657,7 @@ impl<S: IdempotencyStore> Guard<S> {
     }
 
     /// Another attempt holds the key now (or nobody does): log it loudly, since it can mean clock skew, and say so.
-    fn lost(&self, write: &'static str, found: Option<&Record>) -> Error {
+    fn lost(&self, write: &'static str, found: Option<&IdempotencyRecord>) -> Error {
         let now_ms = epoch_millis(self.idem.inner.clock.now());
         let lease_until_ms = self.lease_until.load(Ordering::Relaxed);
         let margin_ms = duration_millis(self.idem.inner.takeover_margin);

@@ -25,15 +25,10 @@ pub use engine::{
 pub use error::{BoxError, Error, ErrorClass, Result, RunError};
 pub use fingerprint::{Fingerprint, FingerprintFields};
 pub use key::{IdempotencyKey, KeyBuilder, MAX_KEY_BYTES};
-pub use record::{Completion, Record, Status, StoredResult};
+pub use record::{Completion, IdempotencyRecord, Status, StoredResult};
 #[cfg(feature = "dynamodb")]
 pub use store::dynamodb::{AttributeNames, DynamoDbStore, DynamoDbStoreBuilder};
 pub use store::memory::InMemoryStore;
 #[cfg(feature = "dynamodb")]
 pub use store::transact::{MAX_EFFECT_ITEMS, TransactOutcome};
 pub use store::{ClaimAttempt, FencedWrite, IdempotencyStore};
-
-/// The workspace README's examples, compiled as doctests so they stay true.
-#[cfg(all(doctest, feature = "dynamodb"))]
-#[doc = include_str!("../../../README.md")]
-struct WorkspaceReadme;

@@ -4,7 +4,7 @@ use crate::clock::{duration_millis, epoch_millis, epoch_secs, from_millis};
 use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
 
-/// The stored state of a key. Expired is derived from [`Record::expiration`], never stored.
+/// The stored state of a key. Expired is derived from [`IdempotencyRecord::expiration`], never stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     /// Claimed; the claimer's effect may be running. Valid while the lease lasts.
@@ -48,7 +48,7 @@ pub enum StoredResult {
 
 /// One idempotency record: what a store keeps per key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
+pub struct IdempotencyRecord {
     /// The key.
     pub key: IdempotencyKey,
     /// In progress or completed.
@@ -75,7 +75,7 @@ pub struct Record {
     pub correlation_id: Option<String>,
 }
 
-impl Record {
+impl IdempotencyRecord {
     /// `true` when the record no longer counts at `now`: TTL deletion lags, so every read checks this.
     pub fn is_expired(&self, now: SystemTime) -> bool {
         self.expiration < epoch_secs(now)

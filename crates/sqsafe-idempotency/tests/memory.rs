@@ -162,7 +162,10 @@ fn builder_settings_are_validated_with_clear_errors() {
             Idempotency::builder(InMemoryStore::new(), "my consumer", 1),
             "consumer name",
         ),
-        (base().record_ttl(Duration::ZERO), "record_ttl"),
+        (
+            base().idempotency_window(Duration::ZERO),
+            "idempotency_window",
+        ),
         (base().min_lease(Duration::ZERO), "leases must be positive"),
         (
             base().default_lease(Duration::from_millis(500)),
@@ -357,7 +360,7 @@ impl ThrottledCompletions {
 impl IdempotencyStore for ThrottledCompletions {
     async fn claim(
         &self,
-        record: &sqsafe_idempotency::Record,
+        record: &sqsafe_idempotency::IdempotencyRecord,
         now: SystemTime,
         margin: Duration,
     ) -> sqsafe_idempotency::Result<sqsafe_idempotency::ClaimAttempt> {
@@ -404,7 +407,7 @@ impl IdempotencyStore for ThrottledCompletions {
     async fn get(
         &self,
         key: &sqsafe_idempotency::IdempotencyKey,
-    ) -> sqsafe_idempotency::Result<Option<sqsafe_idempotency::Record>> {
+    ) -> sqsafe_idempotency::Result<Option<sqsafe_idempotency::IdempotencyRecord>> {
         self.inner.get(key).await
     }
 }

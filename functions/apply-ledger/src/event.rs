@@ -1,21 +1,5 @@
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use sqsafe_batch::RecordError;
-
-/// A typed form of the `LedgerEntryRequested` body that a build of this consumer reads, reduced to the entry it
-/// applies. [`LedgerEntryRequested`] is today's; a later build may read a type with more fields. The idempotency
-/// fingerprint never comes from this type (see `INTENT_FIELDS`), so the choice does not change what is a duplicate.
-pub trait LedgerEvent: DeserializeOwned + Send + 'static {
-    /// The entry to apply.
-    fn into_entry(self) -> LedgerEntryV1;
-}
-
-impl LedgerEvent for LedgerEntryRequested {
-    fn into_entry(self) -> LedgerEntryV1 {
-        let LedgerEntryRequested::V1(entry) = self;
-        entry
-    }
-}
+use sqsafe::RecordError;
 
 /// A `LedgerEntryRequested` event, versioned by its `version` tag. Published to a FIFO queue with the account as the
 /// message group, so one account's entries apply in order.
@@ -25,6 +9,15 @@ pub enum LedgerEntryRequested {
     /// Version 1.
     #[serde(rename = "1")]
     V1(LedgerEntryV1),
+}
+
+impl LedgerEntryRequested {
+    /// The entry, whatever the version.
+    pub fn entry(&self) -> &LedgerEntryV1 {
+        match self {
+            LedgerEntryRequested::V1(entry) => entry,
+        }
+    }
 }
 
 /// Version 1 of `LedgerEntryRequested`.

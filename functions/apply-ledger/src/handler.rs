@@ -1,37 +1,16 @@
-use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+//! Applies each `LedgerEntryRequested` once: the entry item, the balance update and the idempotency record commit in
+//! one DynamoDB transaction. FIFO order per account comes from the queue (group = account).
+
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
-use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
-use sqsafe_batch::{
-    Backoff, BatchError, BatchProcessor, Processed, Record, RecordError, SqsDeadLetterQueue,
-    SqsVisibility,
-};
-use sqsafe_idempotency::{
-    DynamoDbStore, FingerprintFields, Idempotency, KeyBuilder, ReplaySource, TransactOutcome,
-};
+use sqsafe::{Context, Intent, RecordError, Setup, TransactConsumer};
 
-use crate::config::Config;
-use crate::event::{LedgerEntryRequested, LedgerEntryV1, LedgerEvent};
+use crate::event::{LedgerEntryRequested, LedgerEntryV1};
 
-/// The consumer's name, in keys, records, DLQ context and metrics.
-pub const CONSUMER: &str = "apply-ledger";
-/// The effect's version: part of every key. Bump it only when applying an entry changes meaning; a new version
-/// re-keys every entry, so a duplicate of an entry applied under the old version would be applied again. Never bump
-/// it for a change of the event's or the result's shape.
-pub const EFFECT_VERSION: u32 = 1;
-
-/// The body fields that define a ledger entry, as JSON pointers: the fingerprint reads only these, from the raw
-/// body. A build whose event type gains a field (optional or not) therefore fingerprints a retry as the build before
-/// it did, and the retry is a replay, not a `payload_mismatch`. The `version` tag is left out on purpose.
-pub const INTENT_FIELDS: [&str; 5] = [
-    "/tenant",
-    "/entry_id",
-    "/account_id",
-    "/amount",
-    "/currency",
-];
 /// Sort key of an account's balance item.
 pub const BALANCE_SK: &str = "BALANCE";
 
@@ -51,106 +30,98 @@ pub struct AppliedEntry {
     pub amount: i64,
 }
 
-/// Applies ledger entries: the entry item, the balance update and the idempotency record in one transaction.
+/// Applies ledger entries into `LEDGER_TABLE`.
+#[derive(Debug, Clone)]
 pub struct ApplyLedger {
-    idem: Idempotency<DynamoDbStore>,
     ledger_table: String,
-    processor: BatchProcessor,
 }
 
-/// A setting that cannot work.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    /// The idempotency layer refused its settings.
-    #[error(transparent)]
-    Idempotency(#[from] sqsafe_idempotency::Error),
-    /// The batch processor refused its settings.
-    #[error(transparent)]
-    Batch(#[from] BatchError),
-}
+impl TransactConsumer for ApplyLedger {
+    const NAME: &'static str = "apply-ledger";
+    // Part of every key: bump it only when applying an entry changes meaning (a new version applies duplicates of
+    // entries applied under the old one again); never for a change of the event's or the result's shape.
+    const EFFECT_VERSION: u32 = 1;
+    // The body fields that define a ledger entry; the `version` tag is left out on purpose.
+    const INTENT_FIELDS: &'static [&'static str] = &[
+        "/tenant",
+        "/entry_id",
+        "/account_id",
+        "/amount",
+        "/currency",
+    ];
+    type Payload = LedgerEntryRequested;
+    type Output = AppliedEntry;
 
-impl ApplyLedger {
-    /// Wires the consumer from its configuration and AWS clients.
-    pub fn new(
-        config: &Config,
-        dynamodb: aws_sdk_dynamodb::Client,
-        sqs: aws_sdk_sqs::Client,
-    ) -> Result<Self, SetupError> {
-        let store = DynamoDbStore::builder(dynamodb, &config.idempotency_table).build()?;
-        let idem = Idempotency::builder(store, CONSUMER, EFFECT_VERSION)
-            .record_ttl(config.idempotency_window)
-            .fingerprint_fields(FingerprintFields::only(INTENT_FIELDS))
-            .build()?;
-        let processor = BatchProcessor::builder(CONSUMER, EFFECT_VERSION)
-            .max_attempts(config.max_attempts)
-            .dead_letter_queue(SqsDeadLetterQueue::new(sqs.clone(), &config.dlq_url))
-            .visibility(SqsVisibility::new(sqs, &config.queue_url))
-            .backoff(Backoff::new(config.backoff_base, config.backoff_max)?)
-            .visibility_heartbeat(config.visibility_heartbeat)
-            .build()?;
+    /// `LEDGER_TABLE` (required).
+    fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
         Ok(Self {
-            idem,
-            ledger_table: config.ledger_table.clone(),
-            processor,
+            ledger_table: setup.env.required("LEDGER_TABLE")?,
         })
     }
 
-    /// Handles one invocation. FIFO order per account comes from the batch processor (group = account).
-    pub async fn handle(
-        &self,
-        event: LambdaEvent<SqsEvent>,
-    ) -> Result<SqsBatchResponse, BatchError> {
-        self.handle_as::<LedgerEntryRequested>(event).await
+    fn intent(event: &LedgerEntryRequested) -> Intent {
+        let entry = event.entry();
+        Intent::new(&entry.tenant, "ledger-entry", &entry.entry_id)
     }
 
-    /// Handles one invocation reading each body as `E`: what a build of this consumer with another version of the
-    /// event type does. Tests use it to show that such a deploy does not turn retries of entries in flight into
-    /// mismatches.
-    pub async fn handle_as<E: LedgerEvent>(
-        &self,
-        event: LambdaEvent<SqsEvent>,
-    ) -> Result<SqsBatchResponse, BatchError> {
-        self.processor
-            .handle(event, &|record| self.apply::<E>(record))
-            .await
+    fn validate(event: &LedgerEntryRequested) -> Result<(), RecordError> {
+        event.entry().validate()
     }
 
-    async fn apply<E: LedgerEvent>(&self, record: Record) -> Result<Processed, RecordError> {
-        let entry = record.parse::<E>()?.into_entry();
-        entry.validate()?;
-        // The fingerprint is taken from the body as sent (its INTENT_FIELDS), never from the typed struct, whose
-        // shape changes with the build.
-        let body = record.parse::<serde_json::Value>()?;
-        let key = KeyBuilder::new(CONSUMER, EFFECT_VERSION)
-            .tenant(&entry.tenant)
-            .intent("ledger-entry", &entry.entry_id)
-            .build()?;
-        record.record_idempotency_key(&key);
-        let request = record.idempotency_request(&self.idem, key.clone(), &body)?;
+    fn writes(
+        &self,
+        event: &LedgerEntryRequested,
+        cx: &Context<'_>,
+    ) -> Result<(Vec<TransactWriteItem>, AppliedEntry), RecordError> {
+        self.entry_writes(event.entry(), cx)
+    }
+
+    fn refused(
+        &self,
+        event: &LedgerEntryRequested,
+        index: usize,
+        item: Option<&HashMap<String, AttributeValue>>,
+    ) -> RecordError {
+        self.entry_refused(event.entry(), index, item)
+    }
+}
+
+impl ApplyLedger {
+    /// The writes of one entry and what its record keeps.
+    pub fn entry_writes(
+        &self,
+        entry: &LedgerEntryV1,
+        cx: &Context<'_>,
+    ) -> Result<(Vec<TransactWriteItem>, AppliedEntry), RecordError> {
+        let items = self.effect(
+            entry,
+            cx.idempotency_key().as_str(),
+            cx.correlation_id().as_str(),
+        )?;
         let applied = AppliedEntry {
             entry_id: entry.entry_id.clone(),
             account_id: entry.account_id.clone(),
             amount: entry.amount,
         };
-        let items = self.effect(&entry, key.as_str(), record.correlation_id().as_str())?;
-        match self.idem.transact(&request, items, &applied).await? {
-            TransactOutcome::Committed => Ok(Processed::Applied),
-            TransactOutcome::Replayed {
-                source: ReplaySource::Store,
-                ..
-            } => Ok(Processed::Replayed),
-            TransactOutcome::Replayed {
-                source: ReplaySource::Cache,
-                ..
-            } => Ok(Processed::SkippedByCache),
-            TransactOutcome::EffectRefused { index: 0, .. } => Err(RecordError::permanent(
+        Ok((items, applied))
+    }
+
+    /// Why one of the entry's writes was refused: a permanent error, nothing written.
+    pub fn entry_refused(
+        &self,
+        entry: &LedgerEntryV1,
+        index: usize,
+        item: Option<&HashMap<String, AttributeValue>>,
+    ) -> RecordError {
+        match index {
+            0 => RecordError::permanent(
                 "entry_conflict",
                 format!(
                     "entry {} exists without its idempotency record",
                     entry.entry_id
                 ),
-            )),
-            TransactOutcome::EffectRefused { item, .. } => Err(refusal(&entry, item.as_ref())),
+            ),
+            _ => refusal(entry, item),
         }
     }
 
@@ -210,7 +181,7 @@ impl ApplyLedger {
 /// Why the balance update was refused, from the balance item as it was: a permanent error, nothing written.
 fn refusal(
     entry: &LedgerEntryV1,
-    balance: Option<&std::collections::HashMap<String, AttributeValue>>,
+    balance: Option<&HashMap<String, AttributeValue>>,
 ) -> RecordError {
     let currency = balance
         .and_then(|b| b.get("currency"))

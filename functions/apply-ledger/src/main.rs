@@ -1,21 +1,6 @@
-//! `apply-ledger`: wiring only (configuration, clients, runtime). The logic is in `handler.rs`.
-
-use apply_ledger::{ApplyLedger, Config};
-use lambda_runtime::{Error, LambdaEvent, service_fn};
+//! `apply-ledger`: wiring only. The consumer is in `handler.rs`.
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    sqsafe_telemetry::init()?;
-    let config = Config::from_env()?;
-    let aws = sqsafe_aws::load().await;
-    let consumer = ApplyLedger::new(
-        &config,
-        aws_sdk_dynamodb::Client::new(&aws),
-        aws_sdk_sqs::Client::new(&aws),
-    )?;
-    let consumer = &consumer;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
-        consumer.handle(event).await
-    }))
-    .await
+async fn main() -> Result<(), sqsafe::Error> {
+    sqsafe::run_transact::<apply_ledger::ApplyLedger>().await
 }

@@ -3,22 +3,23 @@
 
 use std::collections::HashMap;
 
-use std::time::Duration;
-
-use apply_ledger::{ApplyLedger, BALANCE_SK, Config, LedgerEntryV1, LedgerEvent, entry_sk};
+use apply_ledger::{AppliedEntry, ApplyLedger, BALANCE_SK, LedgerEntryV1, entry_sk};
 use aws_lambda_events::sqs::SqsEvent;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use serde::{Deserialize, Serialize};
-use sqsafe_batch::VisibilityHeartbeat;
+use serde::Deserialize;
+use sqsafe::{App, Context, Env, Intent, RecordError, Setup, Transact, TransactConsumer};
 use sqsafe_testkit::{
-    RequestCounter, create_queue, create_table, event_file, invocation, unique_name,
+    RequestCounter, create_queue, create_table, event_file, invocation, sdk_config, unique_name,
 };
 
 struct Fixture {
     dynamodb: aws_sdk_dynamodb::Client,
     sqs: aws_sdk_sqs::Client,
-    config: Config,
+    setup: Setup,
+    idempotency_table: String,
+    ledger_table: String,
+    dlq_url: String,
     _proxy: sqsafe_local::RunningProxy,
 }
 
@@ -32,41 +33,51 @@ async fn fixture() -> Fixture {
     .await
     .expect("proxy");
     let dynamodb = sqsafe_testkit::dynamodb_at(&proxy.endpoint(), &RequestCounter::default()).await;
-    let sqs = sqsafe_testkit::sqs().await;
-    let config = Config {
-        idempotency_table: unique_name("idem"),
-        ledger_table: unique_name("ledger"),
-        dlq_url: create_queue(&sqs, "apply-ledger-dlq", true).await,
-        queue_url: create_queue(&sqs, "apply-ledger", true).await,
-        max_attempts: 5,
-        idempotency_window: Duration::from_secs(30 * 86_400),
-        backoff_base: Duration::from_secs(60),
-        backoff_max: Duration::from_secs(900),
-        visibility_heartbeat: VisibilityHeartbeat {
-            every: Duration::from_secs(20),
-            extend_to: Duration::from_secs(400),
-        },
-    };
-    create_table(&dynamodb, &config.idempotency_table, "pk", None).await;
-    create_table(&dynamodb, &config.ledger_table, "pk", Some("sk")).await;
+    let aws = sdk_config().await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let idempotency_table = unique_name("idem");
+    let ledger_table = unique_name("ledger");
+    let dlq_url = create_queue(&sqs, "apply-ledger-dlq", true).await;
+    let queue_url = create_queue(&sqs, "apply-ledger", true).await;
+    create_table(&dynamodb, &idempotency_table, "pk", None).await;
+    create_table(&dynamodb, &ledger_table, "pk", Some("sk")).await;
+    let env = Env::from_pairs([
+        ("IDEMPOTENCY_TABLE", idempotency_table.clone()),
+        ("LEDGER_TABLE", ledger_table.clone()),
+        ("DLQ_URL", dlq_url.clone()),
+        ("QUEUE_URL", queue_url),
+    ]);
+    let mut setup = Setup::new(env, aws).expect("setup");
+    setup.dynamodb = dynamodb.clone();
     Fixture {
         dynamodb,
         sqs,
-        config,
+        setup,
+        idempotency_table,
+        ledger_table,
+        dlq_url,
         _proxy: proxy,
     }
 }
 
 impl Fixture {
-    fn consumer(&self) -> ApplyLedger {
-        ApplyLedger::new(&self.config, self.dynamodb.clone(), self.sqs.clone()).expect("consumer")
+    fn consumer(&self) -> App<Transact<ApplyLedger>> {
+        sqsafe::consumer::<ApplyLedger>()
+            .build_transact(&self.setup)
+            .expect("consumer")
+    }
+
+    fn next_build(&self) -> App<Transact<NextBuild>> {
+        sqsafe::consumer::<NextBuild>()
+            .build_transact(&self.setup)
+            .expect("next build")
     }
 
     async fn ledger(&self) -> HashMap<(String, String), HashMap<String, AttributeValue>> {
         let items = self
             .dynamodb
             .scan()
-            .table_name(&self.config.ledger_table)
+            .table_name(&self.ledger_table)
             .send()
             .await
             .expect("scan")
@@ -100,7 +111,7 @@ impl Fixture {
         let items = self
             .dynamodb
             .scan()
-            .table_name(&self.config.idempotency_table)
+            .table_name(&self.idempotency_table)
             .send()
             .await
             .expect("scan")
@@ -117,7 +128,7 @@ impl Fixture {
     async fn dead_letters(&self) -> Vec<aws_sdk_sqs::types::Message> {
         self.sqs
             .receive_message()
-            .queue_url(&self.config.dlq_url)
+            .queue_url(&self.dlq_url)
             .message_attribute_names("All")
             .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
             .max_number_of_messages(10)
@@ -129,44 +140,80 @@ impl Fixture {
     }
 }
 
-/// `LedgerEntryRequested` as a later build reads it: version 1 with an optional field added. (Its `Serialize` is
-/// what a fingerprint of the typed struct would hash: `"memo": null` when the body has none.)
-#[derive(Debug, Serialize, Deserialize)]
+/// `LedgerEntryRequested` as a later build reads it: version 1 with an optional field added.
+#[derive(Debug, Deserialize)]
 #[serde(tag = "version")]
 enum LedgerEntryRequestedNext {
     #[serde(rename = "1")]
     V1 {
-        entry_id: String,
-        account_id: String,
-        tenant: String,
-        amount: i64,
-        currency: String,
+        #[serde(flatten)]
+        entry: EntryFields,
+        /// Read by the next build; not part of the intent.
         #[serde(default)]
+        #[allow(dead_code)]
         memo: Option<String>,
     },
 }
 
-impl LedgerEvent for LedgerEntryRequestedNext {
-    fn into_entry(self) -> LedgerEntryV1 {
-        let LedgerEntryRequestedNext::V1 {
-            entry_id,
-            account_id,
-            tenant,
-            amount,
-            currency,
-            memo: _,
-        } = self;
+#[derive(Debug, Deserialize)]
+struct EntryFields {
+    entry_id: String,
+    account_id: String,
+    tenant: String,
+    amount: i64,
+    currency: String,
+}
+
+impl LedgerEntryRequestedNext {
+    fn entry(&self) -> LedgerEntryV1 {
+        let LedgerEntryRequestedNext::V1 { entry: e, memo: _ } = self;
         LedgerEntryV1 {
-            entry_id,
-            account_id,
-            tenant,
-            amount,
-            currency,
+            entry_id: e.entry_id.clone(),
+            account_id: e.account_id.clone(),
+            tenant: e.tenant.clone(),
+            amount: e.amount,
+            currency: e.currency.clone(),
         }
     }
 }
 
-/// The sample's first record (e-1: acct-A +1000) with its body changed by `edit`, under `message_id`.
+/// The next build of apply-ledger: the same consumer (name, version, intent fields, writes) reading the new type.
+struct NextBuild(ApplyLedger);
+
+impl TransactConsumer for NextBuild {
+    const NAME: &'static str = ApplyLedger::NAME;
+    const EFFECT_VERSION: u32 = ApplyLedger::EFFECT_VERSION;
+    const INTENT_FIELDS: &'static [&'static str] = ApplyLedger::INTENT_FIELDS;
+    type Payload = LedgerEntryRequestedNext;
+    type Output = AppliedEntry;
+
+    fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
+        ApplyLedger::new(setup).map(NextBuild)
+    }
+
+    fn intent(event: &LedgerEntryRequestedNext) -> Intent {
+        let e = event.entry();
+        Intent::new(&e.tenant, "ledger-entry", &e.entry_id)
+    }
+
+    fn writes(
+        &self,
+        event: &LedgerEntryRequestedNext,
+        cx: &Context<'_>,
+    ) -> Result<(Vec<TransactWriteItem>, AppliedEntry), RecordError> {
+        self.0.entry_writes(&event.entry(), cx)
+    }
+
+    fn refused(
+        &self,
+        event: &LedgerEntryRequestedNext,
+        index: usize,
+        item: Option<&HashMap<String, AttributeValue>>,
+    ) -> RecordError {
+        self.0.entry_refused(&event.entry(), index, item)
+    }
+}
+
 fn first_entry(message_id: &str, edit: impl Fn(&mut serde_json::Value)) -> SqsEvent {
     let mut event = event_file("apply-ledger-fifo.json");
     event.records.truncate(1);
@@ -271,12 +318,11 @@ async fn a_redelivered_batch_changes_nothing() {
 async fn a_transient_failure_holds_back_the_rest_of_its_group() {
     let fx = fixture().await;
     // The idempotency table does not exist: every transaction fails with a transient store error.
-    let broken = Config {
-        idempotency_table: "no-such-table".into(),
-        ..fx.config.clone()
-    };
-    let consumer =
-        ApplyLedger::new(&broken, fx.dynamodb.clone(), fx.sqs.clone()).expect("consumer");
+    let mut broken = fx.setup.clone();
+    broken.settings.idempotency_table = "no-such-table".into();
+    let consumer = sqsafe::consumer::<ApplyLedger>()
+        .build_transact(&broken)
+        .expect("consumer");
     let response = consumer
         .handle(invocation(event_file("apply-ledger-fifo.json"), "req-1"))
         .await
@@ -354,8 +400,9 @@ async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_b
                 b["memo"] = memo.into();
             }
         });
-        let response = consumer
-            .handle_as::<LedgerEntryRequestedNext>(invocation(event, "req-next"))
+        let response = fx
+            .next_build()
+            .handle(invocation(event, "req-next"))
             .await
             .expect("next build");
         assert!(response.batch_item_failures.is_empty(), "{id}");
@@ -368,8 +415,9 @@ async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_b
 
     // What defines the entry still counts: another amount under the same entry id is refused.
     let changed = first_entry("another-amount", |b| b["amount"] = 999.into());
-    let response = consumer
-        .handle_as::<LedgerEntryRequestedNext>(invocation(changed, "req-changed"))
+    let response = fx
+        .next_build()
+        .handle(invocation(changed, "req-changed"))
         .await
         .expect("next build");
     assert!(

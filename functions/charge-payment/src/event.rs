@@ -1,21 +1,5 @@
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use sqsafe_batch::RecordError;
-
-/// A typed form of the `PaymentRequested` body that a build of this consumer reads, reduced to the payment it
-/// charges. [`PaymentRequested`] is today's; a later build may read a type with more fields. The idempotency
-/// fingerprint never comes from this type (see `INTENT_FIELDS`), so the choice does not change what is a duplicate.
-pub trait PaymentEvent: DeserializeOwned + Send + 'static {
-    /// The payment to charge.
-    fn into_payment(self) -> PaymentV1;
-}
-
-impl PaymentEvent for PaymentRequested {
-    fn into_payment(self) -> PaymentV1 {
-        let PaymentRequested::V1(payment) = self;
-        payment
-    }
-}
+use sqsafe::RecordError;
 
 /// A `PaymentRequested` event, versioned by its `version` tag. An unknown version does not parse: a permanent
 /// `bad_payload` error before any side effect.
@@ -25,6 +9,15 @@ pub enum PaymentRequested {
     /// Version 1.
     #[serde(rename = "1")]
     V1(PaymentV1),
+}
+
+impl PaymentRequested {
+    /// The payment, whatever the version.
+    pub fn payment(&self) -> &PaymentV1 {
+        match self {
+            PaymentRequested::V1(payment) => payment,
+        }
+    }
 }
 
 /// Version 1 of `PaymentRequested`.

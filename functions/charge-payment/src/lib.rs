@@ -2,12 +2,10 @@
 //! See the README for what it does and how to run it locally.
 #![forbid(unsafe_code)]
 
-mod config;
 mod event;
 mod handler;
 mod payments;
 
-pub use config::{Config, ConfigError};
-pub use event::{PaymentEvent, PaymentRequested, PaymentV1};
-pub use handler::{CONSUMER, ChargePayment, EFFECT_VERSION, INTENT_FIELDS, SetupError};
+pub use event::{PaymentRequested, PaymentV1};
+pub use handler::ChargePayment;
 pub use payments::{Charge, PaymentsClient};

@@ -2,8 +2,8 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
-use sqsafe_batch::RecordError;
-use sqsafe_telemetry::CorrelationId;
+use sqsafe::RecordError;
+use sqsafe::layers::telemetry::CorrelationId;
 
 use crate::event::PaymentV1;
 
@@ -52,7 +52,7 @@ impl PaymentsClient {
             "currency": payment.currency,
             "customer_id": payment.customer_id,
         });
-        let (header, value) = sqsafe_telemetry::correlation::http_header(correlation_id);
+        let (header, value) = sqsafe::layers::telemetry::correlation::http_header(correlation_id);
         let response = self
             .http
             .post(format!("{}/v1/charges", self.base_url))
@@ -93,7 +93,7 @@ fn classify(status: StatusCode, body: &str) -> Result<Charge, RecordError> {
 
 #[cfg(test)]
 mod tests {
-    use sqsafe_batch::ErrorClass;
+    use sqsafe::layers::batch::ErrorClass;
 
     use super::*;
 

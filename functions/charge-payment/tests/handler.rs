@@ -1,86 +1,65 @@
 //! charge-payment against DynamoDB's and SQS's real APIs (moto server, started by `make test`) and the local payments
 //! API, driven by the sample events in `events/`.
 
-use std::time::Duration;
-
 use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use charge_payment::{ChargePayment, Config, PaymentEvent, PaymentV1};
-use serde::{Deserialize, Serialize};
-use sqsafe_batch::VisibilityHeartbeat;
+use charge_payment::{Charge, ChargePayment, PaymentV1};
+use serde::Deserialize;
+use sqsafe::{App, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
 use sqsafe_idempotency::KeyBuilder;
 use sqsafe_local::{Fault, PaymentsApi, RunningPayments};
-use sqsafe_testkit::{
-    RequestCounter, create_queue, create_table, event_file, invocation, unique_name,
-};
+use sqsafe_testkit::{create_queue, create_table, event_file, invocation, sdk_config, unique_name};
 
 struct Fixture {
     sqs: aws_sdk_sqs::Client,
-    consumer: ChargePayment,
+    app: App<Effect<ChargePayment>>,
+    next: App<Effect<NextBuild>>,
     payments: RunningPayments,
     dlq_url: String,
     queue_url: String,
 }
 
 async fn fixture() -> Fixture {
-    let dynamodb = sqsafe_testkit::dynamodb(&RequestCounter::default()).await;
-    let sqs = sqsafe_testkit::sqs().await;
+    let aws = sdk_config().await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
     let payments = PaymentsApi::builder()
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");
-    let config = Config {
-        idempotency_table: unique_name("idem"),
-        payments_api_url: payments.base_url(),
-        dlq_url: create_queue(&sqs, "charge-payment-dlq", false).await,
-        queue_url: create_queue(&sqs, "charge-payment", false).await,
-        max_attempts: 5,
-        idempotency_window: std::time::Duration::from_secs(30 * 86_400),
-        payments_timeout: Duration::from_secs(5),
-        backoff_base: Duration::from_secs(60),
-        backoff_max: Duration::from_secs(900),
-        visibility_heartbeat: VisibilityHeartbeat {
-            every: Duration::from_secs(20),
-            extend_to: Duration::from_secs(400),
-        },
-    };
-    create_table(&dynamodb, &config.idempotency_table, "pk", None).await;
-    let consumer = ChargePayment::new(&config, dynamodb, sqs.clone()).expect("consumer");
+    let table = unique_name("idem");
+    create_table(&dynamodb, &table, "pk", None).await;
+    let dlq_url = create_queue(&sqs, "charge-payment-dlq", false).await;
+    let queue_url = create_queue(&sqs, "charge-payment", false).await;
+    let env = Env::from_pairs([
+        ("IDEMPOTENCY_TABLE", table),
+        ("PAYMENTS_API_URL", payments.base_url()),
+        ("DLQ_URL", dlq_url.clone()),
+        ("QUEUE_URL", queue_url.clone()),
+    ]);
+    let setup = Setup::new(env, aws).expect("setup");
     Fixture {
         sqs,
-        consumer,
+        app: sqsafe::consumer::<ChargePayment>()
+            .build(&setup)
+            .expect("consumer"),
+        next: sqsafe::consumer::<NextBuild>()
+            .build(&setup)
+            .expect("next build"),
         payments,
-        dlq_url: config.dlq_url,
-        queue_url: config.queue_url,
+        dlq_url,
+        queue_url,
     }
 }
 
 impl Fixture {
     async fn invoke(&self, event: SqsEvent) -> Vec<String> {
-        let response = self
-            .consumer
-            .handle(invocation(event, "req-test"))
-            .await
-            .expect("batch");
-        response
-            .batch_item_failures
-            .into_iter()
-            .map(|f| f.item_identifier)
-            .collect()
+        failures(self.app.handle(invocation(event, "req-test")).await)
     }
 
-    /// Invokes the consumer as a build that reads bodies as [`PaymentRequestedNext`] would.
+    /// Invokes the next build of the consumer, whose event type has gained an optional field.
     async fn invoke_as_next(&self, event: SqsEvent) -> Vec<String> {
-        let response = self
-            .consumer
-            .handle_as::<PaymentRequestedNext>(invocation(event, "req-next"))
-            .await
-            .expect("batch");
-        response
-            .batch_item_failures
-            .into_iter()
-            .map(|f| f.item_identifier)
-            .collect()
+        failures(self.next.handle(invocation(event, "req-next")).await)
     }
 
     /// (error kind, original message id) of every dead-lettered message.
@@ -124,6 +103,17 @@ fn downstream_key(payment_id: &str) -> String {
         .downstream_key()
 }
 
+fn failures(
+    response: Result<aws_lambda_events::sqs::SqsBatchResponse, sqsafe::layers::batch::BatchError>,
+) -> Vec<String> {
+    response
+        .expect("batch")
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier)
+        .collect()
+}
+
 fn only(event: SqsEvent, message_id: &str) -> SqsEvent {
     let mut event = event;
     event
@@ -132,40 +122,72 @@ fn only(event: SqsEvent, message_id: &str) -> SqsEvent {
     event
 }
 
-/// `PaymentRequested` as a later build reads it: version 1 with an optional field added. (Its `Serialize` is what a
-/// fingerprint of the typed struct would hash: `"note": null` when the body has none.)
-#[derive(Debug, Serialize, Deserialize)]
+/// `PaymentRequested` as a later build reads it: version 1 with an optional field added.
+#[derive(Debug, Deserialize)]
 #[serde(tag = "version")]
 enum PaymentRequestedNext {
     #[serde(rename = "1")]
     V1 {
-        payment_id: String,
-        tenant: String,
-        amount: u64,
-        currency: String,
-        customer_id: String,
+        #[serde(flatten)]
+        payment: PaymentV1Fields,
+        /// Read by the next build (for a receipt, say); not part of the intent.
         #[serde(default)]
+        #[allow(dead_code)]
         note: Option<String>,
     },
 }
 
-impl PaymentEvent for PaymentRequestedNext {
-    fn into_payment(self) -> PaymentV1 {
+#[derive(Debug, Deserialize)]
+struct PaymentV1Fields {
+    payment_id: String,
+    tenant: String,
+    amount: u64,
+    currency: String,
+    customer_id: String,
+}
+
+impl PaymentRequestedNext {
+    fn payment(&self) -> PaymentV1 {
         let PaymentRequestedNext::V1 {
-            payment_id,
-            tenant,
-            amount,
-            currency,
-            customer_id,
+            payment: p,
             note: _,
         } = self;
         PaymentV1 {
-            payment_id,
-            tenant,
-            amount,
-            currency,
-            customer_id,
+            payment_id: p.payment_id.clone(),
+            tenant: p.tenant.clone(),
+            amount: p.amount,
+            currency: p.currency.clone(),
+            customer_id: p.customer_id.clone(),
         }
+    }
+}
+
+/// The next build of charge-payment: the same consumer (name, version, intent fields, effect) reading the new event
+/// type.
+struct NextBuild(ChargePayment);
+
+impl Consumer for NextBuild {
+    const NAME: &'static str = ChargePayment::NAME;
+    const EFFECT_VERSION: u32 = ChargePayment::EFFECT_VERSION;
+    const INTENT_FIELDS: &'static [&'static str] = ChargePayment::INTENT_FIELDS;
+    type Payload = PaymentRequestedNext;
+    type Output = Charge;
+
+    fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
+        ChargePayment::new(setup).map(NextBuild)
+    }
+
+    fn intent(event: &PaymentRequestedNext) -> Intent {
+        let p = event.payment();
+        Intent::new(&p.tenant, "payment", &p.payment_id)
+    }
+
+    async fn apply(
+        &self,
+        event: PaymentRequestedNext,
+        cx: &Context<'_>,
+    ) -> Result<Charge, RecordError> {
+        self.0.charge(&event.payment(), cx).await
     }
 }
 

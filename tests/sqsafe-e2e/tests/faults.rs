@@ -254,7 +254,7 @@ struct LogFindings {
     resolved: Vec<(String, String)>,
     /// `record failed`, every disposition.
     failed: Vec<Failure>,
-    /// Per message id, the outcome of each delivery that logged one: `ok` (`payment handled`) or the error kind.
+    /// Per message id, the outcome of each delivery that logged one: `ok` (`record handled`) or the error kind.
     outcomes: BTreeMap<String, Vec<String>>,
     /// SIGKILLs per idempotency key.
     kills: BTreeMap<String, u64>,
@@ -316,7 +316,7 @@ impl LogFindings {
                     .push(failure.kind.clone());
                 self.failed.push(failure);
             }
-            Some("payment handled") => {
+            Some("record handled") => {
                 if let Some(id) = field("message_id") {
                     self.outcomes.entry(id).or_default().push("ok".to_owned());
                 }

@@ -13,7 +13,7 @@ use crate::clock::epoch_secs;
 use crate::error::{BoxError, Error, Result};
 use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
-use crate::record::{Completion, Record, Status, StoredResult, takeover_cutoff_ms};
+use crate::record::{Completion, IdempotencyRecord, Status, StoredResult, takeover_cutoff_ms};
 
 /// DynamoDB's item size limit: 400 KB, counting attribute names and values.
 const MAX_ITEM_BYTES: usize = 400 * 1024;
@@ -206,7 +206,7 @@ pub(crate) fn n(v: impl ToString) -> AttributeValue {
 
 /// Claimable: no record; or expired (TTL deletion lags up to ~48 h, so the condition checks it); or an IN_PROGRESS
 /// claim whose lease has passed (its owner crashed or timed out) by more than the takeover margin (`:now_ms` is now
-/// minus the margin). Same rule as `Record::is_claimable`.
+/// minus the margin). Same rule as `IdempotencyRecord::is_claimable`.
 pub(crate) const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND #lease < :now_ms)";
 
 // Placeholders are fixed; attribute names are bound to them, so configured names need no escaping.
@@ -241,7 +241,7 @@ impl DynamoDbStore {
         ])
     }
 
-    pub(crate) fn record_item(&self, r: &Record) -> Item {
+    pub(crate) fn record_item(&self, r: &IdempotencyRecord) -> Item {
         let names = &self.names;
         let mut item = self.key_item(&r.key);
         item.insert(names.status.clone(), s(r.status.as_str()));
@@ -271,7 +271,11 @@ impl DynamoDbStore {
         item
     }
 
-    pub(crate) fn parse_item(&self, key: &IdempotencyKey, item: &Item) -> Result<Record> {
+    pub(crate) fn parse_item(
+        &self,
+        key: &IdempotencyKey,
+        item: &Item,
+    ) -> Result<IdempotencyRecord> {
         let names = &self.names;
         let bad = |detail: String| Error::Inconsistent {
             key: key.to_string(),
@@ -312,7 +316,7 @@ impl DynamoDbStore {
             u32::try_from(num(name)?.unwrap_or(0))
                 .map_err(|_| bad(format!("attribute `{name}` is out of range")))
         };
-        Ok(Record {
+        Ok(IdempotencyRecord {
             key: key.clone(),
             status,
             expiration: required_num(&names.expiration)?,
@@ -426,7 +430,7 @@ fn attribute_bytes(name: &str, value: &AttributeValue) -> usize {
 impl IdempotencyStore for DynamoDbStore {
     async fn claim(
         &self,
-        record: &Record,
+        record: &IdempotencyRecord,
         now: SystemTime,
         takeover_margin: Duration,
     ) -> Result<ClaimAttempt> {
@@ -552,7 +556,7 @@ impl IdempotencyStore for DynamoDbStore {
         self.fenced("release", key, outcome)
     }
 
-    fn result_room(&self, record: &Record) -> Option<usize> {
+    fn result_room(&self, record: &IdempotencyRecord) -> Option<usize> {
         let used: usize = self
             .record_item(record)
             .iter()
@@ -562,7 +566,7 @@ impl IdempotencyStore for DynamoDbStore {
         Some(MAX_ITEM_BYTES.saturating_sub(used + result_name + ITEM_SLACK_BYTES))
     }
 
-    async fn get(&self, key: &IdempotencyKey) -> Result<Option<Record>> {
+    async fn get(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>> {
         let outcome = self
             .client
             .get_item()

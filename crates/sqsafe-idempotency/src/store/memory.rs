@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 use super::{ClaimAttempt, FencedWrite, IdempotencyStore};
 use crate::error::Result;
 use crate::key::IdempotencyKey;
-use crate::record::{Completion, Record, Status};
+use crate::record::{Completion, IdempotencyRecord, Status};
 
 /// Records in this process's memory, with the same conditions as the DynamoDB store.
 ///
@@ -13,7 +13,7 @@ use crate::record::{Completion, Record, Status};
 /// not see each other's claims. Clones share the same records.
 #[derive(Debug, Clone, Default)]
 pub struct InMemoryStore {
-    records: Arc<Mutex<HashMap<IdempotencyKey, Record>>>,
+    records: Arc<Mutex<HashMap<IdempotencyKey, IdempotencyRecord>>>,
 }
 
 impl InMemoryStore {
@@ -32,7 +32,7 @@ impl InMemoryStore {
         self.len() == 0
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<IdempotencyKey, Record>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<IdempotencyKey, IdempotencyRecord>> {
         // A panic while holding the lock cannot leave a half-written record (each write is one insert or remove).
         self.records
             .lock()
@@ -41,17 +41,20 @@ impl InMemoryStore {
 
     /// The record held under `token` and still `IN_PROGRESS`.
     fn owned<'a>(
-        records: &'a mut HashMap<IdempotencyKey, Record>,
+        records: &'a mut HashMap<IdempotencyKey, IdempotencyRecord>,
         key: &IdempotencyKey,
         token: &str,
-    ) -> Option<&'a mut Record> {
+    ) -> Option<&'a mut IdempotencyRecord> {
         records
             .get_mut(key)
             .filter(|r| r.token == token && r.status == Status::InProgress)
     }
 
     /// The refusal of a fenced write: the record as it is (or none).
-    fn refused(records: &HashMap<IdempotencyKey, Record>, key: &IdempotencyKey) -> FencedWrite {
+    fn refused(
+        records: &HashMap<IdempotencyKey, IdempotencyRecord>,
+        key: &IdempotencyKey,
+    ) -> FencedWrite {
         FencedWrite::Refused(records.get(key).cloned())
     }
 }
@@ -59,7 +62,7 @@ impl InMemoryStore {
 impl IdempotencyStore for InMemoryStore {
     async fn claim(
         &self,
-        record: &Record,
+        record: &IdempotencyRecord,
         now: SystemTime,
         takeover_margin: Duration,
     ) -> Result<ClaimAttempt> {
@@ -118,7 +121,7 @@ impl IdempotencyStore for InMemoryStore {
         Ok(FencedWrite::Written)
     }
 
-    async fn get(&self, key: &IdempotencyKey) -> Result<Option<Record>> {
+    async fn get(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>> {
         Ok(self.lock().get(key).cloned())
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
 use crate::key::IdempotencyKey;
-use crate::record::{Completion, Record};
+use crate::record::{Completion, IdempotencyRecord};
 
 /// What a claim found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub enum ClaimAttempt {
     /// The record was written: this attempt owns the key.
     Claimed,
     /// A record that still counts was there and was left alone; here it is, as read by the same conditional write.
-    Existing(Record),
+    Existing(IdempotencyRecord),
 }
 
 /// What a fenced write ([`complete`](IdempotencyStore::complete), [`extend`](IdempotencyStore::extend),
@@ -33,7 +33,7 @@ pub enum FencedWrite {
     ///
     /// The core decides what that means: a retried write whose first try had landed finds its own result (our token,
     /// already completed, already extended, already gone), which is success, not a lost lease.
-    Refused(Option<Record>),
+    Refused(Option<IdempotencyRecord>),
 }
 
 /// A place to keep idempotency records.
@@ -48,11 +48,11 @@ pub enum FencedWrite {
 /// ```
 pub trait IdempotencyStore: Send + Sync + 'static {
     /// Writes `record` (status `IN_PROGRESS`) if no record exists, or the existing one is expired at `now`, or its
-    /// lease passed more than `takeover_margin` before `now` ([`Record::is_claimable`]). Otherwise returns the
+    /// lease passed more than `takeover_margin` before `now` ([`IdempotencyRecord::is_claimable`]). Otherwise returns the
     /// existing record, read by the same write.
     fn claim(
         &self,
-        record: &Record,
+        record: &IdempotencyRecord,
         now: SystemTime,
         takeover_margin: Duration,
     ) -> impl Future<Output = Result<ClaimAttempt>> + Send;
@@ -84,11 +84,14 @@ pub trait IdempotencyStore: Send + Sync + 'static {
     /// The most bytes of result JSON that fit in `record`'s item besides everything else it carries, when the store
     /// has an item size limit (DynamoDB: 400 KB). Results that do not fit are kept as a digest, so a completion can
     /// never fail on the item size after its effect has run.
-    fn result_room(&self, record: &Record) -> Option<usize> {
+    fn result_room(&self, record: &IdempotencyRecord) -> Option<usize> {
         let _ = record;
         None
     }
 
     /// Reads a record as stored (expired or not). For operators and tests: no claim path reads.
-    fn get(&self, key: &IdempotencyKey) -> impl Future<Output = Result<Option<Record>>> + Send;
+    fn get(
+        &self,
+        key: &IdempotencyKey,
+    ) -> impl Future<Output = Result<Option<IdempotencyRecord>>> + Send;
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use sqsafe_idempotency::{
     ClaimAttempt, Completion, FencedWrite, Idempotency, IdempotencyBuilder, IdempotencyKey,
-    IdempotencyStore, ManualClock, Record, Result,
+    IdempotencyRecord, IdempotencyStore, ManualClock, Result,
 };
 pub use sqsafe_testkit::{
     LostAnswer, RequestCounter, create_table, dynamodb as dynamodb_client, dynamodb_losing,
@@ -69,7 +69,7 @@ impl<S> Retried<S> {
 impl<S: IdempotencyStore> IdempotencyStore for Retried<S> {
     async fn claim(
         &self,
-        record: &Record,
+        record: &IdempotencyRecord,
         now: SystemTime,
         margin: Duration,
     ) -> Result<ClaimAttempt> {
@@ -109,7 +109,7 @@ impl<S: IdempotencyStore> IdempotencyStore for Retried<S> {
         Ok(first)
     }
 
-    async fn get(&self, key: &IdempotencyKey) -> Result<Option<Record>> {
+    async fn get(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>> {
         self.inner.get(key).await
     }
 }

@@ -257,7 +257,7 @@ pub async fn lease_follows_the_deadline_but_never_below_the_minimum<S: Idempoten
 pub async fn expired_completed_record_runs_again<S: IdempotencyStore>(fx: Fixture<S>) {
     let clock = ManualClock::at_millis(T0_MS);
     let idem = builder(fx.store, &clock)
-        .record_ttl(Duration::from_secs(3600))
+        .idempotency_window(Duration::from_secs(3600))
         .build()
         .expect("config");
     let effects = AtomicU32::new(0);

@@ -1,0 +1,377 @@
+//! The entry point: settings, telemetry, clients, the batch processor, the idempotency layer and the runtime loop.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{LambdaEvent, service_fn};
+use sqsafe_batch::{
+    Backoff, BatchError, BatchProcessor, BatchProcessorBuilder, Processed, Record, RecordError,
+    SqsDeadLetterQueue, SqsVisibility,
+};
+use sqsafe_idempotency::{
+    DynamoDbStore, Fingerprint, FingerprintFields, Idempotency, IdempotencyBuilder, IdempotencyKey,
+    ReplaySource, Request, TransactOutcome,
+};
+
+use crate::consumer::{Consumer, Context, TransactConsumer};
+use crate::error::Error;
+use crate::settings::{Env, Settings};
+
+/// What a consumer is built from: the settings, the environment (for settings of its own), and the AWS clients
+/// (configured with timeouts, endpoints from the environment).
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The common settings.
+    pub settings: Settings,
+    /// The environment, for the consumer's own variables: `setup.env.url("PAYMENTS_API_URL")?`.
+    pub env: Env,
+    /// The AWS configuration the clients were built from.
+    pub aws: aws_config::SdkConfig,
+    /// DynamoDB.
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    /// SQS.
+    pub sqs: aws_sdk_sqs::Client,
+}
+
+impl Setup {
+    /// Reads the settings from `env` and builds the clients from `aws`.
+    pub fn new(env: Env, aws: aws_config::SdkConfig) -> Result<Self, Error> {
+        let settings = Settings::from_env(&env)?;
+        Ok(Self {
+            settings,
+            env,
+            dynamodb: aws_sdk_dynamodb::Client::new(&aws),
+            sqs: aws_sdk_sqs::Client::new(&aws),
+            aws,
+        })
+    }
+
+    /// The process environment and `sqsafe_aws::load()` (timeouts set, endpoints from `AWS_ENDPOINT_URL*`).
+    pub async fn from_env() -> Result<Self, Error> {
+        Self::new(Env::process(), sqsafe_aws::load().await)
+    }
+}
+
+type BatchHook = Box<dyn FnOnce(BatchProcessorBuilder) -> BatchProcessorBuilder + Send>;
+type IdempotencyHook =
+    Box<dyn FnOnce(IdempotencyBuilder<DynamoDbStore>) -> IdempotencyBuilder<DynamoDbStore> + Send>;
+
+/// Builds and runs consumer `C`; every layer underneath stays reachable through the hooks.
+///
+/// ```no_run
+/// # struct ChargePayment;
+/// # impl sqsafe::Consumer for ChargePayment {
+/// #     const NAME: &'static str = "charge-payment";
+/// #     const EFFECT_VERSION: u32 = 1;
+/// #     const INTENT_FIELDS: &'static [&'static str] = &["/id"];
+/// #     type Payload = serde_json::Value;
+/// #     type Output = ();
+/// #     fn new(_: &sqsafe::Setup) -> Result<Self, sqsafe::Error> { Ok(ChargePayment) }
+/// #     fn intent(p: &serde_json::Value) -> sqsafe::Intent { sqsafe::Intent::untenanted("x", p["id"].to_string()) }
+/// #     async fn apply(&self, _: serde_json::Value, _: &sqsafe::Context<'_>) -> Result<(), sqsafe::RecordError> { Ok(()) }
+/// # }
+/// # async fn f() -> Result<(), sqsafe::Error> {
+/// use std::time::Duration;
+/// sqsafe::consumer::<ChargePayment>()
+///     .batch(|b| b.max_concurrency(4))
+///     .idempotency(|i| i.takeover_margin(Duration::from_secs(5)))
+///     .run()
+///     .await
+/// # }
+/// ```
+pub struct ConsumerBuilder<C> {
+    batch: Option<BatchHook>,
+    idempotency: Option<IdempotencyHook>,
+    consumer: PhantomData<fn() -> C>,
+}
+
+/// Starts building consumer `C`.
+pub fn consumer<C>() -> ConsumerBuilder<C> {
+    ConsumerBuilder {
+        batch: None,
+        idempotency: None,
+        consumer: PhantomData,
+    }
+}
+
+impl<C> ConsumerBuilder<C> {
+    /// Adjusts the batch processor after sqsafe configured it from the settings (DLQ, attempts, backoff,
+    /// in-progress waits, visibility heartbeat).
+    pub fn batch(
+        mut self,
+        f: impl FnOnce(BatchProcessorBuilder) -> BatchProcessorBuilder + Send + 'static,
+    ) -> Self {
+        self.batch = Some(Box::new(f));
+        self
+    }
+
+    /// Adjusts the idempotency layer after sqsafe configured it (table, window, consumer name and version).
+    pub fn idempotency(
+        mut self,
+        f: impl FnOnce(IdempotencyBuilder<DynamoDbStore>) -> IdempotencyBuilder<DynamoDbStore>
+        + Send
+        + 'static,
+    ) -> Self {
+        self.idempotency = Some(Box::new(f));
+        self
+    }
+
+    fn layers(
+        self,
+        name: &'static str,
+        version: u32,
+        setup: &Setup,
+    ) -> Result<(BatchProcessor, Idempotency<DynamoDbStore>), Error> {
+        let s = &setup.settings;
+        let mut batch = BatchProcessor::builder(name, version)
+            .max_attempts(s.max_attempts)
+            .dead_letter_queue(SqsDeadLetterQueue::new(setup.sqs.clone(), &s.dlq_url))
+            .visibility(SqsVisibility::new(setup.sqs.clone(), &s.queue_url))
+            .backoff(Backoff::new(s.backoff_base, s.backoff_max)?)
+            .visibility_heartbeat(s.visibility_heartbeat);
+        if let Some(hook) = self.batch {
+            batch = hook(batch);
+        }
+        let store = DynamoDbStore::builder(setup.dynamodb.clone(), &s.idempotency_table).build()?;
+        let mut idem =
+            Idempotency::builder(store, name, version).idempotency_window(s.idempotency_window);
+        if let Some(hook) = self.idempotency {
+            idem = hook(idem);
+        }
+        Ok((batch.build()?, idem.build()?))
+    }
+}
+
+impl<C: Consumer> ConsumerBuilder<C> {
+    /// Builds the consumer from `setup`, without running it (for tests and custom runtimes).
+    pub fn build(self, setup: &Setup) -> Result<App<Effect<C>>, Error> {
+        let (processor, idem) = self.layers(C::NAME, C::EFFECT_VERSION, setup)?;
+        let consumer = C::new(setup)?;
+        Ok(App::new(
+            processor,
+            Effect {
+                consumer,
+                idem,
+                fields: fields(C::INTENT_FIELDS),
+            },
+        ))
+    }
+
+    /// Initialises logging, reads the environment, builds the clients and the consumer, and runs the Lambda runtime
+    /// (concurrently when `AWS_LAMBDA_MAX_CONCURRENCY` > 1).
+    pub async fn run(self) -> Result<(), Error> {
+        init_telemetry()?;
+        let setup = Setup::from_env().await?;
+        self.build(&setup)?.run().await
+    }
+}
+
+impl<C: TransactConsumer> ConsumerBuilder<C> {
+    /// Builds the transactional consumer from `setup`, without running it.
+    pub fn build_transact(self, setup: &Setup) -> Result<App<Transact<C>>, Error> {
+        let (processor, idem) = self.layers(C::NAME, C::EFFECT_VERSION, setup)?;
+        let consumer = C::new(setup)?;
+        Ok(App::new(
+            processor,
+            Transact {
+                consumer,
+                idem,
+                fields: fields(C::INTENT_FIELDS),
+            },
+        ))
+    }
+
+    /// [`run`](ConsumerBuilder::run) for a [`TransactConsumer`].
+    pub async fn run_transact(self) -> Result<(), Error> {
+        init_telemetry()?;
+        let setup = Setup::from_env().await?;
+        self.build_transact(&setup)?.run().await
+    }
+}
+
+/// Runs consumer `C` with every default: `sqsafe::run::<ChargePayment>().await`.
+pub async fn run<C: Consumer>() -> Result<(), Error> {
+    consumer::<C>().run().await
+}
+
+/// Runs transactional consumer `C` with every default.
+pub async fn run_transact<C: TransactConsumer>() -> Result<(), Error> {
+    consumer::<C>().run_transact().await
+}
+
+fn init_telemetry() -> Result<(), Error> {
+    match sqsafe_telemetry::init() {
+        Err(e) if !e.is_already_initialised() => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+fn fields(pointers: &[&str]) -> FingerprintFields {
+    FingerprintFields::only(pointers.iter().map(|p| (*p).to_owned()))
+}
+
+/// A built consumer: hand it Lambda events. Cheap to clone.
+pub struct App<E> {
+    inner: Arc<(BatchProcessor, E)>,
+}
+
+impl<E> Clone for App<E> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<E: RunRecord> App<E> {
+    fn new(processor: BatchProcessor, effect: E) -> Self {
+        Self {
+            inner: Arc::new((processor, effect)),
+        }
+    }
+
+    /// Handles one invocation.
+    pub async fn handle(
+        &self,
+        event: LambdaEvent<SqsEvent>,
+    ) -> Result<SqsBatchResponse, BatchError> {
+        let (processor, effect) = &*self.inner;
+        processor.handle(event, &|record| effect.run(record)).await
+    }
+
+    /// The consumer.
+    pub fn consumer(&self) -> &E::Consumer {
+        self.inner.1.consumer()
+    }
+
+    /// Runs the Lambda runtime loop; concurrent when Lambda sets `AWS_LAMBDA_MAX_CONCURRENCY` above 1.
+    pub async fn run(self) -> Result<(), Error> {
+        lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<SqsEvent>| {
+            let app = self.clone();
+            async move { app.handle(event).await }
+        }))
+        .await
+        .map_err(Error::Runtime)
+    }
+}
+
+/// How one record runs; implemented by [`Effect`] and [`Transact`].
+pub trait RunRecord: Send + Sync + 'static {
+    /// The user's consumer.
+    type Consumer;
+    /// Runs one record.
+    fn run(&self, record: Record) -> impl Future<Output = Result<Processed, RecordError>> + Send;
+    /// The user's consumer.
+    fn consumer(&self) -> &Self::Consumer;
+}
+
+/// A [`Consumer`] with its idempotency layer.
+pub struct Effect<C> {
+    consumer: C,
+    idem: Idempotency<DynamoDbStore>,
+    fields: FingerprintFields,
+}
+
+/// A [`TransactConsumer`] with its idempotency layer.
+pub struct Transact<C> {
+    consumer: C,
+    idem: Idempotency<DynamoDbStore>,
+    fields: FingerprintFields,
+}
+
+/// One line per record handled (a failure gets the batch processor's `record failed` line instead).
+fn handled(processed: Processed) -> Processed {
+    tracing::info!(outcome = ?processed, "record handled");
+    processed
+}
+
+/// Parses the record, keys it, and builds its idempotency request; puts the key on the record's span.
+fn prepare<P: serde::de::DeserializeOwned>(
+    record: &Record,
+    idem: &Idempotency<DynamoDbStore>,
+    fields: &FingerprintFields,
+    intent: impl FnOnce(&P) -> crate::Intent,
+    validate: impl FnOnce(&P) -> Result<(), RecordError>,
+    name: &str,
+    version: u32,
+) -> Result<(P, IdempotencyKey, Request), RecordError> {
+    let payload: P = record.parse()?;
+    validate(&payload)?;
+    let key = intent(&payload).key(name, version)?;
+    record.record_idempotency_key(&key);
+    // The body parsed as P, so it is JSON: the fingerprint reads the intent's fields from it as sent.
+    let raw: serde_json::Value = serde_json::from_str(record.body()?)
+        .map_err(|_| RecordError::permanent("bad_payload", "body is not JSON"))?;
+    let mut request = idem
+        .request_with_fingerprint(key.clone(), Fingerprint::of_value(&raw, fields))
+        .attempt(record.receive_count())
+        .correlation_id(record.correlation_id().as_str());
+    if let Some(deadline) = record.deadline() {
+        request = request.deadline(deadline);
+    }
+    Ok((payload, key, request))
+}
+
+impl<C: Consumer> RunRecord for Effect<C> {
+    type Consumer = C;
+
+    async fn run(&self, record: Record) -> Result<Processed, RecordError> {
+        let (payload, key, request) = prepare(
+            &record,
+            &self.idem,
+            &self.fields,
+            C::intent,
+            C::validate,
+            C::NAME,
+            C::EFFECT_VERSION,
+        )?;
+        let cx = Context::new(&record, &key);
+        let outcome = self
+            .idem
+            .execute(&request, || self.consumer.apply(payload, &cx))
+            .await?;
+        Ok(handled(Processed::of(&outcome)))
+    }
+
+    fn consumer(&self) -> &C {
+        &self.consumer
+    }
+}
+
+impl<C: TransactConsumer> RunRecord for Transact<C> {
+    type Consumer = C;
+
+    async fn run(&self, record: Record) -> Result<Processed, RecordError> {
+        let (payload, key, request) = prepare(
+            &record,
+            &self.idem,
+            &self.fields,
+            C::intent,
+            C::validate,
+            C::NAME,
+            C::EFFECT_VERSION,
+        )?;
+        let cx = Context::new(&record, &key);
+        let (writes, output) = self.consumer.writes(&payload, &cx)?;
+        match self.idem.transact(&request, writes, &output).await? {
+            TransactOutcome::Committed => Ok(handled(Processed::Applied)),
+            TransactOutcome::Replayed {
+                source: ReplaySource::Store,
+                ..
+            } => Ok(handled(Processed::Replayed)),
+            TransactOutcome::Replayed {
+                source: ReplaySource::Cache,
+                ..
+            } => Ok(handled(Processed::SkippedByCache)),
+            TransactOutcome::EffectRefused { index, item } => {
+                Err(self.consumer.refused(&payload, index, item.as_ref()))
+            }
+        }
+    }
+
+    fn consumer(&self) -> &C {
+        &self.consumer
+    }
+}

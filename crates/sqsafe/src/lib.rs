@@ -1,0 +1,30 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+mod app;
+mod consumer;
+mod error;
+mod settings;
+
+pub use app::{
+    App, ConsumerBuilder, Effect, RunRecord, Setup, Transact, consumer, run, run_transact,
+};
+pub use consumer::{Consumer, Context, Intent, TransactConsumer};
+pub use error::{BoxError, Error};
+pub use settings::{ConfigError, Env, Settings};
+
+/// The record-level error a consumer returns: [`RecordError::transient`] comes back, [`RecordError::permanent`] goes to
+/// the DLQ with its context.
+pub use sqsafe_batch::RecordError;
+
+/// The layers underneath, for what the hooks and traits do not cover.
+pub mod layers {
+    pub use sqsafe_batch as batch;
+    pub use sqsafe_idempotency as idempotency;
+    pub use sqsafe_telemetry as telemetry;
+}
+
+/// The workspace README's examples, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct WorkspaceReadme;

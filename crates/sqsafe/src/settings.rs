@@ -1,0 +1,279 @@
+//! The environment every consumer reads, parsed once, with errors that name the variable and the reason.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqsafe_batch::VisibilityHeartbeat;
+
+/// A setting that is missing or does not parse: names the variable, its value and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {variable}{}: {reason}", value_part(.value))]
+pub struct ConfigError {
+    /// The variable.
+    pub variable: String,
+    /// Its value, when it was set.
+    pub value: Option<String>,
+    /// What was expected.
+    pub reason: String,
+}
+
+fn value_part(value: &Option<String>) -> String {
+    match value {
+        Some(v) => format!(" = {v:?}"),
+        None => String::new(),
+    }
+}
+
+type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+/// Reads settings from the process environment, or from a map in tests. Cheap to clone.
+#[derive(Clone)]
+pub struct Env {
+    get: Arc<Lookup>,
+}
+
+impl fmt::Debug for Env {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Env").finish_non_exhaustive()
+    }
+}
+
+impl Env {
+    /// The process environment.
+    pub fn process() -> Self {
+        Self::from_fn(|name| std::env::var(name).ok())
+    }
+
+    /// Variables from `get` (tests pass a map).
+    pub fn from_fn(get: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
+        Self { get: Arc::new(get) }
+    }
+
+    /// Variables from pairs.
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let map: std::collections::HashMap<String, String> = pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        Self::from_fn(move |name| map.get(name).cloned())
+    }
+
+    /// The value, if set and not blank.
+    pub fn get(&self, name: &str) -> Option<String> {
+        (self.get)(name).filter(|v| !v.trim().is_empty())
+    }
+
+    /// A required value.
+    pub fn required(&self, name: &str) -> Result<String, ConfigError> {
+        self.get(name).ok_or_else(|| ConfigError {
+            variable: name.to_owned(),
+            value: None,
+            reason: "is required".to_owned(),
+        })
+    }
+
+    /// A required `http://` or `https://` URL, without a trailing `/`.
+    pub fn url(&self, name: &str) -> Result<String, ConfigError> {
+        let url = self.required(name)?;
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            return Err(invalid(name, &url, "an http:// or https:// URL"));
+        }
+        Ok(url.trim_end_matches('/').to_owned())
+    }
+
+    /// A number, `default` when unset; it must parse as `T` and lie in `range`.
+    pub fn number<T>(
+        &self,
+        name: &str,
+        default: T,
+        range: std::ops::RangeInclusive<T>,
+    ) -> Result<T, ConfigError>
+    where
+        T: FromStr + PartialOrd + fmt::Display + Copy,
+    {
+        let Some(raw) = self.get(name) else {
+            return Ok(default);
+        };
+        match raw.trim().parse::<T>() {
+            Ok(n) if range.contains(&n) => Ok(n),
+            _ => Err(invalid(
+                name,
+                &raw,
+                &format!("a whole number from {} to {}", range.start(), range.end()),
+            )),
+        }
+    }
+
+    /// A duration in whole seconds, `default` when unset, within `range` seconds.
+    pub fn seconds(
+        &self,
+        name: &str,
+        default: u64,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<Duration, ConfigError> {
+        self.number(name, default, range).map(Duration::from_secs)
+    }
+
+    /// A duration in milliseconds, `default` when unset, within `range` milliseconds.
+    pub fn millis(
+        &self,
+        name: &str,
+        default: u64,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<Duration, ConfigError> {
+        self.number(name, default, range).map(Duration::from_millis)
+    }
+}
+
+fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
+    ConfigError {
+        variable: name.to_owned(),
+        value: Some(value.to_owned()),
+        reason: format!("expected {reason}"),
+    }
+}
+
+/// What every sqsafe consumer reads from its environment (template.yaml sets each of these).
+///
+/// # Default
+/// | variable | default | meaning |
+/// |---|---|---|
+/// | `IDEMPOTENCY_TABLE` | required | the idempotency table |
+/// | `DLQ_URL` | required | the dead-letter queue sqsafe sends failed records to, with their context |
+/// | `QUEUE_URL` | required | the queue consumed; backoff, in-progress waits and the visibility heartbeat change visibility there |
+/// | `MAX_ATTEMPTS` | 5 (1..=1000) | deliveries before a record that keeps failing transiently is dead-lettered |
+/// | `IDEMPOTENCY_WINDOW_DAYS` | 30 (1..=3650) | how long a completed intent suppresses its duplicates |
+/// | `BACKOFF_BASE_SECONDS` | 60 (1..=43200) | first backoff delay of a transient failure |
+/// | `BACKOFF_MAX_SECONDS` | 900 (1..=43200) | longest backoff delay |
+/// | `VISIBILITY_HEARTBEAT_SECONDS` | 20 (1..=43199) | how often a running record's visibility is extended |
+/// | `VISIBILITY_EXTEND_SECONDS` | 400 (2..=43200) | the visibility each extension sets |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `IDEMPOTENCY_TABLE`.
+    pub idempotency_table: String,
+    /// `DLQ_URL`.
+    pub dlq_url: String,
+    /// `QUEUE_URL`.
+    pub queue_url: String,
+    /// `MAX_ATTEMPTS`.
+    pub max_attempts: u32,
+    /// `IDEMPOTENCY_WINDOW_DAYS`, as a duration.
+    pub idempotency_window: Duration,
+    /// `BACKOFF_BASE_SECONDS`.
+    pub backoff_base: Duration,
+    /// `BACKOFF_MAX_SECONDS`.
+    pub backoff_max: Duration,
+    /// `VISIBILITY_HEARTBEAT_SECONDS` and `VISIBILITY_EXTEND_SECONDS`.
+    pub visibility_heartbeat: VisibilityHeartbeat,
+}
+
+impl Settings {
+    /// Reads and checks every setting.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        let settings = Self {
+            idempotency_table: env.required("IDEMPOTENCY_TABLE")?,
+            dlq_url: env.required("DLQ_URL")?,
+            queue_url: env.required("QUEUE_URL")?,
+            max_attempts: env.number("MAX_ATTEMPTS", 5, 1..=1000)?,
+            idempotency_window: Duration::from_secs(
+                86_400 * env.number("IDEMPOTENCY_WINDOW_DAYS", 30u64, 1..=3650)?,
+            ),
+            backoff_base: env.seconds("BACKOFF_BASE_SECONDS", 60, 1..=43_200)?,
+            backoff_max: env.seconds("BACKOFF_MAX_SECONDS", 900, 1..=43_200)?,
+            visibility_heartbeat: VisibilityHeartbeat {
+                every: env.seconds("VISIBILITY_HEARTBEAT_SECONDS", 20, 1..=43_199)?,
+                extend_to: env.seconds("VISIBILITY_EXTEND_SECONDS", 400, 2..=43_200)?,
+            },
+        };
+        if settings.backoff_base > settings.backoff_max {
+            return Err(ConfigError {
+                variable: "BACKOFF_BASE_SECONDS".into(),
+                value: Some(settings.backoff_base.as_secs().to_string()),
+                reason: "must not exceed BACKOFF_MAX_SECONDS".into(),
+            });
+        }
+        if settings.visibility_heartbeat.every >= settings.visibility_heartbeat.extend_to {
+            return Err(ConfigError {
+                variable: "VISIBILITY_HEARTBEAT_SECONDS".into(),
+                value: Some(settings.visibility_heartbeat.every.as_secs().to_string()),
+                reason: "must be less than VISIBILITY_EXTEND_SECONDS".into(),
+            });
+        }
+        Ok(settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: [(&str, &str); 3] = [
+        ("IDEMPOTENCY_TABLE", "idem"),
+        ("DLQ_URL", "https://q/dlq"),
+        ("QUEUE_URL", "https://q/source"),
+    ];
+
+    #[test]
+    fn reads_the_required_settings_and_the_documented_defaults() {
+        let s = Settings::from_env(&Env::from_pairs(BASE)).expect("valid");
+        assert_eq!(s.max_attempts, 5);
+        assert_eq!(s.idempotency_window, Duration::from_secs(30 * 86_400));
+        assert_eq!(
+            (s.backoff_base, s.backoff_max),
+            (Duration::from_secs(60), Duration::from_secs(900))
+        );
+        assert_eq!(
+            s.visibility_heartbeat,
+            VisibilityHeartbeat {
+                every: Duration::from_secs(20),
+                extend_to: Duration::from_secs(400)
+            }
+        );
+    }
+
+    #[test]
+    fn errors_name_the_variable_its_value_and_the_reason() {
+        for missing in ["IDEMPOTENCY_TABLE", "DLQ_URL", "QUEUE_URL"] {
+            let env = Env::from_pairs(BASE.into_iter().filter(|(k, _)| *k != missing));
+            let err = Settings::from_env(&env).expect_err("missing");
+            assert_eq!(err.variable, missing);
+            assert_eq!(
+                err.to_string(),
+                format!("environment variable {missing}: is required")
+            );
+        }
+        let mut pairs = BASE.to_vec();
+        pairs.push(("MAX_ATTEMPTS", "0"));
+        let err = Settings::from_env(&Env::from_pairs(pairs)).expect_err("zero");
+        assert_eq!(
+            err.to_string(),
+            "environment variable MAX_ATTEMPTS = \"0\": expected a whole number from 1 to 1000"
+        );
+        let mut pairs = BASE.to_vec();
+        pairs.push(("IDEMPOTENCY_WINDOW_DAYS", "99999"));
+        let err =
+            Settings::from_env(&Env::from_pairs(pairs)).expect_err("too large, never clamped");
+        assert_eq!(err.variable, "IDEMPOTENCY_WINDOW_DAYS");
+        let mut pairs = BASE.to_vec();
+        pairs.push(("BACKOFF_BASE_SECONDS", "1000"));
+        let err = Settings::from_env(&Env::from_pairs(pairs)).expect_err("base over max");
+        assert!(err.to_string().contains("BACKOFF_MAX_SECONDS"), "{err}");
+        let env = Env::from_pairs([("U", "ftp://x")]);
+        assert!(
+            env.url("U")
+                .expect_err("scheme")
+                .to_string()
+                .contains("https://")
+        );
+        assert_eq!(
+            Env::from_pairs([("U", "https://x/")])
+                .url("U")
+                .expect("url"),
+            "https://x"
+        );
+    }
+}

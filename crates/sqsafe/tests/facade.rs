@@ -1,0 +1,305 @@
+//! The façade against DynamoDB's and SQS's real APIs (moto server, started by `make test`): a consumer of a few lines
+//! applies once, replays duplicates, dead-letters poison with context; a transactional one commits with its record.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use serde::{Deserialize, Serialize};
+use sqsafe::{Consumer, Context, Env, Intent, RecordError, Setup, TransactConsumer};
+use sqsafe_testkit::{create_queue, create_table, invocation, sdk_config, unique_name};
+
+#[derive(Deserialize)]
+struct Greet {
+    tenant: String,
+    id: String,
+    name: String,
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct Greeting(String);
+
+static GREETINGS: AtomicU32 = AtomicU32::new(0);
+
+struct Greeter;
+
+impl Consumer for Greeter {
+    const NAME: &'static str = "greeter";
+    const EFFECT_VERSION: u32 = 1;
+    const INTENT_FIELDS: &'static [&'static str] = &["/tenant", "/id", "/name"];
+    type Payload = Greet;
+    type Output = Greeting;
+
+    fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
+        setup.env.required("GREETING_STYLE")?;
+        Ok(Greeter)
+    }
+
+    fn intent(p: &Greet) -> Intent {
+        Intent::new(&p.tenant, "greet", &p.id)
+    }
+
+    fn validate(p: &Greet) -> Result<(), RecordError> {
+        if p.name.is_empty() {
+            return Err(RecordError::permanent("invalid_greet", "name is empty"));
+        }
+        Ok(())
+    }
+
+    async fn apply(&self, p: Greet, cx: &Context<'_>) -> Result<Greeting, RecordError> {
+        assert_eq!(cx.downstream_key().len(), 64);
+        GREETINGS.fetch_add(1, Ordering::SeqCst);
+        Ok(Greeting(format!("hello {}", p.name)))
+    }
+}
+
+fn message(id: &str, body: &str, queue_arn: &str) -> SqsMessage {
+    let mut m = SqsMessage::default();
+    m.message_id = Some(id.to_owned());
+    m.body = Some(body.to_owned());
+    m.event_source_arn = Some(queue_arn.to_owned());
+    m.attributes
+        .insert("ApproximateReceiveCount".into(), "1".into());
+    m
+}
+
+fn event(messages: Vec<SqsMessage>) -> SqsEvent {
+    let mut e = SqsEvent::default();
+    e.records = messages;
+    e
+}
+
+async fn setup(extra: &[(&str, &str)]) -> (Setup, String) {
+    let aws = sdk_config().await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let table = unique_name("idem");
+    create_table(&dynamodb, &table, "pk", None).await;
+    let dlq = create_queue(&sqs, "facade-dlq", false).await;
+    let queue = create_queue(&sqs, "facade", false).await;
+    let mut pairs = vec![
+        ("IDEMPOTENCY_TABLE".to_owned(), table),
+        ("DLQ_URL".to_owned(), dlq.clone()),
+        ("QUEUE_URL".to_owned(), queue),
+    ];
+    pairs.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    (Setup::new(Env::from_pairs(pairs), aws).expect("setup"), dlq)
+}
+
+#[tokio::test]
+async fn a_consumer_of_a_few_lines_applies_once_replays_and_dead_letters_poison() {
+    let (setup, dlq) = setup(&[("GREETING_STYLE", "warm")]).await;
+    let app = sqsafe::consumer::<Greeter>().build(&setup).expect("app");
+    let arn = "arn:aws:sqs:us-east-1:123456789012:facade";
+    let body = r#"{"tenant":"acme","id":"g-1","name":"Zoë"}"#;
+    let before = GREETINGS.load(Ordering::SeqCst);
+    let response = app
+        .handle(invocation(
+            event(vec![
+                message("m1", body, arn),
+                message(
+                    "m2",
+                    r#"{"tenant":"acme","id":"g-2","name":"Ann","extra":1}"#,
+                    arn,
+                ),
+                message(
+                    "m3",
+                    r#"{"tenant":"acme","id":"g-3","name":"secret-4111"}"#
+                        .replace("\"name\":\"secret-4111\"", "\"name\":17")
+                        .as_str(),
+                    arn,
+                ),
+            ]),
+            "req-1",
+        ))
+        .await
+        .expect("batch");
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(
+        GREETINGS.load(Ordering::SeqCst) - before,
+        2,
+        "two applied, the poison one dead-lettered"
+    );
+
+    // A redelivery with a field the consumer ignores and the fingerprint does not read: a replay.
+    let again = app
+        .handle(invocation(
+            event(vec![message(
+                "m1b",
+                r#"{"tenant":"acme","id":"g-1","name":"Zoë","sent_at":"now"}"#,
+                arn,
+            )]),
+            "req-2",
+        ))
+        .await
+        .expect("batch");
+    assert!(again.batch_item_failures.is_empty());
+    assert_eq!(
+        GREETINGS.load(Ordering::SeqCst) - before,
+        2,
+        "replayed, not applied again"
+    );
+
+    // The same intent with another name: a permanent mismatch, no effect.
+    app.handle(invocation(
+        event(vec![message(
+            "m1c",
+            r#"{"tenant":"acme","id":"g-1","name":"Other"}"#,
+            arn,
+        )]),
+        "req-3",
+    ))
+    .await
+    .expect("batch");
+    assert_eq!(GREETINGS.load(Ordering::SeqCst) - before, 2);
+
+    let received = setup
+        .sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .expect("receive");
+    let kinds: Vec<String> = received
+        .messages()
+        .iter()
+        .filter_map(|m| {
+            m.message_attributes()?
+                .get("sqsafe.error_kind")?
+                .string_value()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    assert!(
+        kinds.contains(&"bad_payload".to_owned()) && kinds.contains(&"payload_mismatch".to_owned()),
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_consumer_that_misses_its_own_setting_names_it() {
+    let (setup, _) = setup(&[]).await;
+    let err = sqsafe::consumer::<Greeter>()
+        .build(&setup)
+        .err()
+        .expect("GREETING_STYLE is missing");
+    assert_eq!(
+        err.to_string(),
+        "environment variable GREETING_STYLE: is required"
+    );
+}
+
+struct Ledger {
+    table: String,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    account: String,
+    entry_id: String,
+    amount: i64,
+}
+
+impl TransactConsumer for Ledger {
+    const NAME: &'static str = "ledger";
+    const EFFECT_VERSION: u32 = 1;
+    const INTENT_FIELDS: &'static [&'static str] = &["/account", "/entry_id", "/amount"];
+    type Payload = Entry;
+    type Output = i64;
+
+    fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
+        Ok(Ledger {
+            table: setup.env.required("LEDGER_TABLE")?,
+        })
+    }
+
+    fn intent(e: &Entry) -> Intent {
+        Intent::untenanted("entry", &e.entry_id)
+    }
+
+    fn writes(
+        &self,
+        e: &Entry,
+        cx: &Context<'_>,
+    ) -> Result<(Vec<TransactWriteItem>, i64), RecordError> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .item("pk", AttributeValue::S(e.account.clone()))
+            .item("amount", AttributeValue::N(e.amount.to_string()))
+            .item("key", AttributeValue::S(cx.idempotency_key().to_string()))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|err| RecordError::permanent("internal", err))?;
+        Ok((
+            vec![TransactWriteItem::builder().put(put).build()],
+            e.amount,
+        ))
+    }
+
+    fn refused(
+        &self,
+        e: &Entry,
+        _index: usize,
+        _item: Option<&HashMap<String, AttributeValue>>,
+    ) -> RecordError {
+        RecordError::permanent("account_exists", format!("account {} exists", e.account))
+    }
+}
+
+#[tokio::test]
+async fn a_transactional_consumer_commits_with_its_record_and_reports_refusals() {
+    let ledger = unique_name("ledger");
+    let (setup, _) = setup(&[("LEDGER_TABLE", ledger.as_str())]).await;
+    create_table(&setup.dynamodb, &ledger, "pk", None).await;
+    let app = sqsafe::consumer::<Ledger>()
+        .build_transact(&setup)
+        .expect("app");
+    let arn = "arn:aws:sqs:us-east-1:123456789012:ledger";
+    let first = r#"{"account":"a-1","entry_id":"e-1","amount":5}"#;
+    for request in ["r1", "r2"] {
+        let response = app
+            .handle(invocation(event(vec![message("m1", first, arn)]), request))
+            .await
+            .expect("batch");
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    let item = setup
+        .dynamodb
+        .get_item()
+        .table_name(&ledger)
+        .key("pk", AttributeValue::S("a-1".into()))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        item.item()
+            .and_then(|i| i.get("amount"))
+            .and_then(|v| v.as_n().ok())
+            .map(String::as_str),
+        Some("5")
+    );
+    // Another entry for the same account: the write's own condition refuses it, nothing is written.
+    let report = app
+        .handle(invocation(
+            event(vec![message(
+                "m2",
+                r#"{"account":"a-1","entry_id":"e-2","amount":7}"#,
+                arn,
+            )]),
+            "r3",
+        ))
+        .await
+        .expect("batch");
+    assert!(
+        report.batch_item_failures.is_empty(),
+        "dead-lettered, not retried"
+    );
+}
