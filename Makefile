@@ -4,13 +4,19 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 .PHONY: help test demo local moto local-resources bench clean-venv
 
+# Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
+FUNCTIONS := $(notdir $(wildcard functions/*))
+
 help:
 	@echo "Targets:"
-	@echo "  make test        whole suite: venv, moto, cargo fmt --check, clippy -D warnings, cargo test"
-	@echo "  make demo        run the idempotency demo (cargo example) against a local moto server"
+	@echo "  make test        whole suite: venv, moto, fmt, clippy -D warnings, rustdoc -D warnings, cargo test, the"
+	@echo "                   fault-injection suite, the template checks (sam validate, cfn-lint, sam build, rules,"
+	@echo "                   smoke deploy) and a throwaway consumer made with cargo xtask new-consumer"
+	@echo "  make demo        the main job end to end: naive, key-only and sqsafe consumers fed the same deliveries"
 	@echo "  make local       the whole pipeline by hand: moto, template.yaml's stack, the functions and their pollers, until Ctrl-C"
 	@echo "  make moto        run moto server in the foreground and print the env vars to export"
-	@echo "  make local-resources  create the tables and DLQs the functions' READMEs use, in a running moto"
+	@echo "  make local-resources  create template.yaml's tables and queues (without the stack name) in a running moto"
+	@echo "  cargo xtask new-consumer NAME [--fifo] [--transact]   add a consumer (crate, sample event, template resources)"
 	@echo "  make bench       criterion benchmarks; figures kept in crates/sqsafe-idempotency/benches/RESULTS.md"
 	@echo "  make clean-venv  delete the Python venv (.venv)"
 
@@ -22,7 +28,7 @@ demo:
 
 local:
 	@bash scripts/venv.sh
-	cargo build -q -p charge-payment -p apply-ledger -p sqsafe-local --bins
+	cargo build -q $(addprefix -p ,$(FUNCTIONS)) -p sqsafe-local --bins
 	target/debug/sqsafe-local up
 
 moto:

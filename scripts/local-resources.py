@@ -1,38 +1,69 @@
-"""Creates the resources the functions' READMEs use in a running moto server (`make moto`): the idempotency and ledger
-tables, the two source queues and their DLQs. Idempotent: what exists is left alone. Prints the queue URLs to pass
-as QUEUE_URL and DLQ_URL."""
+"""Creates template.yaml's tables and queues in a running moto server (`make moto`), for running the functions by hand
+as their READMEs show (`cargo lambda watch`). Names follow the template without the stack name: `IdempotencyTable` is
+`idempotency`, `${AWS::StackName}-charge-payment` is `charge-payment`. Every consumer in the template is found, those
+added with `cargo xtask new-consumer` too. Idempotent: what exists is left alone. Prints the queue URLs to pass as
+QUEUE_URL and DLQ_URL."""
 import os
+import re
 import sys
+from pathlib import Path
 
 import boto3
+from samtranslator.yaml_helper import yaml_parse
+
+ROOT = Path(__file__).resolve().parent.parent
 
 endpoint = os.environ.get("AWS_ENDPOINT_URL")
 if not endpoint or not endpoint.startswith("http://127.0.0.1"):
     sys.exit("AWS_ENDPOINT_URL must point at the local moto server (run `make moto` and apply its export lines)")
 kw = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
 dynamodb, sqs = boto3.client("dynamodb", **kw), boto3.client("sqs", **kw)
+resources = yaml_parse((ROOT / "template.yaml").read_text(encoding="utf-8"))["Resources"]
 
-for name, keys in [("idempotency", [("pk", "HASH")]), ("ledger", [("pk", "HASH"), ("sk", "RANGE")])]:
+
+def table_name(logical_id: str) -> str:
+    """`IdempotencyTable` -> `idempotency`, `SendInvoiceTable` -> `send-invoice`."""
+    base = logical_id.removesuffix("Table")
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", base).lower()
+
+
+def queue_name(props: dict) -> str:
+    name = props["QueueName"]
+    name = name.get("Fn::Sub", name) if isinstance(name, dict) else name
+    return name.replace("${AWS::StackName}-", "")
+
+
+for logical_id, res in sorted(resources.items()):
+    if res["Type"] != "AWS::DynamoDB::Table":
+        continue
+    props, name = res["Properties"], table_name(logical_id)
     try:
         dynamodb.create_table(
             TableName=name,
             BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k, _ in keys],
-            KeySchema=[{"AttributeName": k, "KeyType": t} for k, t in keys],
+            AttributeDefinitions=props["AttributeDefinitions"],
+            KeySchema=props["KeySchema"],
         )
     except dynamodb.exceptions.ResourceInUseException:
         pass  # already there
     else:
-        if name == "idempotency":
-            dynamodb.update_time_to_live(
-                TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"}
-            )
-    print(f"table {name}")
-fifo = {"FifoQueue": "true"}
-for name, attrs in [
-    ("charge-payment", {}),
-    ("charge-payment-dlq", {}),
-    ("apply-ledger.fifo", {**fifo, "ContentBasedDeduplication": "true"}),
-    ("apply-ledger-dlq.fifo", fifo),
-]:
-    print(f"queue {sqs.create_queue(QueueName=name, Attributes=attrs)['QueueUrl']}")
+        ttl = props.get("TimeToLiveSpecification")
+        if ttl:
+            dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
+    print(f"table {name}  ({logical_id})")
+
+for logical_id, res in sorted(resources.items()):
+    if res["Type"] != "AWS::SQS::Queue":
+        continue
+    props = res["Properties"]
+    attrs = {}
+    if props.get("FifoQueue"):
+        attrs["FifoQueue"] = "true"
+    if props.get("ContentBasedDeduplication"):
+        attrs["ContentBasedDeduplication"] = "true"
+    name = queue_name(props)
+    try:
+        url = sqs.create_queue(QueueName=name, Attributes=attrs)["QueueUrl"]
+    except sqs.exceptions.QueueNameExists:
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]  # already there
+    print(f"queue {url}  ({logical_id})")

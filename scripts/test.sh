@@ -41,7 +41,10 @@ step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo clippy with the fault-injection crash points (built only for the fault suite)"
-cargo clippy -p sqsafe-idempotency -p charge-payment -p apply-ledger --features sqsafe-idempotency/fault-injection -- -D warnings
+cargo clippy -p sqsafe-idempotency -p sqsafe --features sqsafe-idempotency/fault-injection -- -D warnings
+
+step "cargo doc --workspace --no-deps, warnings denied"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 step "cargo test --workspace (all but the fault-injection suite)"
 cargo test --workspace -- --skip _under_faults
@@ -51,5 +54,11 @@ cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
 
 step "template checks (scripts/template-checks.sh: sam validate, cfn-lint, sam build, rules, smoke deploy)"
 bash "${ROOT}/scripts/template-checks.sh"
+
+step "a new consumer in one command (scripts/scaffold-check.py: cargo xtask new-consumer in a scratch copy)"
+packages=(-p sqsafe-local)
+for crate in "${ROOT}"/functions/*/; do packages+=(-p "$(basename "${crate}")"); done
+cargo build -q "${packages[@]}" --bins
+"${ROOT}/.venv/bin/python" "${ROOT}/scripts/scaffold-check.py"
 
 step "all steps passed"

@@ -75,6 +75,8 @@ REQUIRED_ACTIONS: dict[str, set[str]] = {
     "DLQ_URL": {"sqs:SendMessage"},
     "IDEMPOTENCY_TABLE": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
     "LEDGER_TABLE": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
+    # The table of a consumer made with `cargo xtask new-consumer --transact`: one conditional Put per intent.
+    "EFFECT_TABLE": {"dynamodb:PutItem"},
 }
 
 
@@ -549,7 +551,7 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
     needs: list[tuple[str, str]] = []
     if c.queue:
         needs.append(("(source)", c.queue))
-    for var in ("QUEUE_URL", "DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE"):
+    for var in ("QUEUE_URL", "DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE", "EFFECT_TABLE"):
         for x in refs(env.get(var)):
             if x in queues or x in tables:
                 needs.append((var, x))

@@ -16,14 +16,15 @@ use sqsafe_local::stack::{
 };
 use tokio::sync::watch;
 
-const USAGE: &str = "usage: sqsafe-local up [--bin-dir DIR] [--pollers N] [--visibility-timeout SECONDS]
+const USAGE: &str = "usage: sqsafe-local up [--template FILE] [--bin-dir DIR] [--pollers N] [--visibility-timeout SECONDS]
 
 Runs template.yaml's functions locally: moto server (SQS, DynamoDB), the payments API, the functions under a local
 Lambda Runtime API, and an SQS event source mapping per poller. --visibility-timeout shortens the source queues'
-visibility timeout and scales the functions' backoff and visibility heartbeat to it. Build the functions first:
-  cargo build -p charge-payment -p apply-ledger      (or: make local)";
+visibility timeout and scales the functions' backoff and visibility heartbeat to it. --template defaults to the
+workspace's template.yaml. Build the functions first (make local does).";
 
 struct Args {
+    template: PathBuf,
     bin_dir: PathBuf,
     pollers: usize,
     visibility: Option<Duration>,
@@ -31,6 +32,7 @@ struct Args {
 
 fn parse(args: &[String]) -> Result<Args, String> {
     let mut parsed = Args {
+        template: template_path(),
         bin_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug"),
         pollers: 1,
         visibility: None,
@@ -48,6 +50,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         };
         match flag.as_str() {
             "--bin-dir" => parsed.bin_dir = PathBuf::from(value()?),
+            "--template" => parsed.template = PathBuf::from(value()?),
             "--pollers" => {
                 parsed.pollers = value()?
                     .parse()
@@ -88,7 +91,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn up(args: Args) -> Result<(), String> {
-    let spec = TemplateSpec::read(&template_path()).map_err(|e| e.to_string())?;
+    let spec = TemplateSpec::read(&args.template).map_err(|e| e.to_string())?;
     for f in spec.functions.values() {
         let path = args.bin_dir.join(&f.binary);
         if !path.exists() {

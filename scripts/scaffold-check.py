@@ -1,0 +1,161 @@
+"""Proves `cargo xtask new-consumer` end to end, as `make test` runs it (scripts/test.sh):
+
+1. copies the workspace (tracked and untracked, not ignored files) to a scratch folder;
+2. generates a throwaway consumer there (`cargo xtask new-consumer scaffold-probe`);
+3. checks that it is formatted and clippy-clean, builds it and runs its tests (against moto);
+4. runs every template check the real template gets (scripts/template-checks.sh) on the scratch template.yaml;
+5. runs the local pipeline on the scratch template (`sqsafe-local up --template ...`), sends one message to the new
+   consumer's queue and waits until its intent is COMPLETED in the idempotency table, exactly once, and the queue is
+   empty;
+6. removes the scratch folder and the probe's binaries.
+
+Cargo builds into the workspace's own target folder (CARGO_TARGET_DIR), so dependencies are not compiled again; only
+the probe's binaries land there under their own name, and they are removed at the end. Expects what scripts/test.sh
+sets up: the venv, moto server with AWS_ENDPOINT_URL exported, and the workspace's sqsafe-local and function binaries
+built (target/debug).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import boto3
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "scaffold-probe"
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
+
+
+def step(text: str) -> None:
+    print(f"\n--> scaffold: {text}", flush=True)
+
+
+def run(*args: str, cwd: Path, env: dict | None = None) -> None:
+    print("$ " + " ".join(args), flush=True)
+    subprocess.run(args, cwd=cwd, env=env, check=True)
+
+
+def copy_workspace(scratch: Path) -> None:
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+    ).stdout.split(b"\0")
+    for raw in listed:
+        if not raw:
+            continue
+        rel = Path(raw.decode())
+        src = ROOT / rel
+        if not src.is_file():
+            continue  # deleted in the work tree but still tracked
+        dst = scratch / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+    # The venv is the project's own tool set (sam, cfn-lint, cargo-lambda): link it rather than copy 300 MB.
+    (scratch / ".venv").symlink_to(ROOT / ".venv")
+
+
+def pipeline(scratch: Path) -> None:
+    """sqsafe-local up on the scratch template; one message to the probe; one COMPLETED intent."""
+    cmd = [
+        str(TARGET / "debug" / "sqsafe-local"), "up",
+        "--template", str(scratch / "template.yaml"),
+        "--bin-dir", str(TARGET / "debug"),
+        "--visibility-timeout", "5",
+    ]
+    print("$ " + " ".join(cmd), flush=True)
+    proc = subprocess.Popen(cmd, cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        endpoint = queue = table = None
+        deadline = time.monotonic() + 120
+        assert proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("scaffold: sqsafe-local stopped before it was ready:\n" + "".join(lines))
+            lines.append(line)
+            if m := re.match(r"moto server\s+(\S+)", line):
+                endpoint = m.group(1)
+            elif m := re.match(r"table\s+(\S+)\s+\(IdempotencyTable\)", line):
+                table = m.group(1)
+            elif m := re.match(rf"{re.escape(NAME)}\s+queue\s+(\S+)", line):
+                queue = m.group(1)
+            elif line.startswith("function logs"):
+                break
+        if not (endpoint and queue and table):
+            raise SystemExit(f"scaffold: sqsafe-local did not print the endpoint, queue and table:\n{''.join(lines)}")
+        session = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        sqs, dynamodb = boto3.client("sqs", **session), boto3.client("dynamodb", **session)
+        sample = json.loads((scratch / "events" / f"{NAME}.json").read_text())["Records"][0]
+        sent = sqs.send_message(QueueUrl=queue, MessageBody=sample["body"])
+        print(f"sent {sent['MessageId']} to {queue}", flush=True)
+        deadline = time.monotonic() + 60
+        completed: list[dict] = []
+        while time.monotonic() < deadline:
+            items = dynamodb.scan(TableName=table)["Items"]
+            ours = [i for i in items if i["pk"]["S"].startswith(f"{NAME}#v1#")]
+            completed = [i for i in ours if i["status"]["S"] == "COMPLETED"]
+            if completed:
+                break
+            time.sleep(0.5)
+        if len(completed) != 1:
+            raise SystemExit(f"scaffold: expected one COMPLETED intent of {NAME}, found {len(completed)}")
+        left = sqs.get_queue_attributes(
+            QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        )["Attributes"]
+        deadline = time.monotonic() + 30
+        while any(v != "0" for v in left.values()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = sqs.get_queue_attributes(
+                QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+            )["Attributes"]
+        if any(v != "0" for v in left.values()):
+            raise SystemExit(f"scaffold: the message was not deleted from {queue}: {left}")
+        print(f"one effect: {completed[0]['pk']['S']} COMPLETED, the queue is empty", flush=True)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        print("".join(lines[-5:]) + (out or "")[-2000:], flush=True)
+
+
+def main() -> int:
+    scratch = Path(tempfile.mkdtemp(prefix="sqsafe-scaffold-"))
+    env = {**os.environ, "CARGO_TARGET_DIR": str(TARGET)}
+    try:
+        step(f"copy the workspace to {scratch}")
+        copy_workspace(scratch)
+        step(f"cargo xtask new-consumer {NAME}")
+        run("cargo", "xtask", "new-consumer", NAME, cwd=scratch, env=env)
+        step("the generated crate: formatted, clippy-clean, built, tested")
+        run("cargo", "fmt", "--check", "-p", NAME, cwd=scratch, env=env)
+        run("cargo", "clippy", "-p", NAME, "--all-targets", "--", "-D", "warnings", cwd=scratch, env=env)
+        run("cargo", "test", "-p", NAME, cwd=scratch, env=env)
+        step("every template check, on the template with the new consumer")
+        run("bash", "scripts/template-checks.sh", cwd=scratch, env=env)
+        step("one message through the local pipeline, one effect")
+        pipeline(scratch)
+        step("passed; discarding the scratch copy")
+        return 0
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        for leftover in (TARGET / "debug").glob(f"{NAME}*"):
+            if leftover.is_file():
+                leftover.unlink()
+        for leftover in (TARGET / "lambda" / NAME,):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
