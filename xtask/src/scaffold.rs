@@ -644,11 +644,19 @@ fn resources_yaml(spec: &Spec) -> String {
     if spec.transact {
         out.push_str(EFFECT_TABLE_YAML);
     }
-    out.push_str(if spec.fifo {
-        QUEUES_FIFO_YAML
+    let (fifo_queue, fifo_dlq) = if spec.fifo {
+        (
+            "      FifoQueue: true\n      ContentBasedDeduplication: true\n",
+            "      FifoQueue: true\n",
+        )
     } else {
-        QUEUES_STANDARD_YAML
-    });
+        ("", "")
+    };
+    out.push_str(
+        &QUEUES_YAML
+            .replace("{{fifo_queue}}", fifo_queue)
+            .replace("{{fifo_dlq}}", fifo_dlq),
+    );
     out.push_str(LOG_GROUP_AND_ROLE_YAML);
     if spec.transact {
         out.push_str(TRANSACT_GRANTS_YAML);
@@ -692,13 +700,13 @@ const EFFECT_TABLE_YAML: &str = r#"  {{Pascal}}Table:
 
 "#;
 
-const QUEUES_STANDARD_YAML: &str = r#"  {{Pascal}}Queue:
+const QUEUES_YAML: &str = r#"  {{Pascal}}Queue:
     Type: AWS::SQS::Queue
     DeletionPolicy: Delete
     UpdateReplacePolicy: Delete
     Properties:
       QueueName: !Sub "${AWS::StackName}-{{queue}}"
-      SqsManagedSseEnabled: true
+{{fifo_queue}}      SqsManagedSseEnabled: true
       VisibilityTimeout: 400
       MessageRetentionPeriod: 345600
       RedrivePolicy:
@@ -711,38 +719,7 @@ const QUEUES_STANDARD_YAML: &str = r#"  {{Pascal}}Queue:
     UpdateReplacePolicy: Delete
     Properties:
       QueueName: !Sub "${AWS::StackName}-{{dlq}}"
-      SqsManagedSseEnabled: true
-      MessageRetentionPeriod: 1209600
-      RedriveAllowPolicy:
-        redrivePermission: byQueue
-        sourceQueueArns:
-          - !Sub "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-{{queue}}"
-
-"#;
-
-const QUEUES_FIFO_YAML: &str = r#"  {{Pascal}}Queue:
-    Type: AWS::SQS::Queue
-    DeletionPolicy: Delete
-    UpdateReplacePolicy: Delete
-    Properties:
-      QueueName: !Sub "${AWS::StackName}-{{queue}}"
-      FifoQueue: true
-      ContentBasedDeduplication: true
-      SqsManagedSseEnabled: true
-      VisibilityTimeout: 400
-      MessageRetentionPeriod: 345600
-      RedrivePolicy:
-        deadLetterTargetArn: !GetAtt {{Pascal}}DeadLetterQueue.Arn
-        maxReceiveCount: 5
-
-  {{Pascal}}DeadLetterQueue:
-    Type: AWS::SQS::Queue
-    DeletionPolicy: Delete
-    UpdateReplacePolicy: Delete
-    Properties:
-      QueueName: !Sub "${AWS::StackName}-{{dlq}}"
-      FifoQueue: true
-      SqsManagedSseEnabled: true
+{{fifo_dlq}}      SqsManagedSseEnabled: true
       MessageRetentionPeriod: 1209600
       RedriveAllowPolicy:
         redrivePermission: byQueue

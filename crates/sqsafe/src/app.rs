@@ -144,17 +144,39 @@ impl<C> ConsumerBuilder<C> {
     }
 }
 
+/// The batch processor, the idempotency layer, the consumer and its fingerprint fields.
+type Parts<C> = (
+    BatchProcessor,
+    Idempotency<DynamoDbStore>,
+    C,
+    FingerprintFields,
+);
+
+impl<C> ConsumerBuilder<C> {
+    /// The layers, the consumer and its fingerprint fields, for either kind of consumer.
+    fn parts(
+        self,
+        (name, version, intent_fields): (&'static str, u32, &[&str]),
+        setup: &Setup,
+        new: impl FnOnce(&Setup) -> Result<C, Error>,
+    ) -> Result<Parts<C>, Error> {
+        let (processor, idem) = self.layers(name, version, setup)?;
+        let fields = FingerprintFields::only(intent_fields.iter().map(|p| (*p).to_owned()));
+        Ok((processor, idem, new(setup)?, fields))
+    }
+}
+
 impl<C: Consumer> ConsumerBuilder<C> {
     /// Builds the consumer from `setup`, without running it (for tests and custom runtimes).
     pub fn build(self, setup: &Setup) -> Result<App<Effect<C>>, Error> {
-        let (processor, idem) = self.layers(C::NAME, C::EFFECT_VERSION, setup)?;
-        let consumer = C::new(setup)?;
+        let id = (C::NAME, C::EFFECT_VERSION, C::INTENT_FIELDS);
+        let (processor, idem, consumer, fields) = self.parts(id, setup, C::new)?;
         Ok(App::new(
             processor,
             Effect {
                 consumer,
                 idem,
-                fields: fields(C::INTENT_FIELDS),
+                fields,
             },
         ))
     }
@@ -162,8 +184,7 @@ impl<C: Consumer> ConsumerBuilder<C> {
     /// Initialises logging, reads the environment, builds the clients and the consumer, and runs the Lambda runtime
     /// (concurrently when `AWS_LAMBDA_MAX_CONCURRENCY` > 1).
     pub async fn run(self) -> Result<(), Error> {
-        init_telemetry()?;
-        let setup = Setup::from_env().await?;
+        let setup = setup_from_env().await?;
         self.build(&setup)?.run().await
     }
 }
@@ -171,22 +192,21 @@ impl<C: Consumer> ConsumerBuilder<C> {
 impl<C: TransactConsumer> ConsumerBuilder<C> {
     /// Builds the transactional consumer from `setup`, without running it.
     pub fn build_transact(self, setup: &Setup) -> Result<App<Transact<C>>, Error> {
-        let (processor, idem) = self.layers(C::NAME, C::EFFECT_VERSION, setup)?;
-        let consumer = C::new(setup)?;
+        let id = (C::NAME, C::EFFECT_VERSION, C::INTENT_FIELDS);
+        let (processor, idem, consumer, fields) = self.parts(id, setup, C::new)?;
         Ok(App::new(
             processor,
             Transact {
                 consumer,
                 idem,
-                fields: fields(C::INTENT_FIELDS),
+                fields,
             },
         ))
     }
 
     /// [`run`](ConsumerBuilder::run) for a [`TransactConsumer`].
     pub async fn run_transact(self) -> Result<(), Error> {
-        init_telemetry()?;
-        let setup = Setup::from_env().await?;
+        let setup = setup_from_env().await?;
         self.build_transact(&setup)?.run().await
     }
 }
@@ -201,15 +221,13 @@ pub async fn run_transact<C: TransactConsumer>() -> Result<(), Error> {
     consumer::<C>().run_transact().await
 }
 
-fn init_telemetry() -> Result<(), Error> {
+/// Logging first (so that a bad setting is logged as JSON too), then the settings and the clients.
+async fn setup_from_env() -> Result<Setup, Error> {
     match sqsafe_telemetry::init() {
-        Err(e) if !e.is_already_initialised() => Err(e.into()),
-        _ => Ok(()),
+        Err(e) if !e.is_already_initialised() => return Err(e.into()),
+        _ => {}
     }
-}
-
-fn fields(pointers: &[&str]) -> FingerprintFields {
-    FingerprintFields::only(pointers.iter().map(|p| (*p).to_owned()))
+    Setup::from_env().await
 }
 
 /// A built consumer: hand it Lambda events. Cheap to clone.
