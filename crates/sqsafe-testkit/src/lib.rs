@@ -3,6 +3,16 @@
 //! that asserts request budgets.
 //!
 //! A test that needs the server fails loudly when it is not there; it never skips.
+//!
+//! ```
+//! use sqsafe_testkit::{RequestCounter, unique_name};
+//!
+//! // Names unique per process and call, so tests share one moto server.
+//! assert_ne!(unique_name("idem"), unique_name("idem"));
+//! // A client whose requests are counted (no request is sent until the test makes one):
+//! let counter = RequestCounter::default();
+//! assert!(counter.take().is_empty());
+//! ```
 #![forbid(unsafe_code)]
 
 mod counter;
