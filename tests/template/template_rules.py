@@ -47,6 +47,10 @@ RULES: dict[str, str] = {
     "idempotency-table": "an IDEMPOTENCY_TABLE has the DynamoDB store's key schema (pk, String, no sort key) and TTL on expiration",
     "alarm-dlq": "each dead-letter queue has an alarm: AWS/SQS ApproximateNumberOfMessagesVisible > 0 (GreaterThanThreshold, Threshold 0, TreatMissingData notBreaching), AlarmActions to an SNS topic of the template",
     "alarm-queue-age": "each consumed queue has an alarm on AWS/SQS ApproximateAgeOfOldestMessage, AlarmActions to an SNS topic of the template",
+    "alarm-dead-letters": "each function has an alarm on sqsafe's own RecordsSentToDlq (namespace sqsafe, dimension consumer = its binary) Sum > 0, so every new dead letter notifies even while the DLQ-depth alarm is already in ALARM",
+    "alarm-function-errors": "each function has an alarm on its AWS/Lambda Errors and Throttles (> 0), AlarmActions to an SNS topic of the template",
+    "emf-log-level": "a function's ApplicationLogLevel can only be TRACE, DEBUG or INFO: EMF metric lines carry no level, Lambda files them as INFO and drops them at WARN and above",
+    "grant-only-what-is-used": "on each table a function's role grants no item action its code does not call (idempotency table: PutItem, UpdateItem, DeleteItem; ledger: PutItem, UpdateItem; effect table: PutItem)",
     "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ and the tables named in its environment; no managed policies (they cannot be checked here)",
     "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, ChangeMessageVisibility on its QUEUE_URL, SendMessage on its DLQ, item actions on its tables",
     "change-message-visibility": "each function's role grants sqs:ChangeMessageVisibility on the function's source queue and on nothing else (not its DLQ, not another queue, not '*')",
@@ -67,13 +71,24 @@ DATA_PLANE_SERVICES = ("dynamodb", "sqs")
 # The one action a function may hold on its source queue only (the "change-message-visibility" rule).
 CHANGE_VISIBILITY = "sqs:changemessagevisibility"
 
+# Everything the code ever calls on each kind of table (the "grant-only-what-is-used" rule): no path reads (GetItem
+# serves operators and tests only), no transaction uses a ConditionCheck item.
+USED_ACTIONS: dict[str, set[str]] = {
+    "IDEMPOTENCY_TABLE": {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+    "LEDGER_TABLE": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
+    "EFFECT_TABLE": {"dynamodb:PutItem"},
+}
+EMF_LOG_LEVELS = {"TRACE", "DEBUG", "INFO"}
+
 # What each kind of resource a function touches requires (the "permissions" rule). Keys are environment variables
 # the functions read; "(source)" is the queue the event source mapping polls.
 REQUIRED_ACTIONS: dict[str, set[str]] = {
     "(source)": {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
     "QUEUE_URL": {"sqs:ChangeMessageVisibility"},
     "DLQ_URL": {"sqs:SendMessage"},
-    "IDEMPOTENCY_TABLE": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+    # Both kinds of consumer claim with a PutItem (a transactional one inside TransactWriteItems); UpdateItem and
+    # DeleteItem only serve the claim path's completion, extension and release (see USED_ACTIONS).
+    "IDEMPOTENCY_TABLE": {"dynamodb:PutItem"},
     "LEDGER_TABLE": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
     # The table of a consumer made with `cargo xtask new-consumer --transact`: one conditional Put per intent.
     "EFFECT_TABLE": {"dynamodb:PutItem"},
@@ -272,6 +287,8 @@ def check(doc: dict[str, Any], *, crate_binaries: dict[str, str] | None = None) 
     _check_queues(t, queues, consumed, dlq_of, dlqs, fail)
     _check_tables(t, tables, consumers, fail)
     _check_alarms(t, alarms, consumed, dlqs, fail)
+    for c in consumers:
+        _check_function_alarms(t, alarms, c, fail)
     _check_policy_documents(t, fail)
     return out
 
@@ -339,6 +356,14 @@ def _check_function(t: Template, c: Consumer, fail) -> None:
     logging = p.get("LoggingConfig") or {}
     if logging.get("LogFormat") != "JSON":
         fail("log-group", f, f"LoggingConfig.LogFormat is {logging.get('LogFormat')!r}, not JSON")
+    level = logging.get("ApplicationLogLevel", "INFO")
+    if isinstance(level, dict) and set(level) == {"Ref"} and level["Ref"] in t.parameters:
+        param = t.parameters[level["Ref"]]
+        allowed = set(as_list(param.get("AllowedValues"))) or {"(any value)"}
+    else:
+        allowed = {level}
+    if not allowed <= EMF_LOG_LEVELS:
+        fail("emf-log-level", f, f"ApplicationLogLevel can be {sorted(allowed - EMF_LOG_LEVELS)}: every EMF metric line would be dropped")
     groups = [x for x in refs(logging.get("LogGroup")) if t.is_type(x, "AWS::Logs::LogGroup")]
     if not groups:
         # The default group /aws/lambda/<function name>, created by the template so that it has a retention.
@@ -559,6 +584,10 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
         missing = sorted(REQUIRED_ACTIONS[var] - granted.get(x, set()))
         if missing:
             fail("permissions", owner, f"{f} needs {missing} on {x} ({var})")
+        if var in USED_ACTIONS:
+            unused = sorted(a for a in granted.get(x, set()) if a.lower() not in {u.lower() for u in USED_ACTIONS[var]})
+            if unused:
+                fail("grant-only-what-is-used", owner, f"{f} is granted {unused} on {x} ({var}), which its code never calls")
 
 
 def _check_queues(t: Template, queues: dict, consumed: set, dlq_of: dict, dlqs: set, fail) -> None:
@@ -664,6 +693,40 @@ def _check_alarms(t: Template, alarms: dict, consumed: set, dlqs: set, fail) -> 
         for a in found:
             if not _alarm_actions_ok(t, t.props(a)):
                 fail("alarm-queue-age", a, "AlarmActions do not notify an SNS topic of this template")
+
+
+def _check_function_alarms(t: Template, alarms: dict, c: Consumer, fail) -> None:
+    """alarm-dead-letters and alarm-function-errors for one function."""
+    f = c.function
+    binary = (t.resources[f].get("Metadata") or {}).get("BuildProperties", {}).get("Binary")
+    dead_letters = []
+    failures = []
+    for a in alarms:
+        ap = t.props(a)
+        dims = {d.get("Name"): d.get("Value") for d in as_list(ap.get("Dimensions")) if isinstance(d, dict)}
+        if ap.get("Namespace") == "sqsafe" and ap.get("MetricName") == "RecordsSentToDlq" and dims.get("consumer") == binary:
+            dead_letters.append(a)
+        watched = set()
+        for m in as_list(ap.get("Metrics")):
+            metric = ((m or {}).get("MetricStat") or {}).get("Metric") or {}
+            mdims = {d.get("Name"): d.get("Value") for d in as_list(metric.get("Dimensions")) if isinstance(d, dict)}
+            if metric.get("Namespace") == "AWS/Lambda" and refs(mdims.get("FunctionName")) == {f}:
+                watched.add(metric.get("MetricName"))
+        if {"Errors", "Throttles"} <= watched:
+            failures.append(a)
+    if not dead_letters:
+        fail("alarm-dead-letters", f, f"no alarm on namespace sqsafe RecordsSentToDlq with consumer = {binary!r}")
+    for a in dead_letters:
+        ap = t.props(a)
+        if (ap.get("Statistic"), to_int(ap.get("Threshold")), ap.get("ComparisonOperator")) != ("Sum", 0, "GreaterThanThreshold"):
+            fail("alarm-dead-letters", a, "must fire on Sum > 0 (Statistic Sum, Threshold 0, GreaterThanThreshold)")
+        if not _alarm_actions_ok(t, ap):
+            fail("alarm-dead-letters", a, "AlarmActions do not notify an SNS topic of this template")
+    if not failures:
+        fail("alarm-function-errors", f, "no alarm on its AWS/Lambda Errors and Throttles")
+    for a in failures:
+        if not _alarm_actions_ok(t, t.props(a)):
+            fail("alarm-function-errors", a, "AlarmActions do not notify an SNS topic of this template")
 
 
 def _policy_documents(t: Template) -> Iterable[tuple[str, dict]]:

@@ -37,7 +37,7 @@ def test_rules_are_not_vacuous(sam_template) -> None:
     assert len(crates) >= 2, f"expected the function crates under functions/, found {crates}"
     assert kinds.count("AWS::Serverless::Function") == len(crates)
     assert kinds.count("AWS::SQS::Queue") == 2 * len(crates), "one queue and one DLQ per function"
-    assert kinds.count("AWS::CloudWatch::Alarm") == 2 * len(crates), "one DLQ alarm and one age alarm per function"
+    assert kinds.count("AWS::CloudWatch::Alarm") == 4 * len(crates), "DLQ depth, queue age, dead letters, errors: per function"
     assert kinds.count("AWS::DynamoDB::Table") >= 1
 
 
@@ -177,6 +177,22 @@ MUTATIONS: list[Mutation] = [
      "maximum-concurrency", "ApplyLedgerFunction.Events.Queue"),
     ("batching window on the FIFO mapping", lambda d: event(d, "ApplyLedgerFunction").update(MaximumBatchingWindowInSeconds=5),
      "fifo-mapping", "ApplyLedgerFunction.Events.Queue"),
+    ("GetItem granted on the idempotency table", lambda d: statement(d, "ChargePaymentRole", "IdempotencyRecords").update(
+        Action=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]),
+     "grant-only-what-is-used", "ChargePaymentRole"),
+    ("ConditionCheckItem granted on the ledger", lambda d: statement(d, "ApplyLedgerRole", "Ledger").update(
+        Action=["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"]),
+     "grant-only-what-is-used", "ApplyLedgerRole"),
+    ("log level WARN allowed", lambda d: d["Parameters"]["LogLevel"].update(AllowedValues=["TRACE", "DEBUG", "INFO", "WARN"]),
+     "emf-log-level", "ChargePaymentFunction"),
+    ("dead-letters alarm removed", lambda d: d[R].pop("ChargePaymentDeadLettersAlarm"),
+     "alarm-dead-letters", "ChargePaymentFunction"),
+    ("dead-letters alarm on another consumer", lambda d: props(d, "ApplyLedgerDeadLettersAlarm")["Dimensions"][0].update(Value="charge-payment"),
+     "alarm-dead-letters", "ApplyLedgerFunction"),
+    ("dead-letters alarm on the average", lambda d: props(d, "ApplyLedgerDeadLettersAlarm").update(Statistic="Average"),
+     "alarm-dead-letters", "ApplyLedgerDeadLettersAlarm"),
+    ("throttles not watched", lambda d: props(d, "ChargePaymentFunctionErrorsAlarm")["Metrics"].pop(2),
+     "alarm-function-errors", "ChargePaymentFunction"),
     ("FIFO mapping with batches of BatchSize", lambda d: event(d, "ApplyLedgerFunction").update(BatchSize={"Ref": "BatchSize"}),
      "fifo-mapping", "ApplyLedgerFunction.Events.Queue"),
     ("runtime provided.al2", lambda d: props(d, "ApplyLedgerFunction").update(Runtime="provided.al2"), "runtime", "ApplyLedgerFunction"),

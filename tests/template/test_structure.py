@@ -82,14 +82,14 @@ def test_alarms(translated) -> None:
         found = [
             a["Properties"]
             for a in alarms.values()
-            if a["Properties"]["MetricName"] == metric
+            if a["Properties"].get("MetricName") == metric
             and a["Properties"]["Dimensions"] == [{"Name": "QueueName", "Value": get_att(queue, "QueueName")}]
         ]
         assert len(found) == 1, f"expected one {metric} alarm on {queue}, found {len(found)}"
         return found[0]
 
     pairs = source_queues(translated)
-    assert pairs and len(alarms) == 2 * len(pairs)
+    assert pairs and len(alarms) == 4 * len(pairs)
     for queue, dlq in pairs.items():
         depth = alarm_on(dlq, "ApproximateNumberOfMessagesVisible")
         assert depth["Namespace"] == "AWS/SQS"
@@ -105,6 +105,36 @@ def test_alarms(translated) -> None:
         assert age["Threshold"] == {"Ref": "QueueAgeAlarmSeconds"}
         assert age["TreatMissingData"] == "notBreaching"
         assert age["AlarmActions"] == [{"Ref": "AlarmTopic"}] == age["OKActions"]
+
+
+def test_dead_letter_and_error_alarms(translated) -> None:
+    """moto skips alarms: per function, one on sqsafe's RecordsSentToDlq (notifies each new dead letter, where the
+    depth alarm latches) and one on the function's Errors + Throttles."""
+    alarms = of_type(translated, "AWS::CloudWatch::Alarm")
+    functions = of_type(translated, "AWS::Lambda::Function")
+    dead = {
+        a["Properties"]["Dimensions"][0]["Value"]: a["Properties"]
+        for a in alarms.values()
+        if a["Properties"].get("MetricName") == "RecordsSentToDlq"
+    }
+    for consumer, p in dead.items():
+        assert p["Namespace"] == "sqsafe" and p["Dimensions"] == [{"Name": "consumer", "Value": consumer}]
+        assert (p["Statistic"], p["Period"], p["EvaluationPeriods"]) == ("Sum", 60, 1), consumer
+        assert (p["Threshold"], p["ComparisonOperator"], p["TreatMissingData"]) == (0, "GreaterThanThreshold", "notBreaching")
+        assert p["AlarmActions"] == [{"Ref": "AlarmTopic"}], consumer
+    assert len(dead) == len(functions), f"one dead-letters alarm per function: {sorted(dead)}"
+    errors = [a["Properties"] for a in alarms.values() if "Metrics" in a["Properties"]]
+    assert len(errors) == len(functions)
+    for p in errors:
+        stats = {m["Id"]: m for m in p["Metrics"]}
+        assert stats["failed"]["Expression"] == "errors + throttles" and stats["failed"]["ReturnData"] is True
+        watched = {
+            (m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]["Ref"])
+            for m in p["Metrics"] if "MetricStat" in m
+        }
+        (function,) = {f for _, f in watched}
+        assert watched == {("Errors", function), ("Throttles", function)} and function in functions
+        assert (p["Threshold"], p["ComparisonOperator"]) == (0, "GreaterThanThreshold")
 
 
 def test_alarm_email_subscription(translated) -> None:

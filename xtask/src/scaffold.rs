@@ -769,16 +769,18 @@ const LOG_GROUP_AND_ROLE_YAML: &str = r#"  {{Pascal}}LogGroup:
                 Resource: !GetAtt {{Pascal}}DeadLetterQueue.Arn
 "#;
 
-const EFFECT_GRANTS_YAML: &str = r#"              - Sid: IdempotencyRecords
+const EFFECT_GRANTS_YAML: &str = r#"              # Claim (PutItem), complete and extend (UpdateItem), release (DeleteItem); no path reads.
+              - Sid: IdempotencyRecords
                 Effect: Allow
-                Action: [dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:DeleteItem]
+                Action: [dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:DeleteItem]
                 Resource: !GetAtt IdempotencyTable.Arn
 
 "#;
 
-const TRANSACT_GRANTS_YAML: &str = r#"              - Sid: IdempotencyRecords
+const TRANSACT_GRANTS_YAML: &str = r#"              # One TransactWriteItems: the record's Put and the effect's Put; no read.
+              - Sid: IdempotencyRecords
                 Effect: Allow
-                Action: [dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:DeleteItem]
+                Action: [dynamodb:PutItem]
                 Resource: !GetAtt IdempotencyTable.Arn
               - Sid: EffectWrites
                 Effect: Allow
@@ -864,6 +866,68 @@ const ALARMS_YAML: &str = r#"
       Period: 60
       EvaluationPeriods: 5
       Threshold: !Ref QueueAgeAlarmSeconds
+      ComparisonOperator: GreaterThanThreshold
+      TreatMissingData: notBreaching
+      AlarmActions: [!Ref AlarmTopic]
+      OKActions: [!Ref AlarmTopic]
+
+  {{Pascal}}DeadLettersAlarm:
+    Type: AWS::CloudWatch::Alarm
+    Properties:
+      AlarmName: !Sub "${AWS::StackName}-{{name}}-dead-letters"
+      AlarmDescription: >-
+        {{name}} sent records to its DLQ in the last minute (sqsafe's RecordsSentToDlq): fires again on every new dead
+        letter, unlike the depth alarm, which stays in ALARM while the DLQ is not empty. See README.md, "When an alarm
+        fires".
+      Namespace: sqsafe
+      MetricName: RecordsSentToDlq
+      Dimensions:
+        - Name: consumer
+          Value: {{name}}
+      Statistic: Sum
+      Period: 60
+      EvaluationPeriods: 1
+      Threshold: 0
+      ComparisonOperator: GreaterThanThreshold
+      TreatMissingData: notBreaching
+      AlarmActions: [!Ref AlarmTopic]
+
+  {{Pascal}}FunctionErrorsAlarm:
+    Type: AWS::CloudWatch::Alarm
+    Properties:
+      AlarmName: !Sub "${AWS::StackName}-{{name}}-errors"
+      AlarmDescription: >-
+        {{name}}'s invocations failed (Errors: a refused batch, a crash, a timeout) or were throttled in the last minute.
+        See README.md, "When an alarm fires".
+      Metrics:
+        - Id: failed
+          Label: errors + throttles
+          Expression: errors + throttles
+          ReturnData: true
+        - Id: errors
+          ReturnData: false
+          MetricStat:
+            Metric:
+              Namespace: AWS/Lambda
+              MetricName: Errors
+              Dimensions:
+                - Name: FunctionName
+                  Value: !Ref {{Pascal}}Function
+            Period: 60
+            Stat: Sum
+        - Id: throttles
+          ReturnData: false
+          MetricStat:
+            Metric:
+              Namespace: AWS/Lambda
+              MetricName: Throttles
+              Dimensions:
+                - Name: FunctionName
+                  Value: !Ref {{Pascal}}Function
+            Period: 60
+            Stat: Sum
+      EvaluationPeriods: 1
+      Threshold: 0
       ComparisonOperator: GreaterThanThreshold
       TreatMissingData: notBreaching
       AlarmActions: [!Ref AlarmTopic]
