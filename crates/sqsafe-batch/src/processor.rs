@@ -151,8 +151,12 @@ pub struct BatchProcessor {
     deadline_reserve: Duration,
     correlation: CorrelationSource,
     metrics_namespace: String,
+    metrics_out: Arc<MetricsOut>,
     clock: Arc<dyn Clock>,
 }
+
+/// Where [`BatchProcessor::handle`] writes each invocation's EMF line.
+type MetricsOut = dyn Fn(&[u8]) + Send + Sync;
 
 /// Default of [`BatchProcessorBuilder::deadline_reserve`].
 pub const DEFAULT_DEADLINE_RESERVE: Duration = Duration::from_secs(2);
@@ -188,6 +192,11 @@ impl BatchProcessor {
                 deadline_reserve: DEFAULT_DEADLINE_RESERVE,
                 correlation: CorrelationSource::new(),
                 metrics_namespace: "sqsafe".to_owned(),
+                metrics_out: Arc::new(|line: &[u8]| {
+                    use std::io::Write;
+                    // Metrics must never fail a batch: a closed stdout loses the line instead of panicking.
+                    let _ = std::io::stdout().lock().write_all(line);
+                }),
                 clock: Arc::new(SystemClock),
             },
         }
@@ -273,6 +282,15 @@ impl BatchProcessorBuilder {
         self
     }
 
+    /// Where each invocation's EMF line goes (one JSON document and a newline).
+    ///
+    /// # Default
+    /// Standard output, where CloudWatch Logs picks it up (tests capture it here).
+    pub fn metrics_output(mut self, out: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
+        self.processor.metrics_out = Arc::new(out);
+        self
+    }
+
     /// Replaces the clock (the deadline reserve, visibility until a lease ends, metric timestamps).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.processor.clock = Arc::new(clock);
@@ -308,7 +326,7 @@ impl BatchProcessorBuilder {
 
 impl BatchProcessor {
     /// Handles a Lambda invocation: one span for it (request id, cold start), the deadline from its context, the
-    /// batch metrics printed as one EMF line at the end.
+    /// batch metrics written as one EMF line at the end, whether the batch succeeded or was refused.
     pub async fn handle<H: RecordHandler>(
         &self,
         event: LambdaEvent<SqsEvent>,
@@ -318,21 +336,29 @@ impl BatchProcessor {
         let deadline = self.usable_deadline(event.context.deadline());
         async move {
             let started = Instant::now();
-            match self.process(event.payload, deadline, handler).await {
-                Ok(report) => {
-                    report
-                        .metrics
-                        .emit(epoch_millis(self.clock.now()), started.elapsed());
-                    Ok(report.response)
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "batch refused");
-                    Err(e)
-                }
+            let metrics = self.new_metrics();
+            let outcome = self
+                .process_into(event.payload, deadline, handler, &metrics)
+                .await;
+            if let Err(e) = &outcome {
+                metrics.incr(Metric::BatchRefused);
+                tracing::error!(error = %e, "batch refused");
             }
+            let mut line = Vec::with_capacity(1024);
+            if metrics
+                .write_to(&mut line, epoch_millis(self.clock.now()), started.elapsed())
+                .is_ok()
+            {
+                (self.metrics_out)(&line);
+            }
+            outcome.map(|(response, _)| response)
         }
         .instrument(span)
         .await
+    }
+
+    fn new_metrics(&self) -> BatchMetrics {
+        BatchMetrics::new(self.metrics_namespace.clone(), self.consumer.clone())
     }
 
     /// Processes a batch.
@@ -342,6 +368,25 @@ impl BatchProcessor {
         deadline: Option<SystemTime>,
         handler: &H,
     ) -> Result<BatchReport, BatchError> {
+        let metrics = self.new_metrics();
+        let (response, records) = self
+            .process_into(event, deadline, handler, &metrics)
+            .await?;
+        Ok(BatchReport {
+            response,
+            records,
+            metrics,
+        })
+    }
+
+    /// Processes a batch, counting into `metrics` (so that a refused batch is counted too).
+    async fn process_into<H: RecordHandler>(
+        &self,
+        event: SqsEvent,
+        deadline: Option<SystemTime>,
+        handler: &H,
+        metrics: &BatchMetrics,
+    ) -> Result<(SqsBatchResponse, Vec<RecordReport>), BatchError> {
         let messages = validate(event)?;
         let fifo = match self.fifo {
             FifoMode::Always => true,
@@ -352,14 +397,13 @@ impl BatchProcessor {
                     .is_some_and(|arn| arn.ends_with(".fifo"))
             }),
         };
-        let metrics = BatchMetrics::new(self.metrics_namespace.clone(), self.consumer.clone());
         let total = messages.len();
         let mut results: Vec<(usize, RecordReport)> = if fifo {
-            self.run_fifo(messages, deadline, handler, &metrics).await
+            self.run_fifo(messages, deadline, handler, metrics).await
         } else {
             stream::iter(messages.into_iter().enumerate())
                 .map(|(i, (id, m))| {
-                    self.run_record(m, id, deadline, handler, &metrics)
+                    self.run_record(m, id, deadline, handler, metrics)
                         .map(move |r| (i, r))
                 })
                 .buffer_unordered(self.max_concurrency)
@@ -378,11 +422,7 @@ impl BatchProcessor {
         if reported == total && self.all_failed == AllFailedPolicy::FailInvocation {
             return Err(BatchError::AllFailed(total));
         }
-        Ok(BatchReport {
-            response,
-            records,
-            metrics,
-        })
+        Ok((response, records))
     }
 
     async fn run_fifo<H: RecordHandler>(

@@ -627,3 +627,72 @@ async fn duplicates_inside_one_batch_and_across_batches_apply_once() {
         "one charge for the intent, whatever happened"
     );
 }
+
+/// EMF documents, as `BatchProcessor::handle` wrote them.
+type Emf = Arc<Mutex<Vec<serde_json::Value>>>;
+
+/// EMF lines captured from `BatchProcessor::handle`.
+fn captured_metrics() -> (Emf, impl Fn(&[u8]) + Send + Sync + 'static) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&lines);
+    let out = move |line: &[u8]| {
+        let doc = serde_json::from_slice(line).expect("one EMF JSON document");
+        sink.lock().expect("lock").push(doc);
+    };
+    (lines, out)
+}
+
+/// A refused invocation still counts what happened: an invocation whose batch is refused is when metrics matter.
+#[tokio::test]
+async fn metrics_are_written_when_the_invocation_fails_too() {
+    let (lines, out) = captured_metrics();
+    let processor = BatchProcessor::builder("c", 1)
+        .all_failed(AllFailedPolicy::FailInvocation)
+        .metrics_output(out)
+        .build()
+        .expect("config");
+    let all_failed = event(vec![message("m1", "transient"), message("m2", "transient")]);
+    let refused = processor
+        .handle(sqsafe_testkit::invocation(all_failed, "req-1"), &by_body)
+        .await;
+    assert!(
+        matches!(refused, Err(BatchError::AllFailed(2))),
+        "{refused:?}"
+    );
+    let malformed = processor
+        .handle(
+            sqsafe_testkit::invocation(event(Vec::new()), "req-2"),
+            &by_body,
+        )
+        .await;
+    assert!(matches!(malformed, Err(BatchError::MalformedEvent(_))));
+    let ok = processor
+        .handle(
+            sqsafe_testkit::invocation(event(vec![message("m3", "ok")]), "req-3"),
+            &by_body,
+        )
+        .await;
+    assert!(ok.is_ok());
+    let lines = lines.lock().expect("lock");
+    assert_eq!(
+        lines.len(),
+        3,
+        "one EMF line per invocation, refused or not"
+    );
+    let count = |i: usize, name: &str| lines[i][name].as_u64();
+    assert_eq!(
+        (
+            count(0, "RecordsFailedTransient"),
+            count(0, "BatchesRefused")
+        ),
+        (Some(2), Some(1))
+    );
+    assert_eq!(
+        (count(1, "BatchesRefused"), count(1, "RecordsProcessed")),
+        (Some(1), Some(0))
+    );
+    assert_eq!(
+        (count(2, "BatchesRefused"), count(2, "RecordsProcessed")),
+        (Some(0), Some(1))
+    );
+}

@@ -67,11 +67,14 @@ pub enum Metric {
     /// Not started because too little time was left before the invocation's deadline; reported so it comes back:
     /// `RecordsDeferred`.
     Deferred,
+    /// The whole invocation was refused (a malformed event, or every record failed under the fail-invocation policy):
+    /// its batch comes back as a whole. `BatchesRefused`.
+    BatchRefused,
 }
 
 impl Metric {
     /// Every metric, in the order they appear in the EMF document.
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 10] = [
         Metric::Processed,
         Metric::Replayed,
         Metric::SkippedByCache,
@@ -81,6 +84,7 @@ impl Metric {
         Metric::LeaseLost,
         Metric::HeldBack,
         Metric::Deferred,
+        Metric::BatchRefused,
     ];
 
     /// The CloudWatch metric name.
@@ -95,6 +99,7 @@ impl Metric {
             Metric::LeaseLost => "RecordsLeaseLost",
             Metric::HeldBack => "RecordsHeldBack",
             Metric::Deferred => "RecordsDeferred",
+            Metric::BatchRefused => "BatchesRefused",
         }
     }
 
@@ -238,6 +243,7 @@ mod tests {
                             { "Name": "RecordsLeaseLost", "Unit": "Count" },
                             { "Name": "RecordsHeldBack", "Unit": "Count" },
                             { "Name": "RecordsDeferred", "Unit": "Count" },
+                            { "Name": "BatchesRefused", "Unit": "Count" },
                             { "Name": "BatchDuration", "Unit": "Milliseconds" },
                         ],
                     }],
@@ -252,6 +258,7 @@ mod tests {
                 "RecordsLeaseLost": 0,
                 "RecordsHeldBack": 2,
                 "RecordsDeferred": 1,
+                "BatchesRefused": 0,
                 "BatchDuration": 12.5,
             })
         );
