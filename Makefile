@@ -28,7 +28,8 @@ demo:
 
 local:
 	@bash scripts/venv.sh
-	cargo build -q $(addprefix -p ,$(FUNCTIONS)) -p sqsafe-local --bins
+	@echo "==> building the functions and sqsafe-local (the first run compiles the workspace: a few minutes on 2 cores)"
+	cargo build $(addprefix -p ,$(FUNCTIONS)) -p sqsafe-local --bins
 	target/debug/sqsafe-local up
 
 moto:

@@ -9,6 +9,6 @@ cd "${ROOT}"
 
 bash "${ROOT}/scripts/venv.sh"
 echo "==> building (the first run compiles the workspace: a few minutes on 2 cores)"
-cargo build -q -p sqsafe-e2e --bin sqsafe-demo -p charge-payment
+cargo build -p sqsafe-e2e --bin sqsafe-demo -p charge-payment
 echo "==> running the scenario"
 exec cargo run -q -p sqsafe-e2e --bin sqsafe-demo -- "$@"

@@ -121,13 +121,22 @@ def pipeline(scratch: Path) -> None:
             raise SystemExit(f"scaffold: the message was not deleted from {queue}: {left}")
         print(f"one effect: {completed[0]['pk']['S']} COMPLETED, the queue is empty", flush=True)
     finally:
-        proc.send_signal(signal.SIGINT)
+        # SIGTERM, as a CI runner or `kill` sends it: sqsafe-local must stop everything it started, moto included.
+        proc.send_signal(signal.SIGTERM)
         try:
             out, _ = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             out, _ = proc.communicate()
         print("".join(lines[-5:]) + (out or "")[-2000:], flush=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"scaffold: sqsafe-local did not stop cleanly on SIGTERM (exit {proc.returncode})")
+    try:
+        boto3.client("sqs", **session).list_queues()
+    except Exception:  # noqa: BLE001 - any failure to connect means the server is gone
+        print("sqsafe-local stopped on SIGTERM, and its moto server with it", flush=True)
+    else:
+        raise SystemExit(f"scaffold: moto at {endpoint} still answers after sqsafe-local got SIGTERM")
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 //! `sqsafe-local up`: the whole local pipeline for hands-on use. Starts moto server, creates template.yaml's tables and
 //! queues in it, starts the local payments API, runs every function of the template (its binary from `--bin-dir`,
 //! default `target/debug`) under the local Lambda Runtime API with `--pollers` event source mappings each, prints how
-//! to reach everything, and runs until Ctrl-C, then prints what each mapping and function did.
+//! to reach everything, and runs until Ctrl-C or SIGTERM, then stops all of it and prints what each mapping and function did.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -126,7 +126,14 @@ async fn up(args: Args) -> Result<(), String> {
     let stack = LocalStack::create(&sqs, &dynamodb, spec.clone(), options)
         .await
         .map_err(|e| e.to_string())?;
-    let log_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/local-logs");
+    // A folder per run: two runs (or two instances at once) never share or append to each other's files.
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let log_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/local-logs")
+        .join(format!("{started}-{}", std::process::id()));
 
     println!("moto server      {}", moto.endpoint());
     println!("payments API     {}", payments.base_url());
@@ -194,7 +201,7 @@ async fn up(args: Args) -> Result<(), String> {
          aws_access_key_id='x', aws_secret_access_key='x').send_message(QueueUrl='<queue url>', MessageBody=open('<body.json>').read())\"",
         moto.endpoint()
     );
-    tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;
+    stop_signal().await?;
     let _ = stop_tx.send(true);
     println!("\nstopping…");
     for task in tasks {
@@ -212,4 +219,14 @@ async fn up(args: Args) -> Result<(), String> {
     payments.shutdown().await;
     moto.shutdown().await;
     Ok(())
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd and CI runners send): either stops everything this started.
+async fn stop_signal() -> Result<(), String> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    tokio::select! {
+        interrupted = tokio::signal::ctrl_c() => interrupted.map_err(|e| e.to_string()),
+        _ = term.recv() => Ok(()),
+    }
 }
