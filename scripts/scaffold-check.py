@@ -17,7 +17,6 @@ built (target/debug).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -75,9 +74,11 @@ def pipeline(scratch: Path) -> None:
     lines: list[str] = []
     try:
         endpoint = queue = table = None
+        hints: dict[str, str] = {}
         deadline = time.monotonic() + 120
         assert proc.stdout is not None
-        while time.monotonic() < deadline:
+        # Until sqsafe-local has printed the endpoint, the probe's queue, the table and one send command per consumer.
+        while time.monotonic() < deadline and not (endpoint and queue and table and len(hints) >= 3):
             line = proc.stdout.readline()
             if not line:
                 raise SystemExit("scaffold: sqsafe-local stopped before it was ready:\n" + "".join(lines))
@@ -88,24 +89,31 @@ def pipeline(scratch: Path) -> None:
                 table = m.group(1)
             elif m := re.match(rf"{re.escape(NAME)}\s+queue\s+(\S+)", line):
                 queue = m.group(1)
-            elif line.startswith("function logs"):
-                break
+            elif m := re.match(r"  (\S+)\s+(\.venv/bin/python scripts/send-message\.py .*)$", line):
+                hints[m.group(1)] = m.group(2)
         if not (endpoint and queue and table):
             raise SystemExit(f"scaffold: sqsafe-local did not print the endpoint, queue and table:\n{''.join(lines)}")
         session = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
         sqs, dynamodb = boto3.client("sqs", **session), boto3.client("dynamodb", **session)
-        sample = json.loads((scratch / "events" / f"{NAME}.json").read_text())["Records"][0]
-        sent = sqs.send_message(QueueUrl=queue, MessageBody=sample["body"])
-        print(f"sent {sent['MessageId']} to {queue}", flush=True)
+        # Send with the ready-made commands sqsafe-local prints, one per consumer (the FIFO one carries its group).
+        for function in ("charge-payment", "apply-ledger", NAME):
+            if function not in hints:
+                raise SystemExit(f"scaffold: no send command printed for {function}:\n{''.join(lines)}")
+            print(f"$ {hints[function]}", flush=True)
+            subprocess.run(hints[function], shell=True, cwd=scratch, check=True)
         deadline = time.monotonic() + 60
         completed: list[dict] = []
+        others: set[str] = set()
         while time.monotonic() < deadline:
             items = dynamodb.scan(TableName=table)["Items"]
-            ours = [i for i in items if i["pk"]["S"].startswith(f"{NAME}#v1#")]
-            completed = [i for i in ours if i["status"]["S"] == "COMPLETED"]
-            if completed:
+            done = [i for i in items if i["status"]["S"] == "COMPLETED"]
+            completed = [i for i in done if i["pk"]["S"].startswith(f"{NAME}#v1#")]
+            others = {i["pk"]["S"].split("#")[0] for i in done} - {NAME}
+            if completed and others >= {"charge-payment", "apply-ledger"}:
                 break
             time.sleep(0.5)
+        if others < {"charge-payment", "apply-ledger"}:
+            raise SystemExit(f"scaffold: the printed sample messages were not all applied (completed: {sorted(others)})")
         if len(completed) != 1:
             raise SystemExit(f"scaffold: expected one COMPLETED intent of {NAME}, found {len(completed)}")
         left = sqs.get_queue_attributes(

@@ -134,6 +134,8 @@ async fn up(args: Args) -> Result<(), String> {
     let log_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/local-logs")
         .join(format!("{started}-{}", std::process::id()));
+    std::fs::create_dir_all(&log_dir).map_err(|e| format!("{}: {e}", log_dir.display()))?;
+    let log_dir = log_dir.canonicalize().unwrap_or(log_dir);
 
     println!("moto server      {}", moto.endpoint());
     println!("payments API     {}", payments.base_url());
@@ -195,12 +197,31 @@ async fn up(args: Args) -> Result<(), String> {
         }
     }
     println!("function logs    {}", log_dir.display());
-    println!("\nSend a message (Ctrl-C to stop everything):");
-    println!(
-        "  .venv/bin/python -c \"import boto3; boto3.client('sqs', endpoint_url='{}', region_name='us-east-1', \
-         aws_access_key_id='x', aws_secret_access_key='x').send_message(QueueUrl='<queue url>', MessageBody=open('<body.json>').read())\"",
-        moto.endpoint()
-    );
+    println!("\nSend a message (Ctrl-C or SIGTERM stops everything):");
+    // The sample events beside the template (a copy of the workspace has its own).
+    let events = args
+        .template
+        .parent()
+        .map_or_else(|| PathBuf::from("events"), |dir| dir.join("events"));
+    for function in spec.functions.values() {
+        let Some(queue) = stack.source_queue(&function.binary) else {
+            continue;
+        };
+        match send_hint(
+            &moto.endpoint(),
+            &queue.url,
+            &function.binary,
+            &events,
+            &log_dir,
+        ) {
+            Ok(Some(command)) => println!("  {:<14} {command}", function.binary),
+            Ok(None) => println!(
+                "  {:<14} (no events/{}*.json to take a sample body from)",
+                function.binary, function.binary
+            ),
+            Err(e) => println!("  {:<14} (no sample: {e})", function.binary),
+        }
+    }
     stop_signal().await?;
     let _ = stop_tx.send(true);
     println!("\nstopping…");
@@ -229,4 +250,51 @@ async fn stop_signal() -> Result<(), String> {
         interrupted = tokio::signal::ctrl_c() => interrupted.map_err(|e| e.to_string()),
         _ = term.recv() => Ok(()),
     }
+}
+
+/// A ready command that sends the first record of the function's first sample event (`events/<binary>*.json`), with
+/// its correlation id and, on a FIFO queue, its message group. The body is written beside the run's logs. Relative
+/// paths in the command are relative to the workspace root.
+fn send_hint(
+    endpoint: &str,
+    queue_url: &str,
+    binary: &str,
+    events: &std::path::Path,
+    log_dir: &std::path::Path,
+) -> Result<Option<String>, String> {
+    let mut samples: Vec<PathBuf> = std::fs::read_dir(events)
+        .map_err(|e| format!("{}: {e}", events.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(binary))
+        })
+        .collect();
+    samples.sort();
+    let Some(sample) = samples.first() else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(sample).map_err(|e| format!("{}: {e}", sample.display()))?;
+    let event: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", sample.display()))?;
+    let record = &event["Records"][0];
+    let body = record["body"]
+        .as_str()
+        .ok_or("its first record has no body")?;
+    std::fs::create_dir_all(log_dir).map_err(|e| e.to_string())?;
+    let body_file = log_dir.join(format!("sample-{binary}.json"));
+    std::fs::write(&body_file, body).map_err(|e| e.to_string())?;
+    let mut command = format!(
+        ".venv/bin/python scripts/send-message.py --endpoint {endpoint} --queue {queue_url} --body {}",
+        body_file.display()
+    );
+    if let Some(group) = record["attributes"]["MessageGroupId"].as_str() {
+        command.push_str(&format!(" --group {group}"));
+    }
+    if let Some(id) = record["messageAttributes"]["correlationId"]["stringValue"].as_str() {
+        command.push_str(&format!(" --correlation-id {id}"));
+    }
+    Ok(Some(command))
 }
