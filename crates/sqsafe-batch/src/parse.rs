@@ -26,18 +26,37 @@ pub(crate) fn from_json<T: DeserializeOwned>(body: &str, type_name: &str) -> Res
     }
 }
 
+/// Parses `body` once into JSON, then that value into `T`: for callers that also read fields of the body as sent (a
+/// fingerprint), without scanning the text twice. Errors as in [`from_json`]; positions exist only in the text, so
+/// an error of shape (read from the value) has its path but no position.
+pub(crate) fn from_json_with_raw<T: DeserializeOwned>(
+    body: &str,
+    type_name: &str,
+) -> Result<(T, serde_json::Value), String> {
+    let raw: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| describe(type_name, None, &e))?;
+    match serde_path_to_error::deserialize::<_, T>(&raw) {
+        Ok(value) => Ok((value, raw)),
+        Err(e) => Err(describe(type_name, Some(e.path()), e.inner())),
+    }
+}
+
 fn describe(type_name: &str, path: Option<&Path>, e: &serde_json::Error) -> String {
-    let position = format!("line {}, column {}", e.line(), e.column());
+    // Line 0: the error came from a parsed value, not from text.
+    let position = match e.line() {
+        0 => String::new(),
+        line => format!(" (line {line}, column {})", e.column()),
+    };
     match e.classify() {
-        Category::Syntax | Category::Io => format!("body is not valid JSON ({position})"),
-        Category::Eof => format!("body is not valid JSON: it ends early ({position})"),
+        Category::Syntax | Category::Io => format!("body is not valid JSON{position}"),
+        Category::Eof => format!("body is not valid JSON: it ends early{position}"),
         Category::Data => {
             let detail = data_detail(&e.to_string());
             match path.map(render_path).filter(|p| !p.is_empty()) {
                 Some(path) => {
-                    format!("body does not match {type_name} at `{path}`: {detail} ({position})")
+                    format!("body does not match {type_name} at `{path}`: {detail}{position}")
                 }
-                None => format!("body does not match {type_name}: {detail} ({position})"),
+                None => format!("body does not match {type_name}: {detail}{position}"),
             }
         }
     }
@@ -219,6 +238,28 @@ mod tests {
         assert!(
             e.starts_with("at `card.last4`: invalid value: integer, expected u16"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn one_pass_gives_the_value_and_the_raw_body_and_the_same_errors_without_a_position() {
+        let body = r#"{"amount":5,"card":{"last4":1},"items":[],"note":"extra"}"#;
+        let (payment, raw) = from_json_with_raw::<Payment>(body, "T").expect("parses");
+        assert_eq!(payment.amount, 5);
+        assert_eq!(
+            raw["note"], "extra",
+            "the raw body keeps what the type ignores"
+        );
+        let mistyped = format!(r#"{{"amount":"{SECRET}","card":{{"last4":1}},"items":[]}}"#);
+        let e = from_json_with_raw::<Payment>(&mistyped, "T").expect_err("mistyped");
+        assert_eq!(
+            e,
+            "body does not match T at `amount`: invalid type: string, expected u64"
+        );
+        let e = from_json_with_raw::<Payment>(r#"{"amount":"#, "T").expect_err("cut");
+        assert_eq!(
+            e,
+            "body is not valid JSON: it ends early (line 1, column 10)"
         );
     }
 

@@ -138,6 +138,15 @@ impl Record {
             .map_err(|message| RecordError::permanent(RecordError::BAD_PAYLOAD, message))
     }
 
+    /// [`Record::parse`], keeping the body as parsed JSON too, for reading fields of the body as sent (a fingerprint
+    /// of the intent's fields). The body is scanned once.
+    pub fn parse_with_raw<T: DeserializeOwned>(
+        &self,
+    ) -> Result<(T, serde_json::Value), RecordError> {
+        crate::parse::from_json_with_raw(self.body()?, short_type_name::<T>())
+            .map_err(|message| RecordError::permanent(RecordError::BAD_PAYLOAD, message))
+    }
+
     /// An idempotency request for `key` carrying this record's deadline, receive count and correlation id.
     pub fn idempotency_request<S, P>(
         &self,

@@ -315,13 +315,11 @@ fn prepare<P: serde::de::DeserializeOwned>(
     name: &str,
     version: u32,
 ) -> Result<(P, IdempotencyKey, Request), RecordError> {
-    let payload: P = record.parse()?;
+    // One parse: the typed payload, and the body as sent, whose intent fields the fingerprint reads.
+    let (payload, raw): (P, _) = record.parse_with_raw()?;
     validate(&payload)?;
     let key = intent(&payload).key(name, version)?;
     record.record_idempotency_key(&key);
-    // The body parsed as P, so it is JSON: the fingerprint reads the intent's fields from it as sent.
-    let raw: serde_json::Value = serde_json::from_str(record.body()?)
-        .map_err(|_| RecordError::permanent("bad_payload", "body is not JSON"))?;
     let mut request = idem
         .request_with_fingerprint(key.clone(), Fingerprint::of_value(&raw, fields))
         .attempt(record.receive_count())
