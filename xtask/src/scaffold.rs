@@ -78,7 +78,8 @@ impl Spec {
     }
 
     fn fill(&self, text: &str) -> String {
-        text.replace("{{name}}", &self.name)
+        text.replace("{{payload}}", PAYLOAD_RS)
+            .replace("{{name}}", &self.name)
             .replace("{{Pascal}}", &self.pascal)
             .replace("{{snake}}", &self.snake)
             .replace("{{queue}}", &self.queue_name())
@@ -275,12 +276,8 @@ mod handler;
 pub use handler::*;
 "#;
 
-const HANDLER_EFFECT: &str = r#"//! `{{name}}`: the payload, the intent that keys it, and the effect.
-
-use serde::{Deserialize, Serialize};
-use sqsafe::{Consumer, Context, Intent, RecordError, Setup};
-
-/// The event, versioned by its `version` tag: a body that does not parse, or an unknown version, is a permanent
+/// The versioned event, the same for both kinds of consumer.
+const PAYLOAD_RS: &str = r#"/// The event, versioned by its `version` tag: a body that does not parse, or an unknown version, is a permanent
 /// `bad_payload` error before any effect.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "version")]
@@ -300,7 +297,14 @@ pub struct {{Pascal}}V1 {
     /// What the effect is about.
     pub amount: u64,
 }
+"#;
 
+const HANDLER_EFFECT: &str = r#"//! `{{name}}`: the payload, the intent that keys it, and the effect.
+
+use serde::{Deserialize, Serialize};
+use sqsafe::{Consumer, Context, Intent, RecordError, Setup};
+
+{{payload}}
 /// What the effect returns: kept with the idempotency record and replayed to duplicates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Applied {
@@ -359,27 +363,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 use sqsafe::{Context, Intent, RecordError, Setup, TransactConsumer};
 
-/// The event, versioned by its `version` tag: a body that does not parse, or an unknown version, is a permanent
-/// `bad_payload` error before any effect.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "version")]
-pub enum {{Pascal}}Requested {
-    /// Version 1.
-    #[serde(rename = "1")]
-    V1({{Pascal}}V1),
-}
-
-/// Version 1 of the event.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct {{Pascal}}V1 {
-    /// The tenant, as verified by the publisher.
-    pub tenant: String,
-    /// The id that names the intent: the same on every redelivery and every republish.
-    pub id: String,
-    /// What the effect is about.
-    pub amount: u64,
-}
-
+{{payload}}
 /// What the record keeps for replay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Applied {
