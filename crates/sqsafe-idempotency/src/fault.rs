@@ -34,7 +34,7 @@ impl Point {
 struct Plan {
     points: Vec<String>,
     rate: f64,
-    state: Mutex<u64>,
+    rng: Mutex<fastrand::Rng>,
 }
 
 fn plan() -> &'static Option<Plan> {
@@ -58,7 +58,7 @@ fn plan() -> &'static Option<Plan> {
         Some(Plan {
             points,
             rate,
-            state: Mutex::new(seed),
+            rng: Mutex::new(fastrand::Rng::with_seed(seed)),
         })
     })
 }
@@ -69,14 +69,7 @@ pub(crate) fn point(point: Point, key: &IdempotencyKey) {
     if !plan.points.iter().any(|p| p == point.name()) {
         return;
     }
-    let draw = {
-        let mut state = plan.state.lock().unwrap_or_else(|p| p.into_inner());
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let draw = plan.rng.lock().unwrap_or_else(|p| p.into_inner()).f64();
     if draw >= plan.rate {
         return;
     }

@@ -1,15 +1,14 @@
 //! The machinery shared by the crate's HTTP/1 servers (the payments API, the fault proxy and the Lambda Runtime API):
-//! an accept loop on a spawned task, and the handle that stops it.
+//! an accept loop on a spawned task that serves an axum [`Router`], and the handle that stops it.
+//!
+//! Routing is axum's. The accept loop is written here because `axum::serve` spawns each connection on a detached
+//! task: stopping it (gracefully or not) would leave requests in flight running, and a Runtime API long poll would
+//! outlive its server. It also runs no timer, so hyper's header read timeout would be off.
 
-use std::convert::Infallible;
-
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
+use axum::Router;
 use hyper::server::conn::http1;
-use hyper::service::Service;
-use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
@@ -48,18 +47,14 @@ pub(crate) struct ServerTask {
 }
 
 impl ServerTask {
-    /// Serves `listener` on a spawned task. `make_service` is called for each connection when it is accepted, so the
-    /// service can capture what holds at that moment. Must be called within a Tokio runtime.
-    pub(crate) fn spawn<F, S>(listener: TcpListener, settings: Settings, make_service: F) -> Self
+    /// Serves `listener` on a spawned task. `make_router` is called for each connection when it is accepted, so the
+    /// router's state can capture what holds at that moment. Must be called within a Tokio runtime.
+    pub(crate) fn spawn<F>(listener: TcpListener, settings: Settings, make_router: F) -> Self
     where
-        F: Fn() -> S + Send + 'static,
-        S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
-            + Send
-            + 'static,
-        S::Future: Send + 'static,
+        F: Fn() -> Router + Send + 'static,
     {
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(serve(listener, settings, make_service, stopped));
+        let task = tokio::spawn(serve(listener, settings, make_router, stopped));
         Self {
             stop: Some(stop),
             task: Some(task),
@@ -89,17 +84,13 @@ impl Drop for ServerTask {
 
 /// Accepts until told to stop (or until the handle is gone). Connections live in a `JoinSet`, so that stopping or
 /// aborting this task also ends every connection task.
-async fn serve<F, S>(
+async fn serve<F>(
     listener: TcpListener,
     settings: Settings,
-    make_service: F,
+    make_router: F,
     mut stop: oneshot::Receiver<()>,
 ) where
-    F: Fn() -> S,
-    S: Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    F: Fn() -> Router,
 {
     let prefix = settings.log_prefix;
     let mut connections = JoinSet::new();
@@ -111,7 +102,7 @@ async fn serve<F, S>(
                     if settings.nodelay {
                         let _ = stream.set_nodelay(true);
                     }
-                    let service = make_service();
+                    let service = TowerToHyperService::new(make_router());
                     connections.spawn(async move {
                         let served = settings
                             .builder()

@@ -8,7 +8,6 @@ pub mod lambda;
 pub mod moto;
 pub mod payments;
 pub mod proxy;
-mod rng;
 pub mod stack;
 
 pub use error::{Error, Result};

@@ -18,7 +18,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -160,7 +159,8 @@ impl MotoServer {
         let client = Client::builder(TokioExecutor::new()).build_http();
         let mut attempt = 1;
         loop {
-            let port = free_port()?;
+            // Another process may take the port before moto binds it: the loop then retries.
+            let port = sqsafe_aws::free_port().map_err(|source| Error::Port { source })?;
             let mut child = spawn(&program, port, &log_path)?;
             let endpoint = endpoint(port);
             match wait_ready(&mut child, &client, &endpoint)
@@ -260,14 +260,6 @@ fn create_log(path: &Path) -> Result<(), Error> {
         std::fs::create_dir_all(dir).map_err(error)?;
     }
     File::create(path).map(drop).map_err(error)
-}
-
-/// A port that was free a moment ago. Another process may take it before moto binds it; `launch` then retries.
-fn free_port() -> Result<u16, Error> {
-    TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|source| Error::Port { source })
 }
 
 fn spawn(program: &Path, port: u16, log_path: &Path) -> Result<Child, Error> {

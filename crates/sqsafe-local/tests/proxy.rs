@@ -12,8 +12,8 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::interceptors::FinalizerInterceptorContextRef;
 use aws_sdk_dynamodb::config::{
-    AsyncSleep, ConfigBag, Credentials, IdentityCache, Intercept, Region, RuntimeComponents,
-    SharedAsyncSleep, Sleep, StalledStreamProtectionConfig,
+    AsyncSleep, ConfigBag, IdentityCache, Intercept, RuntimeComponents, SharedAsyncSleep, Sleep,
+    StalledStreamProtectionConfig,
 };
 use aws_sdk_dynamodb::error::{BoxError, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -45,12 +45,7 @@ async fn client_with(
     retry: RetryConfig,
     sleeper: Option<NoSleep>,
 ) -> aws_sdk_dynamodb::Client {
-    let sdk = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::for_tests())
-        .load()
-        .await;
+    let sdk = sqsafe_aws::local_config_loader(endpoint).load().await;
     let mut config = aws_sdk_dynamodb::config::Builder::from(&sdk)
         // Set here too: a service-specific AWS_ENDPOINT_URL_DYNAMODB in the environment must not win.
         .endpoint_url(endpoint)
@@ -634,10 +629,7 @@ async fn other_traffic_passes_through_untouched() {
         ..FaultProxyConfig::new(moto.endpoint())
     })
     .await;
-    let sdk = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
-        .endpoint_url(proxy.endpoint())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::for_tests())
+    let sdk = sqsafe_aws::local_config_loader(&proxy.endpoint())
         .retry_config(RetryConfig::disabled())
         .load()
         .await;
@@ -739,10 +731,7 @@ async fn standard_retries_get_most_calls_through_half_throttling() {
 #[tokio::test]
 async fn an_unreachable_upstream_is_a_502() {
     // A port that was just free, and closed again.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    let port = sqsafe_aws::free_port().expect("free port");
     let proxy = start_proxy(FaultProxyConfig::new(format!("http://127.0.0.1:{port}"))).await;
     let err = client(&proxy.endpoint())
         .await

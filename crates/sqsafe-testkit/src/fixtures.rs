@@ -30,12 +30,7 @@ pub async fn sdk_config() -> SdkConfig {
 
 /// The same for another local endpoint (a proxy in front of the local AWS).
 pub async fn sdk_config_at(endpoint: &str) -> SdkConfig {
-    sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::for_tests())
-        .load()
-        .await
+    sqsafe_aws::local_config_loader(endpoint).load().await
 }
 
 /// A DynamoDB client for the local AWS whose requests `counter` counts.

@@ -16,9 +16,7 @@ use sqsafe_local::{Fault, PaymentsApi, RunningPayments};
 use tokio::sync::watch;
 
 use crate::consumers::{InProcessConsumer, Protection};
-use crate::harness::{
-    Outgoing, attribute, build_functions, drained, publish, read_all, sdk_config,
-};
+use crate::harness::{Outgoing, attribute, build_functions, drained, publish, read_all};
 use crate::workspace_root;
 
 /// The three consumers.
@@ -89,7 +87,9 @@ pub async fn run() -> Result<DemoReport, String> {
     let moto = MotoServer::start(&venv_bin())
         .await
         .map_err(|e| e.to_string())?;
-    let config = sdk_config(&moto.endpoint()).await;
+    let config = sqsafe_aws::local_config_loader(&moto.endpoint())
+        .load()
+        .await;
     let sqs = aws_sdk_sqs::Client::new(&config);
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
     let spec = TemplateSpec::read(&template_path()).map_err(|e| e.to_string())?;

@@ -8,16 +8,6 @@ use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageB
 
 use crate::workspace_root;
 
-/// SDK configuration for a local endpoint (moto, or the fault proxy in front of it).
-pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
-    sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::for_tests())
-        .load()
-        .await
-}
-
 /// Builds the function binaries (with the `fault-injection` feature when asked) and copies them out of cargo's way,
 /// so a later build of the other flavour does not overwrite them. Returns the folder holding them.
 ///

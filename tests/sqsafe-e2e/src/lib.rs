@@ -6,7 +6,7 @@ pub mod consumers;
 pub mod demo;
 pub mod harness;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -35,17 +35,6 @@ pub fn venv_path() -> String {
     )
 }
 
-/// A free loopback port (bound, then released).
-///
-/// # Panics
-/// When no port can be bound.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
 /// `cargo lambda watch` on `port` with `env`, in its own process group; stopped (with its function processes) on drop.
 pub struct Watch {
     child: Child,
@@ -60,7 +49,7 @@ impl Watch {
     /// When it cannot start or does not listen in time (the log's tail is in the message).
     pub fn start(env: &[(&str, String)]) -> Self {
         use std::os::unix::process::CommandExt;
-        let port = free_port();
+        let port = sqsafe_aws::free_port().expect("a free loopback port");
         let log = workspace_root().join(format!("target/cargo-lambda-watch-{port}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         let mut command = Command::new("cargo");

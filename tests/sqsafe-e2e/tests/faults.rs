@@ -17,9 +17,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::json;
-use sqsafe_e2e::harness::{
-    Outgoing, attribute, build_functions, drained, publish, read_all, sdk_config,
-};
+use sqsafe_e2e::harness::{Outgoing, attribute, build_functions, drained, publish, read_all};
 use sqsafe_e2e::workspace_root;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, InstanceStats};
@@ -42,19 +40,6 @@ fn seed() -> u64 {
 
 fn heavy() -> bool {
     std::env::var("SQSAFE_FAULTS_HEAVY").is_ok_and(|v| v == "1")
-}
-
-/// splitmix64, for the test's own choices (which messages are duplicated, poisoned, slowed down).
-struct Rng(u64);
-
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 struct Pipeline {
@@ -83,7 +68,7 @@ async fn pipeline(seed: u64, prefix: &str, parameters: BTreeMap<String, String>)
     .await
     .expect("fault proxy");
     proxy.set_enabled(false);
-    let config = sdk_config(&moto.endpoint()).await;
+    let config = sqsafe_testkit::sdk_config_at(&moto.endpoint()).await;
     let sqs = aws_sdk_sqs::Client::new(&config);
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
     let spec = TemplateSpec::read(&template_path()).expect("template.yaml");
@@ -472,16 +457,17 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     println!(
         "fault injection (charge-payment): seed {seed} (replay with SQSAFE_FAULT_SEED={seed}), {intents} intents"
     );
-    let mut rng = Rng(seed);
+    // The test's own choices (which messages are duplicated, poisoned, slowed down) replay with the seed too.
+    let mut rng = fastrand::Rng::with_seed(seed);
 
     // A payments API that fails before or after charging, and is sometimes slower than the queue's visibility timeout.
-    let slow = Arc::new(Mutex::new(Rng(seed ^ 0x5EED)));
+    let slow = Arc::new(Mutex::new(fastrand::Rng::with_seed(seed ^ 0x5EED)));
     let payments = PaymentsApi::builder()
         .seed(seed)
         .fail_before_rate(0.03)
         .fail_after_rate(0.03)
         .processing_delay(move || {
-            let ms = if slow.lock().map(|mut r| r.unit()).unwrap_or(1.0) < 0.01 {
+            let ms = if slow.lock().map(|mut r| r.f64()).unwrap_or(1.0) < 0.01 {
                 3_500
             } else {
                 0
@@ -511,8 +497,8 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         let id = format!("p-{i}");
         let amount = 100 + (i as u64 % 50);
         expected.insert(id.clone(), amount);
-        let copies = if rng.unit() < 0.3 {
-            2 + usize::from(rng.unit() < 0.3)
+        let copies = if rng.f64() < 0.3 {
+            2 + usize::from(rng.f64() < 0.3)
         } else {
             1
         };
@@ -525,7 +511,7 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
             });
         }
         duplicates += copies - 1;
-        if rng.unit() < 0.02 {
+        if rng.f64() < 0.02 {
             messages.push(Outgoing {
                 body: "{\"version\":\"1\",\"payment_id\":".into(),
                 correlation_id: format!("poison-{i}"),
@@ -536,10 +522,7 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         }
     }
     // Shuffle so duplicates arrive apart (and sometimes in the same batch).
-    for i in (1..messages.len()).rev() {
-        let j = (rng.unit() * (i + 1) as f64) as usize;
-        messages.swap(i, j.min(i));
-    }
+    rng.shuffle(&mut messages);
     let ids = publish(
         &p.sqs,
         &p.stack.source_queue("charge-payment").expect("queue").url,
@@ -856,7 +839,8 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
         "fault injection (apply-ledger): seed {seed} (replay with SQSAFE_FAULT_SEED={}), {entries} entries",
         seed.wrapping_sub(17)
     );
-    let mut rng = Rng(seed);
+    // The test's own choices (which messages are duplicated, poisoned, slowed down) replay with the seed too.
+    let mut rng = fastrand::Rng::with_seed(seed);
     let p = pipeline(
         seed,
         "faults-ledger",
@@ -873,7 +857,7 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
         *expected.entry(account.clone()).or_insert(0) += amount;
         let body = json!({"type": "LedgerEntryRequested", "version": "1", "entry_id": format!("e-{i}"), "account_id": account,
                           "tenant": "acme", "amount": amount, "currency": "EUR"}).to_string();
-        let copies = if rng.unit() < 0.25 { 2 } else { 1 };
+        let copies = if rng.f64() < 0.25 { 2 } else { 1 };
         for c in 0..copies {
             // A republished entry: another deduplication id, so SQS delivers it again.
             messages.push(Outgoing {

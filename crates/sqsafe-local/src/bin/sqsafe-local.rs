@@ -105,10 +105,7 @@ async fn up(args: Args) -> Result<(), String> {
     let moto = MotoServer::start(&venv_bin())
         .await
         .map_err(|e| e.to_string())?;
-    let config = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
-        .endpoint_url(moto.endpoint())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::for_tests())
+    let config = sqsafe_aws::local_config_loader(&moto.endpoint())
         .load()
         .await;
     let sqs = aws_sdk_sqs::Client::new(&config);

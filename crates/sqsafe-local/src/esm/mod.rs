@@ -90,7 +90,7 @@ pub struct EventSourceMapping<I> {
     queue_arn: String,
     invoker: I,
     stats: Arc<MappingStats>,
-    rng: crate::rng::SplitMix64,
+    rng: fastrand::Rng,
 }
 
 impl<I: Invoker> EventSourceMapping<I> {
@@ -112,7 +112,7 @@ impl<I: Invoker> EventSourceMapping<I> {
             .and_then(|a| a.get(&QueueAttributeName::QueueArn))
             .cloned()
             .ok_or_else(|| format!("queue {} has no ARN", config.queue_url))?;
-        let rng = crate::rng::SplitMix64::new(config.seed);
+        let rng = fastrand::Rng::with_seed(config.seed);
         Ok(Self {
             sqs,
             config,
@@ -229,7 +229,7 @@ impl<I: Invoker> EventSourceMapping<I> {
     }
 
     fn draw(&mut self) -> f64 {
-        self.rng.next_unit()
+        self.rng.f64()
     }
 }
 

@@ -16,17 +16,19 @@
 //! Each connection belongs to the process generation it was accepted in. When a process ends, [`RuntimeApi::reset`]
 //! starts a new generation: a dead process's long poll can never take its successor's event.
 
-use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::header::{ALLOW, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue};
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc};
@@ -36,7 +38,6 @@ use super::ids::epoch_ms;
 use crate::error::{Error, Result};
 use crate::http_server::{ServerTask, Settings};
 
-const RUNTIME: &str = "/2018-06-01/runtime/";
 /// Lambda's limit for a synchronous response (and here also for an error body).
 pub(crate) const MAX_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;
 
@@ -45,8 +46,6 @@ const DEADLINE_MS: HeaderName = HeaderName::from_static("lambda-runtime-deadline
 const FUNCTION_ARN: HeaderName = HeaderName::from_static("lambda-runtime-invoked-function-arn");
 const TRACE_ID: HeaderName = HeaderName::from_static("lambda-runtime-trace-id");
 const ERROR_TYPE: HeaderName = HeaderName::from_static("lambda-runtime-function-error-type");
-
-type HttpResponse = Response<Full<Bytes>>;
 
 /// An invocation waiting for the runtime's `/next`.
 #[derive(Debug)]
@@ -89,7 +88,7 @@ pub(crate) struct RuntimeApi {
 
 #[derive(Debug)]
 struct Shared {
-    state: Mutex<State>,
+    state: Mutex<RuntimeState>,
     /// Wakes the long polls: an event was queued, or the generation changed.
     wake: Notify,
     events: mpsc::UnboundedSender<ApiEvent>,
@@ -97,7 +96,7 @@ struct Shared {
 }
 
 #[derive(Debug, Default)]
-struct State {
+struct RuntimeState {
     generation: u64,
     /// This generation's runtime has asked for an event: `/init/error` is no longer allowed.
     initialised: bool,
@@ -113,7 +112,7 @@ struct Current {
 
 impl Shared {
     /// The lock is never held across an await and no code panics while holding it: poisoning is ignored.
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, RuntimeState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -134,7 +133,7 @@ impl RuntimeApi {
         let local = listener.local_addr().map_err(bind_error)?;
         let (events, received) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(RuntimeState::default()),
             wake: Notify::new(),
             events,
             function_arn,
@@ -145,12 +144,13 @@ impl RuntimeApi {
             header_read_timeout: false,
             log_prefix: "runtime API ",
         };
+        let routes = routes();
         let connection_shared = shared.clone();
         let server = ServerTask::spawn(listener, settings, move || {
             let shared = connection_shared.clone();
             // The connection belongs to the generation it is accepted in.
             let generation = shared.state().generation;
-            service_fn(move |request| handle(shared.clone(), generation, request))
+            routes.clone().with_state(Connection { shared, generation })
         });
         let api = Self {
             addr: local,
@@ -193,39 +193,39 @@ impl RuntimeApi {
     }
 }
 
-async fn handle(
+/// What a request knows: the shared state, and the generation its connection was accepted in.
+#[derive(Debug, Clone)]
+struct Connection {
     shared: Arc<Shared>,
     generation: u64,
-    request: Request<Incoming>,
-) -> Result<HttpResponse, Infallible> {
-    let path = request.uri().path().to_owned();
-    let Some(route) = path.strip_prefix(RUNTIME) else {
-        return Ok(not_found(&path));
-    };
-    let segments: Vec<&str> = route.split('/').collect();
-    let post = request.method() == Method::POST;
-    let response = match segments.as_slice() {
-        ["invocation", "next"] if request.method() == Method::GET => {
-            next(&shared, generation).await
-        }
-        ["invocation", "next"] => method_not_allowed("GET"),
-        ["init", "error"] if post => init_error(&shared, generation, request).await,
-        ["invocation", id, "response"] if post => {
-            let id = (*id).to_owned();
-            response(&shared, id, request).await
-        }
-        ["invocation", id, "error"] if post => {
-            let id = (*id).to_owned();
-            invocation_error(&shared, id, request).await
-        }
-        ["init", "error"] | ["invocation", _, "response" | "error"] => method_not_allowed("POST"),
-        _ => not_found(&path),
-    };
-    Ok(response)
+}
+
+/// The four endpoints, each with a `405` (and its `Allow`) for the other methods, and a `404` elsewhere.
+fn routes() -> Router<Connection> {
+    let only = |allow: &'static str| move || async move { method_not_allowed(allow) };
+    Router::new()
+        .route(
+            "/2018-06-01/runtime/invocation/next",
+            // An explicit HEAD, or axum would answer it with `next` and hand out an event that nobody reads.
+            get(next).head(only("GET")).fallback(only("GET")),
+        )
+        .route(
+            "/2018-06-01/runtime/init/error",
+            post(init_error).fallback(only("POST")),
+        )
+        .route(
+            "/2018-06-01/runtime/invocation/{id}/response",
+            post(response).fallback(only("POST")),
+        )
+        .route(
+            "/2018-06-01/runtime/invocation/{id}/error",
+            post(invocation_error).fallback(only("POST")),
+        )
+        .fallback(|uri: Uri| async move { not_found(uri.path()) })
 }
 
 /// The long poll. Waits without a timeout, as the Runtime API does: the runtime must not time it out either.
-async fn next(shared: &Shared, generation: u64) -> HttpResponse {
+async fn next(State(Connection { shared, generation }): State<Connection>) -> Response {
     loop {
         let woken = shared.wake.notified();
         tokio::pin!(woken);
@@ -260,8 +260,8 @@ async fn next(shared: &Shared, generation: u64) -> HttpResponse {
     }
 }
 
-fn next_response(invocation: Invocation, deadline_ms: u128, function_arn: &str) -> HttpResponse {
-    let mut response = Response::new(Full::new(invocation.event));
+fn next_response(invocation: Invocation, deadline_ms: u128, function_arn: &str) -> Response {
+    let mut response = Response::new(Body::from(invocation.event));
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     // Request ids, ARNs and trace ids are built here from hex digits and ASCII names; a function name that is not a
@@ -279,8 +279,12 @@ fn next_response(invocation: Invocation, deadline_ms: u128, function_arn: &str) 
     response
 }
 
-async fn response(shared: &Shared, id: String, request: Request<Incoming>) -> HttpResponse {
-    let payload = read_payload(request.into_body()).await;
+async fn response(
+    State(Connection { shared, .. }): State<Connection>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
+    let payload = read_payload(body).await;
     if let Payload::Broken(reason) = &payload {
         return unreadable(reason);
     }
@@ -305,9 +309,14 @@ async fn response(shared: &Shared, id: String, request: Request<Incoming>) -> Ht
     }
 }
 
-async fn invocation_error(shared: &Shared, id: String, request: Request<Incoming>) -> HttpResponse {
-    let header_type = error_type_header(&request);
-    let payload = read_payload(request.into_body()).await;
+async fn invocation_error(
+    State(Connection { shared, .. }): State<Connection>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let header_type = error_type_header(&headers);
+    let payload = read_payload(body).await;
     if let Payload::Broken(reason) = &payload {
         return unreadable(reason);
     }
@@ -325,9 +334,13 @@ async fn invocation_error(shared: &Shared, id: String, request: Request<Incoming
     accepted()
 }
 
-async fn init_error(shared: &Shared, generation: u64, request: Request<Incoming>) -> HttpResponse {
-    let header_type = error_type_header(&request);
-    let payload = read_payload(request.into_body()).await;
+async fn init_error(
+    State(Connection { shared, generation }): State<Connection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let header_type = error_type_header(&headers);
+    let payload = read_payload(body).await;
     if let Payload::Broken(reason) = &payload {
         return unreadable(reason);
     }
@@ -353,7 +366,7 @@ enum Refusal {
 }
 
 impl Refusal {
-    fn response(self) -> HttpResponse {
+    fn response(self) -> Response {
         match self {
             Refusal::UnknownId => error(
                 StatusCode::BAD_REQUEST,
@@ -370,7 +383,7 @@ impl Refusal {
 }
 
 /// Marks the current invocation answered if `id` names it and it is still open.
-fn answer(state: &mut State, id: &str) -> Result<(), Refusal> {
+fn answer(state: &mut RuntimeState, id: &str) -> Result<(), Refusal> {
     match state.current.as_mut() {
         Some(current) if current.id == id && !current.answered => {
             current.answered = true;
@@ -381,9 +394,8 @@ fn answer(state: &mut State, id: &str) -> Result<(), Refusal> {
     }
 }
 
-fn error_type_header(request: &Request<Incoming>) -> Option<String> {
-    request
-        .headers()
+fn error_type_header(headers: &HeaderMap) -> Option<String> {
+    headers
         .get(ERROR_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
@@ -431,7 +443,7 @@ fn parse_error(body: &[u8], header_type: Option<String>) -> (String, String) {
     (error_type, message)
 }
 
-async fn read_payload(body: Incoming) -> Payload {
+async fn read_payload(body: Body) -> Payload {
     match Limited::new(body, MAX_PAYLOAD_BYTES).collect().await {
         Ok(collected) => Payload::Complete(collected.to_bytes()),
         Err(e) if e.is::<LengthLimitError>() => Payload::TooLarge,
@@ -439,7 +451,7 @@ async fn read_payload(body: Incoming) -> Payload {
     }
 }
 
-fn too_large() -> HttpResponse {
+fn too_large() -> Response {
     error(
         StatusCode::PAYLOAD_TOO_LARGE,
         "RequestEntityTooLarge",
@@ -447,7 +459,7 @@ fn too_large() -> HttpResponse {
     )
 }
 
-fn unreadable(reason: &str) -> HttpResponse {
+fn unreadable(reason: &str) -> Response {
     error(
         StatusCode::BAD_REQUEST,
         "InvalidRequest",
@@ -455,11 +467,11 @@ fn unreadable(reason: &str) -> HttpResponse {
     )
 }
 
-fn accepted() -> HttpResponse {
+fn accepted() -> Response {
     json_response(StatusCode::ACCEPTED, &json!({ "status": "OK" }))
 }
 
-fn not_found(path: &str) -> HttpResponse {
+fn not_found(path: &str) -> Response {
     error(
         StatusCode::NOT_FOUND,
         "NotFound",
@@ -467,32 +479,28 @@ fn not_found(path: &str) -> HttpResponse {
     )
 }
 
-fn method_not_allowed(allow: &'static str) -> HttpResponse {
+fn method_not_allowed(allow: &'static str) -> Response {
     let mut response = error(
         StatusCode::METHOD_NOT_ALLOWED,
         "MethodNotAllowed",
         &format!("allowed methods: {allow}"),
     );
+    // axum adds an `Allow` of its own only when the response has none.
     response
         .headers_mut()
-        .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
+        .insert(ALLOW, HeaderValue::from_static(allow));
     response
 }
 
-fn error(status: StatusCode, error_type: &str, message: &str) -> HttpResponse {
+fn error(status: StatusCode, error_type: &str, message: &str) -> Response {
     json_response(
         status,
         &json!({ "errorMessage": message, "errorType": error_type }),
     )
 }
 
-fn json_response(status: StatusCode, body: &Value) -> HttpResponse {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (status, Json(body)).into_response()
 }
 
 #[cfg(test)]
@@ -518,7 +526,7 @@ mod tests {
 
     #[test]
     fn only_the_open_current_invocation_can_be_answered() {
-        let mut state = State::default();
+        let mut state = RuntimeState::default();
         assert_eq!(answer(&mut state, "a"), Err(Refusal::UnknownId));
         state.current = Some(Current {
             id: "a".into(),

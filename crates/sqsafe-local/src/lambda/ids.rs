@@ -27,7 +27,7 @@ pub(crate) fn request_id(instance_id: usize, sequence: u64) -> String {
 pub(crate) fn trace_id(now: SystemTime, instance_id: usize, sequence: u64) -> String {
     let secs = epoch(now).as_secs() & 0xffff_ffff;
     let instance = instance_id & 0xffff_ffff;
-    let parent = splitmix64(sequence ^ ((instance as u64) << 32));
+    let parent = mix(sequence ^ ((instance as u64) << 32));
     format!("Root=1-{secs:08x}-{instance:08x}{sequence:016x};Parent={parent:016x};Sampled=0")
 }
 
@@ -50,22 +50,20 @@ pub(crate) fn epoch_ms(at: SystemTime) -> u128 {
 /// function's environment sets `SQSAFE_CRASH_SEED=base`.
 ///
 /// ```text
-/// s = splitmix64(base ^ instance_id)
-/// seed = splitmix64(s ^ cold_start)
+/// s = mix(base ^ instance_id)
+/// seed = mix(s ^ cold_start)
 /// ```
 ///
-/// `splitmix64` is the usual finaliser (add `0x9E3779B97F4A7C15`, then xor-shift-multiply by `0xBF58476D1CE4E5B9`
-/// and `0x94D049BB133111EB`). So a restarted process draws new crash decisions instead of crashing at the same
-/// record again, different instances draw different ones, and the whole run is still replayed by the same base seed.
+/// `mix(x)` is the first output of [`fastrand::Rng`] seeded with `x`. So a restarted process draws new crash
+/// decisions instead of crashing at the same record again, different instances draw different ones, and the whole
+/// run is still replayed by the same base seed.
 pub fn derive_crash_seed(base: u64, instance_id: usize, cold_start: u64) -> u64 {
-    splitmix64(splitmix64(base ^ instance_id as u64) ^ cold_start)
+    mix(mix(base ^ instance_id as u64) ^ cold_start)
 }
 
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// Scrambles `x` into a well-spread 64-bit value, the same one for the same `x`.
+fn mix(x: u64) -> u64 {
+    fastrand::Rng::with_seed(x).u64(..)
 }
 
 /// A clock set before 1970 counts as 1970: the ids only need to be well-formed.
@@ -140,7 +138,7 @@ mod tests {
         assert_ne!(derive_crash_seed(42, 0, 1), derive_crash_seed(43, 0, 1));
         assert_eq!(derive_crash_seed(42, 0, 1), derive_crash_seed(42, 0, 1));
         // Pinned, so a change to the derivation is a visible decision (old runs no longer replay).
-        assert_eq!(derive_crash_seed(42, 0, 1), 17_532_488_217_563_185_893);
+        assert_eq!(derive_crash_seed(42, 0, 1), 17_753_518_869_653_443_198);
     }
 
     #[test]

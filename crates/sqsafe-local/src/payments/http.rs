@@ -1,11 +1,16 @@
-use std::convert::Infallible;
+//! The payments API's routes (see the [module documentation](super) for what each answers).
+
 use std::sync::Arc;
 
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header::{ALLOW, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::Incoming;
-use hyper::header::{ALLOW, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -23,36 +28,53 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 const CORRELATION_ID: HeaderName = HeaderName::from_static("x-correlation-id");
 const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
-pub(crate) type HttpResponse = Response<Full<Bytes>>;
-
-pub(crate) async fn handle(
-    shared: Arc<Shared>,
-    request: Request<Incoming>,
-) -> Result<HttpResponse, Infallible> {
-    let response = match (request.uri().path(), request.method()) {
-        ("/health", &Method::GET) => json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
-        ("/health", _) => method_not_allowed("GET"),
-        ("/v1/charges", &Method::POST) => create_charge(&shared, request).await,
-        ("/v1/charges", &Method::GET) => json(StatusCode::OK, &shared.charges()),
-        ("/v1/charges", _) => method_not_allowed("GET, POST"),
-        (path, _) => error(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            &format!("no route for {path}"),
-        ),
-    };
-    Ok(response)
+/// The routes, each with a `405` (and its `Allow`) for the other methods, HEAD included (axum would answer it with
+/// the GET handler), and a JSON `404` elsewhere.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let only = |allow: &'static str| move || async move { method_not_allowed(allow) };
+    Router::new()
+        .route(
+            "/health",
+            get(health).head(only("GET")).fallback(only("GET")),
+        )
+        .route(
+            "/v1/charges",
+            get(list_charges)
+                .post(create_charge)
+                .head(only("GET, POST"))
+                .fallback(only("GET, POST")),
+        )
+        .fallback(|uri: Uri| async move {
+            error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                &format!("no route for {}", uri.path()),
+            )
+        })
+        .with_state(shared)
 }
 
-async fn create_charge(shared: &Arc<Shared>, request: Request<Incoming>) -> HttpResponse {
+async fn health() -> Response {
+    json(StatusCode::OK, &serde_json::json!({ "status": "ok" }))
+}
+
+async fn list_charges(State(shared): State<Arc<Shared>>) -> Response {
+    json(StatusCode::OK, &shared.charges())
+}
+
+async fn create_charge(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     shared.ledger().count_request();
-    let (key, correlation_id) = match read_headers(request.headers()) {
+    let (key, correlation_id) = match read_headers(&headers) {
         Ok(found) => found,
-        Err(rejection) => return bad_request(shared, rejection),
+        Err(rejection) => return bad_request(&shared, rejection),
     };
-    let (body, charge) = match read_body(request.into_body()).await {
+    let (body, charge) = match read_body(body).await {
         Ok(parsed) => parsed,
-        Err(rejection) => return bad_request(shared, rejection),
+        Err(rejection) => return bad_request(&shared, rejection),
     };
     let fingerprint = fingerprint(&body);
 
@@ -179,7 +201,7 @@ fn read_headers(headers: &HeaderMap) -> Result<(String, Option<String>), Rejecti
     Ok((key.to_owned(), correlation_id))
 }
 
-async fn read_body(body: Incoming) -> Result<(Value, ChargeRequest), Rejection> {
+async fn read_body(body: Body) -> Result<(Value, ChargeRequest), Rejection> {
     let bytes = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => {
@@ -232,17 +254,17 @@ fn validate(charge: &ChargeRequest) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn bad_request(shared: &Shared, rejection: Rejection) -> HttpResponse {
+fn bad_request(shared: &Shared, rejection: Rejection) -> Response {
     shared.ledger().count_bad_request();
     rejection.into_response()
 }
 
-fn stored(stored: StoredResponse) -> HttpResponse {
+fn stored(stored: StoredResponse) -> Response {
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     with_body(status, stored.body)
 }
 
-fn replay(stored_response: StoredResponse) -> HttpResponse {
+fn replay(stored_response: StoredResponse) -> Response {
     let mut response = stored(stored_response);
     response
         .headers_mut()
@@ -250,7 +272,7 @@ fn replay(stored_response: StoredResponse) -> HttpResponse {
     response
 }
 
-fn unavailable() -> HttpResponse {
+fn unavailable() -> Response {
     error(
         StatusCode::SERVICE_UNAVAILABLE,
         "service_unavailable",
@@ -258,19 +280,20 @@ fn unavailable() -> HttpResponse {
     )
 }
 
-fn method_not_allowed(allow: &'static str) -> HttpResponse {
+fn method_not_allowed(allow: &'static str) -> Response {
     let mut response = error(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         &format!("allowed methods: {allow}"),
     );
+    // axum adds an `Allow` of its own only when the response has none.
     response
         .headers_mut()
         .insert(ALLOW, HeaderValue::from_static(allow));
     response
 }
 
-fn error(status: StatusCode, code: &'static str, message: &str) -> HttpResponse {
+fn error(status: StatusCode, code: &'static str, message: &str) -> Response {
     Rejection::new(status, code, message).into_response()
 }
 
@@ -290,8 +313,10 @@ impl Rejection {
             message: message.into(),
         }
     }
+}
 
-    fn into_response(self) -> HttpResponse {
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
         json(
             self.status,
             &serde_json::json!({ "error": self.code, "message": self.message }),
@@ -299,24 +324,16 @@ impl Rejection {
     }
 }
 
-fn json(status: StatusCode, body: &impl Serialize) -> HttpResponse {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => with_body(status, Bytes::from(bytes)),
-        Err(e) => {
-            tracing::error!(error = %e, "response body cannot be serialised");
-            with_body(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Bytes::from_static(br#"{"error":"internal"}"#),
-            )
-        }
-    }
+fn json(status: StatusCode, body: &impl Serialize) -> Response {
+    (status, Json(body)).into_response()
 }
 
-fn with_body(status: StatusCode, body: Bytes) -> HttpResponse {
-    let mut response = Response::new(Full::new(body));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+/// Bytes already serialised as JSON (a stored answer, replayed byte for byte).
+fn with_body(status: StatusCode, body: Bytes) -> Response {
+    (
+        status,
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body,
+    )
+        .into_response()
 }

@@ -1,12 +1,11 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use hyper::service::service_fn;
 use tokio::net::TcpListener;
 
 use super::config::{PaymentsApi, ProcessingDelay};
 use super::fault::{Fault, FaultPlan};
-use super::http::handle;
+use super::http::router;
 use super::ledger::{Charge, Ledger, Stats};
 use crate::error::{Error, Result};
 use crate::http_server::{ServerTask, Settings};
@@ -56,11 +55,8 @@ impl RunningPayments {
             header_read_timeout: true,
             log_prefix: "",
         };
-        let connection_shared = shared.clone();
-        let server = ServerTask::spawn(listener, settings, move || {
-            let shared = connection_shared.clone();
-            service_fn(move |request| handle(shared.clone(), request))
-        });
+        let router = router(shared.clone());
+        let server = ServerTask::spawn(listener, settings, move || router.clone());
         tracing::info!(addr = %local, seed = api.seed, "payments API listening");
         Ok(Self {
             addr: local,

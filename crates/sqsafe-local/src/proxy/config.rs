@@ -20,7 +20,7 @@ use super::server::{FaultProxy, RunningProxy};
 /// ```
 ///
 /// Each DynamoDB request that the [`operations`](Self::operations) filter lets through takes one draw `u`, uniform in
-/// `[0, 1)`, from a SplitMix64 RNG seeded with [`seed`](Self::seed), and gets:
+/// `[0, 1)`, from a [`fastrand`] RNG seeded with [`seed`](Self::seed), and gets:
 ///
 /// | `u` in | fault |
 /// |---|---|

@@ -1,17 +1,18 @@
-use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::Incoming;
-use hyper::header::{
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::{
     CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT, HeaderMap, HeaderName, HeaderValue,
     PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
-use hyper::http::request::Parts;
-use hyper::http::response::Parts as ResponseParts;
-use hyper::http::uri::PathAndQuery;
-use hyper::{Request, Response, StatusCode, Uri, Version};
+use axum::http::request::Parts;
+use axum::http::response::Parts as ResponseParts;
+use axum::http::uri::PathAndQuery;
+use axum::http::{StatusCode, Uri, Version};
+use axum::response::Response;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 
 use super::fault::Fault;
 use super::ownership;
@@ -32,12 +33,8 @@ const AMZ_JSON: HeaderValue = HeaderValue::from_static("application/x-amz-json-1
 const THROTTLING_BODY: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}"#;
 const INTERNAL_ERROR_BODY: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
 
-pub(crate) type ProxyResponse = Response<Full<Bytes>>;
-
-pub(crate) async fn handle(
-    shared: Arc<Shared>,
-    request: Request<Incoming>,
-) -> Result<ProxyResponse, Infallible> {
+/// The proxy's only route: the fallback, so every method and path comes here.
+pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     // The body is read before anything else, faults included, so that the connection stays usable for the next
     // request (keep-alive) whatever the answer.
@@ -45,17 +42,17 @@ pub(crate) async fn handle(
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => {
             shared.admit(None);
-            return Ok(plain(
+            return plain(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("fault proxy: request body over {MAX_BODY_BYTES} bytes"),
-            ));
+            );
         }
         Err(e) => {
             shared.admit(None);
-            return Ok(plain(
+            return plain(
                 StatusCode::BAD_REQUEST,
                 format!("fault proxy: request body unreadable: {e}"),
-            ));
+            );
         }
     };
     let operation = dynamodb_operation(&parts.headers).map(str::to_owned);
@@ -74,7 +71,7 @@ pub(crate) async fn handle(
         }
         _ => None,
     };
-    let response = match fault {
+    match fault {
         Fault::None => match forward(&shared, parts, body).await {
             Ok((parts, body)) => {
                 if let Some(id) = &fenced {
@@ -113,8 +110,7 @@ pub(crate) async fn handle(
             }
             Err(message) => bad_gateway(&shared, message),
         },
-    };
-    Ok(response)
+    }
 }
 
 /// A held isolation lock, released when dropped (once the answer is ready): held for that, never read.
@@ -168,8 +164,8 @@ async fn forward(
 }
 
 /// The upstream's answer as the client gets it: status, end-to-end headers, body.
-fn respond(parts: ResponseParts, body: Bytes) -> ProxyResponse {
-    let mut response = Response::new(Full::new(body));
+fn respond(parts: ResponseParts, body: Bytes) -> Response {
+    let mut response = Response::new(Body::from(body));
     *response.status_mut() = parts.status;
     *response.headers_mut() = end_to_end(parts.headers);
     response
@@ -220,12 +216,8 @@ fn end_to_end(mut headers: HeaderMap) -> HeaderMap {
 }
 
 /// A DynamoDB JSON-protocol error, as AWS sends it: the type in `__type` and in `x-amzn-ErrorType`.
-fn dynamodb_error(
-    status: StatusCode,
-    error_type: &'static str,
-    body: &'static str,
-) -> ProxyResponse {
-    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+fn dynamodb_error(status: StatusCode, error_type: &'static str, body: &'static str) -> Response {
+    let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, AMZ_JSON);
@@ -237,7 +229,7 @@ fn dynamodb_error(
     response
 }
 
-fn internal_error() -> ProxyResponse {
+fn internal_error() -> Response {
     dynamodb_error(
         StatusCode::INTERNAL_SERVER_ERROR,
         "InternalServerError",
@@ -245,14 +237,14 @@ fn internal_error() -> ProxyResponse {
     )
 }
 
-fn bad_gateway(shared: &Shared, message: String) -> ProxyResponse {
+fn bad_gateway(shared: &Shared, message: String) -> Response {
     shared.count_upstream_error();
     tracing::warn!(error = %message, "fault proxy: upstream failed");
     plain(StatusCode::BAD_GATEWAY, format!("fault proxy: {message}"))
 }
 
-fn plain(status: StatusCode, message: String) -> ProxyResponse {
-    let mut response = Response::new(Full::new(Bytes::from(message)));
+fn plain(status: StatusCode, message: String) -> Response {
+    let mut response = Response::new(Body::from(message));
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,

@@ -4,10 +4,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use axum::Router;
+use axum::http::Uri;
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::Uri;
-use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -188,11 +188,9 @@ impl RunningProxy {
             header_read_timeout: true,
             log_prefix: "proxy ",
         };
-        let connection_shared = shared.clone();
-        let server = ServerTask::spawn(listener, settings, move || {
-            let shared = connection_shared.clone();
-            service_fn(move |request| handle(shared.clone(), request))
-        });
+        // Every request is forwarded, whatever its method and path: one fallback, no routes.
+        let router = Router::new().fallback(handle).with_state(shared.clone());
+        let server = ServerTask::spawn(listener, settings, move || router.clone());
         tracing::info!(
             addr = %local,
             upstream = %config.upstream,
