@@ -37,12 +37,17 @@ for logical_id, res in sorted(resources.items()):
     if res["Type"] != "AWS::DynamoDB::Table":
         continue
     props, name = res["Properties"], table_name(logical_id)
+    extra = {}
+    if props.get("StreamSpecification"):
+        # The outbox table's stream, which the outbox relay reads (functions/outbox-relay/README.md).
+        extra["StreamSpecification"] = {"StreamEnabled": True, **props["StreamSpecification"]}
     try:
         dynamodb.create_table(
             TableName=name,
             BillingMode="PAY_PER_REQUEST",
             AttributeDefinitions=props["AttributeDefinitions"],
             KeySchema=props["KeySchema"],
+            **extra,
         )
     except dynamodb.exceptions.ResourceInUseException:
         pass  # already there

@@ -12,6 +12,7 @@ Used by test_rules.py (the real template must pass; mutated copies must fail wit
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 import tomllib
 from dataclasses import dataclass
@@ -27,7 +28,8 @@ RULES: dict[str, str] = {
     "architecture": "functions are arm64 (a parameter may offer x86_64 for builds, but its default is arm64)",
     "build-method": "functions are built by rust-cargolambda (Metadata BuildMethod, BuildProperties.Binary, Handler bootstrap)",
     "log-group": "each function logs JSON (LoggingConfig LogFormat JSON) to a log group of the template with RetentionInDays",
-    "sqs-event": "each function consumes exactly one SQS queue of the template",
+    "sqs-event": "each function has exactly one event source of the template: one SQS queue (an SQS consumer) or one DynamoDB stream, `!GetAtt Table.StreamArn` (a stream function, see stream-mapping)",
+    "stream-mapping": "a stream function's DynamoDB event reads a table whose stream is enabled with NEW_IMAGE or NEW_AND_OLD_IMAGES, from TRIM_HORIZON, with FunctionResponseTypes [ReportBatchItemFailures], BisectBatchOnFunctionError true, a bounded MaximumRetryAttempts (0..10000, never -1: a poison record would block its shard for the stream's 24 hours) and an on-failure destination (DestinationConfig.OnFailure) that is a standard SQS queue of the template",
     "report-batch-item-failures": "every SQS event source mapping has FunctionResponseTypes [ReportBatchItemFailures]",
     "maximum-concurrency": "every SQS event source mapping sets ScalingConfig.MaximumConcurrency, bounded within 2..1000",
     "fifo-mapping": "a FIFO queue's mapping has BatchSize 1 (no record held back behind a failing one of its group, so "
@@ -36,24 +38,27 @@ RULES: dict[str, str] = {
     "dlq-required": "every consumed queue has a RedrivePolicy to a dead-letter queue of the template",
     "max-receive-count": "every RedrivePolicy has maxReceiveCount >= 5",
     "dlq-fifo": "a FIFO queue's dead-letter queue is FIFO, a standard queue's is standard",
-    "dlq-retention": "every dead-letter queue keeps messages 14 days (MessageRetentionPeriod 1209600)",
-    "redrive-allow-policy": "every dead-letter queue has a RedriveAllowPolicy (byQueue) that names its source queue",
+    "dlq-retention": "every dead-letter queue and on-failure queue keeps messages 14 days (MessageRetentionPeriod 1209600)",
+    "redrive-allow-policy": "every dead-letter queue has a RedriveAllowPolicy (byQueue) that names its source queue; a stream mapping's on-failure queue, which only Lambda sends to, has denyAll",
     "dlq-url": "a function's DLQ_URL is the dead-letter queue of the queue it consumes",
     "queue-url": "a function's QUEUE_URL is the queue it consumes (backoff, visibility heartbeat and the in-progress hold change visibility there)",
-    "orphan-queue": "every queue is either consumed by a function or a dead-letter queue (so the rules above cover it)",
+    "orphan-queue": "every queue is consumed by a function, a dead-letter queue, or a stream mapping's on-failure queue (so the rules above cover it)",
     "sse": "every queue (SqsManagedSseEnabled or KmsMasterKeyId) and every table (SSESpecification.SSEEnabled) is encrypted",
     "pitr": "every table has point-in-time recovery",
     "on-demand": "every table is on-demand (PAY_PER_REQUEST)",
     "idempotency-table": "an IDEMPOTENCY_TABLE has the DynamoDB store's key schema (pk, String, no sort key) and TTL on expiration",
-    "alarm-dlq": "each dead-letter queue has an alarm: AWS/SQS ApproximateNumberOfMessagesVisible > 0 (GreaterThanThreshold, Threshold 0, TreatMissingData notBreaching), AlarmActions to an SNS topic of the template",
+    "alarm-dlq": "each dead-letter queue and on-failure queue has an alarm: AWS/SQS ApproximateNumberOfMessagesVisible > 0 (GreaterThanThreshold, Threshold 0, TreatMissingData notBreaching), AlarmActions to an SNS topic of the template",
     "alarm-queue-age": "each consumed queue has an alarm on AWS/SQS ApproximateAgeOfOldestMessage, AlarmActions to an SNS topic of the template",
-    "alarm-dead-letters": "each function has an alarm on sqsafe's own RecordsSentToDlq (namespace sqsafe, dimension consumer = its binary) Sum > 0, so every new dead letter notifies even while the DLQ-depth alarm is already in ALARM",
+    "alarm-dead-letters": "each SQS consumer has an alarm on sqsafe's own RecordsSentToDlq (namespace sqsafe, dimension consumer = its binary) Sum > 0, so every new dead letter notifies even while the DLQ-depth alarm is already in ALARM",
     "alarm-function-errors": "each function has an alarm on its AWS/Lambda Errors and Throttles (> 0), AlarmActions to an SNS topic of the template",
+    "alarm-stream-age": "each stream function has an alarm on its AWS/Lambda IteratorAge (the stream's backlog), AlarmActions to an SNS topic of the template",
+    "dashboard": "each consumer has an AWS::CloudWatch::Dashboard (body valid JSON) that shows, for its own consumer, queue, DLQ and function: received, applied and replayed records, dead letters in all and by error kind, the DLQ's depth, the age of the oldest message, and the function's duration",
+    "dashboard-metrics": "every sqsafe metric a dashboard or an alarm names is one the code writes (crates/sqsafe-telemetry/src/metrics.rs)",
     "emf-log-level": "a function's ApplicationLogLevel can only be TRACE, DEBUG or INFO: EMF metric lines carry no level, Lambda files them as INFO and drops them at WARN and above",
-    "grant-only-what-is-used": "on each table a function's role grants no item action its code does not call (idempotency table: PutItem, UpdateItem, DeleteItem; ledger: PutItem, UpdateItem; effect table: PutItem)",
-    "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ and the tables named in its environment; no managed policies (they cannot be checked here)",
-    "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, ChangeMessageVisibility on its QUEUE_URL, SendMessage on its DLQ, item actions on its tables",
-    "change-message-visibility": "each function's role grants sqs:ChangeMessageVisibility on the function's source queue and on nothing else (not its DLQ, not another queue, not '*')",
+    "grant-only-what-is-used": "on each table a function's role grants no item action its code does not call (idempotency table: PutItem, UpdateItem, DeleteItem; ledger: PutItem, UpdateItem; effect table: PutItem; outbox table: UpdateItem; outbox destinations: SendMessage)",
+    "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ, its on-failure queue, the tables and queues named in its environment, and (stream reads) its own stream; no managed policies (they cannot be checked here)",
+    "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, ChangeMessageVisibility on its QUEUE_URL, SendMessage on its DLQ, item actions on its tables; a stream function: DescribeStream, GetRecords and GetShardIterator on its stream, SendMessage on its on-failure queue and its OUTBOX_DESTINATIONS, UpdateItem on its OUTBOX_TABLE",
+    "change-message-visibility": "each SQS consumer's role grants sqs:ChangeMessageVisibility on the function's source queue and on nothing else (not its DLQ, not another queue, not '*'); a stream function's grants it nowhere",
     "max-attempts": "MAX_ATTEMPTS (max) <= the consumed queue's maxReceiveCount",
     "idempotency-window": "IDEMPOTENCY_WINDOW_DAYS (min) x 86400 >= source queue retention + DLQ retention + redrive margin",
 }
@@ -77,6 +82,9 @@ USED_ACTIONS: dict[str, set[str]] = {
     "IDEMPOTENCY_TABLE": {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
     "LEDGER_TABLE": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
     "EFFECT_TABLE": {"dynamodb:PutItem"},
+    # The outbox relay marks items sent (a conditional UpdateItem) and publishes to its destinations.
+    "OUTBOX_TABLE": {"dynamodb:UpdateItem"},
+    "OUTBOX_DESTINATIONS": {"sqs:SendMessage"},
 }
 EMF_LOG_LEVELS = {"TRACE", "DEBUG", "INFO"}
 
@@ -92,7 +100,17 @@ REQUIRED_ACTIONS: dict[str, set[str]] = {
     "LEDGER_TABLE": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
     # The table of a consumer made with `cargo xtask new-consumer --transact`: one conditional Put per intent.
     "EFFECT_TABLE": {"dynamodb:PutItem"},
+    # A stream function: its event source mapping reads the stream, and sends a failed batch's details to the
+    # on-failure queue, with the function's role.
+    "(stream)": {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"},
+    "(on-failure)": {"sqs:SendMessage"},
+    "OUTBOX_TABLE": {"dynamodb:UpdateItem"},
+    "OUTBOX_DESTINATIONS": {"sqs:SendMessage"},
 }
+# Actions on a stream ARN (GetAtt Table.StreamArn), not on a table: a stream function may hold them on its own stream.
+STREAM_ACTIONS = {"dynamodb:describestream", "dynamodb:getrecords", "dynamodb:getsharditerator", "dynamodb:liststreams"}
+# MaximumRetryAttempts' range besides -1 (retry until the record expires), which the stream-mapping rule refuses.
+MAX_STREAM_RETRIES = 10_000
 
 
 @dataclass(frozen=True)
@@ -132,6 +150,23 @@ def refs(value: Any) -> set[str]:
         for item in value:
             found.update(refs(item))
     return {r for r in found if not r.startswith("AWS::")}
+
+
+def stream_refs(value: Any) -> set[str]:
+    """Logical ids whose stream a value refers to: `Fn::GetAtt [X, StreamArn]` (or "X.StreamArn")."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "Fn::GetAtt":
+                parts = inner if isinstance(inner, list) else str(inner).split(".", 1)
+                if len(parts) == 2 and parts[1] == "StreamArn" and isinstance(parts[0], str):
+                    found.add(parts[0])
+            else:
+                found.update(stream_refs(inner))
+    elif isinstance(value, list):
+        for item in value:
+            found.update(stream_refs(item))
+    return found
 
 
 def grants_visibility(action: str) -> bool:
@@ -224,6 +259,8 @@ class Consumer:
     queue: str | None = None  # the consumed queue's logical id
     dlq: str | None = None  # that queue's dead-letter queue
     role: str | None = None  # logical id of its AWS::IAM::Role, if any
+    stream_table: str | None = None  # a stream function: the table whose stream its DynamoDB event reads
+    on_failure: str | None = None  # a stream function: its mapping's on-failure queue
 
 
 def function_crate_binaries(root: Path = ROOT) -> dict[str, str]:
@@ -265,10 +302,12 @@ def check(doc: dict[str, Any], *, crate_binaries: dict[str, str] | None = None) 
 
     consumers = [_consumer(t, f, queues, dlq_of, fail) for f in functions]
     consumed = {c.queue for c in consumers if c.queue}
+    on_failure = {c.on_failure for c in consumers if c.on_failure}
     # Raw event source mappings (outside SAM functions) count as consumers of their queue too.
     raw_mappings = t.of_type("AWS::Lambda::EventSourceMapping")
     for m, res in raw_mappings.items():
         consumed.update(x for x in refs(res.get("Properties", {}).get("EventSourceArn")) if x in queues)
+        on_failure.update(_on_failure_queue(res.get("Properties", {}), queues))
 
     _check_crates(t, functions, crate_binaries if crate_binaries is not None else function_crate_binaries(), fail)
     for c in consumers:
@@ -277,18 +316,30 @@ def check(doc: dict[str, Any], *, crate_binaries: dict[str, str] | None = None) 
             _check_mapping(t, c, c.event or {}, f"{c.function}.Events.{c.event_name}", queues, fail)
             _check_wiring(t, c, queues, fail)
             _check_window(t, c, fail)
+        if c.stream_table:
+            _check_stream_mapping(t, c, c.event or {}, f"{c.function}.Events.{c.event_name}", queues, fail)
         _check_privileges(t, c, queues, tables, fail)
     for m, res in raw_mappings.items():
         props = res.get("Properties", {})
+        streams = {x for x in stream_refs(props.get("EventSourceArn")) if x in tables}
+        if streams:
+            fake = Consumer(function=m, props={}, stream_table=streams.pop(), on_failure=_on_failure_queue(props, queues))
+            _check_stream_mapping(t, fake, props, m, queues, fail)
+            continue
         queue = next((x for x in refs(props.get("EventSourceArn")) if x in queues), None)
         fake = Consumer(function=m, props={}, queue=queue)
         _check_mapping(t, fake, props, m, queues, fail)
 
-    _check_queues(t, queues, consumed, dlq_of, dlqs, fail)
+    _check_queues(t, queues, consumed, dlq_of, dlqs, fail, on_failure=on_failure)
     _check_tables(t, tables, consumers, fail)
-    _check_alarms(t, alarms, consumed, dlqs, fail)
+    _check_alarms(t, alarms, consumed, dlqs | on_failure, fail)
     for c in consumers:
         _check_function_alarms(t, alarms, c, fail)
+    dashboards = {d: _dashboard_metrics(t, d, fail) for d in t.of_type("AWS::CloudWatch::Dashboard")}
+    for c in consumers:
+        if c.queue:
+            _check_dashboard(t, c, dashboards, fail)
+    _check_sqsafe_metric_names(t, alarms, dashboards, fail)
     _check_policy_documents(t, fail)
     return out
 
@@ -299,8 +350,23 @@ def _consumer(t: Template, f: str, queues: dict, dlq_of: dict, fail) -> Consumer
     sqs_events = {
         name: ev for name, ev in (props.get("Events") or {}).items() if isinstance(ev, dict) and ev.get("Type") == "SQS"
     }
-    if len(sqs_events) != 1:
-        fail("sqs-event", f, f"has {len(sqs_events)} SQS events; an sqsafe consumer has exactly one")
+    stream_events = {
+        name: ev
+        for name, ev in (props.get("Events") or {}).items()
+        if isinstance(ev, dict) and ev.get("Type") == "DynamoDB"
+    }
+    if not sqs_events and len(stream_events) == 1:
+        # A stream function (the outbox relay): its one event is a DynamoDB stream.
+        c.event_name, ev = next(iter(stream_events.items()))
+        c.event = ev.get("Properties") or {}
+        targets = [x for x in stream_refs(c.event.get("Stream")) if t.is_type(x, "AWS::DynamoDB::Table")]
+        if len(targets) != 1:
+            fail("sqs-event", f, f"event {c.event_name} does not name the stream of a table of this template (!GetAtt Table.StreamArn): {c.event.get('Stream')!r}")
+        else:
+            c.stream_table = targets[0]
+        c.on_failure = _on_failure_queue(c.event, queues)
+    elif len(sqs_events) != 1 or stream_events:
+        fail("sqs-event", f, f"has {len(sqs_events)} SQS and {len(stream_events)} DynamoDB events; an sqsafe function has exactly one event source")
     if sqs_events:
         c.event_name, ev = next(iter(sqs_events.items()))
         c.event = ev.get("Properties") or {}
@@ -315,6 +381,35 @@ def _consumer(t: Template, f: str, queues: dict, dlq_of: dict, fail) -> Consumer
         role_refs = [x for x in refs(role) if t.is_type(x, "AWS::IAM::Role")]
         c.role = role_refs[0] if len(role_refs) == 1 else None
     return c
+
+
+def _on_failure_queue(mapping: dict, queues: dict) -> str | None:
+    """The queue of the template a stream mapping's DestinationConfig.OnFailure.Destination names, if any."""
+    destination = ((mapping.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+    return next((x for x in sorted(refs(destination)) if x in queues), None)
+
+
+def _check_stream_mapping(t: Template, c: Consumer, ev: dict, where: str, queues: dict, fail) -> None:
+    """stream-mapping: what makes a stream function's mapping survive a poison record without losing events."""
+    table = c.stream_table or ""
+    spec = t.props(table).get("StreamSpecification") or {}
+    if spec.get("StreamViewType") not in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):
+        fail("stream-mapping", table, f"StreamSpecification.StreamViewType is {spec.get('StreamViewType')!r}: the relay reads each INSERT's NewImage")
+    if ev.get("StartingPosition") != "TRIM_HORIZON":
+        fail("stream-mapping", where, f"StartingPosition is {ev.get('StartingPosition')!r}, not TRIM_HORIZON: records written before the mapping reads would be skipped")
+    if "ReportBatchItemFailures" not in as_list(ev.get("FunctionResponseTypes")):
+        fail("stream-mapping", where, "FunctionResponseTypes lacks ReportBatchItemFailures: a failed record would replay its whole batch")
+    if not truthy(ev.get("BisectBatchOnFunctionError")):
+        fail("stream-mapping", where, "BisectBatchOnFunctionError is not true: a record that crashes the function is never isolated")
+    retries = ev.get("MaximumRetryAttempts")
+    lo, lo_d = t.bound(retries, "min")
+    hi, hi_d = t.bound(retries, "max")
+    if retries is None or lo is None or hi is None or lo < 0 or hi > MAX_STREAM_RETRIES:
+        fail("stream-mapping", where, f"MaximumRetryAttempts must be set within 0..{MAX_STREAM_RETRIES} (-1 retries until the record expires): {lo_d}, {hi_d}")
+    if c.on_failure is None:
+        fail("stream-mapping", where, "no DestinationConfig.OnFailure.Destination naming a queue of this template: a record given up on would leave no trace")
+    elif truthy(t.props(c.on_failure).get("FifoQueue")):
+        fail("stream-mapping", c.on_failure, "an on-failure destination must be a standard queue")
 
 
 def _check_crates(t: Template, functions: dict, crate_binaries: dict[str, str], fail) -> None:
@@ -501,6 +596,8 @@ def _statements(t: Template, c: Consumer, fail) -> list[dict[str, Any]] | None:
     # DeleteMessage, GetQueueAttributes on Resource "*").
     if c.queue is not None:
         fail("least-privilege", f, "no Role: SAM's SQS event would attach AWSLambdaSQSQueueExecutionRole (Resource '*'); give the function its own AWS::IAM::Role")
+    if c.stream_table is not None:
+        fail("least-privilege", f, "no Role: SAM's DynamoDB event would attach AWSLambdaDynamoDBExecutionRole (Resource '*'); give the function its own AWS::IAM::Role")
     statements = []
     for policy in as_list(p.get("Policies")):
         if isinstance(policy, dict) and "Statement" in policy:
@@ -518,7 +615,9 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
     owner = c.role or f
     env = (c.props.get("Environment") or {}).get("Variables") or {}
     own_tables = {x for v in env.values() for x in refs(v) if x in tables}
-    own_queues = {x for x in (c.queue, c.dlq) if x}
+    # Its source queue and DLQ, its on-failure queue, and the queues its environment names (where it publishes).
+    own_queues = {x for x in (c.queue, c.dlq, c.on_failure) if x} | {x for v in env.values() for x in refs(v) if x in queues}
+    granted_stream: dict[str, set[str]] = {}  # table -> actions allowed on its stream
 
     granted: dict[str, set[str]] = {}  # logical id -> actions allowed on it
     visibility_elsewhere: set[str] = set()  # what ChangeMessageVisibility reaches besides the source queue
@@ -545,8 +644,19 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
                 continue
             if "*" in action or "?" in action:
                 fail("least-privilege", owner, f"wildcard action {action!r} on the {service} data plane")
+            if action.lower() in STREAM_ACTIONS:
+                for resource in resources:
+                    streams = stream_refs(resource) if not isinstance(resource, str) else set()
+                    if not c.stream_table or streams != {c.stream_table} or refs(resource) != streams:
+                        fail("least-privilege", owner, f"{action} reaches {resource!r}, not only {f}'s own stream ({c.stream_table or 'it reads none'})")
+                    for x in streams:
+                        granted_stream.setdefault(x, set()).add(action)
+                continue
             allowed = own_queues if service == "sqs" else own_tables
             for resource in resources:
+                if not isinstance(resource, str) and stream_refs(resource):
+                    fail("least-privilege", owner, f"{action} on a stream ARN {resource!r}: item and queue actions name the table or queue itself")
+                    continue
                 if isinstance(resource, str):
                     what = "Resource '*'" if resource == "*" else f"literal resource {resource!r}"
                     fail("least-privilege", owner, f"{action} on {what}: name the function's own {service} resources with Ref/GetAtt")
@@ -560,7 +670,9 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
                 for x in targets:
                     granted.setdefault(x, set()).add(action)
 
-    # change-message-visibility: on the source queue, and nowhere else.
+    # change-message-visibility: on the source queue, and nowhere else; nowhere for a function without one.
+    if not c.queue and visibility_elsewhere:
+        fail("change-message-visibility", owner, f"sqs:ChangeMessageVisibility reaches {sorted(visibility_elsewhere)}: {f} consumes no queue")
     if c.queue:
         if not any(grants_visibility(a) for a in granted.get(c.queue, set())):
             fail("change-message-visibility", owner, f"{f} needs sqs:ChangeMessageVisibility on its source queue {c.queue}")
@@ -576,12 +688,17 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
     needs: list[tuple[str, str]] = []
     if c.queue:
         needs.append(("(source)", c.queue))
-    for var in ("QUEUE_URL", "DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE", "EFFECT_TABLE"):
+    if c.stream_table:
+        needs.append(("(stream)", c.stream_table))
+    if c.on_failure:
+        needs.append(("(on-failure)", c.on_failure))
+    for var in ("QUEUE_URL", "DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE", "EFFECT_TABLE", "OUTBOX_TABLE", "OUTBOX_DESTINATIONS"):
         for x in refs(env.get(var)):
             if x in queues or x in tables:
                 needs.append((var, x))
     for var, x in needs:
-        missing = sorted(REQUIRED_ACTIONS[var] - granted.get(x, set()))
+        have = granted_stream.get(x, set()) if var == "(stream)" else granted.get(x, set())
+        missing = sorted(REQUIRED_ACTIONS[var] - have)
         if missing:
             fail("permissions", owner, f"{f} needs {missing} on {x} ({var})")
         if var in USED_ACTIONS:
@@ -590,13 +707,22 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
                 fail("grant-only-what-is-used", owner, f"{f} is granted {unused} on {x} ({var}), which its code never calls")
 
 
-def _check_queues(t: Template, queues: dict, consumed: set, dlq_of: dict, dlqs: set, fail) -> None:
+def _check_queues(t: Template, queues: dict, consumed: set, dlq_of: dict, dlqs: set, fail, *, on_failure: set = frozenset()) -> None:
     for q in queues:
         qp = t.props(q)
         if not (truthy(qp.get("SqsManagedSseEnabled")) or qp.get("KmsMasterKeyId")):
             fail("sse", q, "neither SqsManagedSseEnabled: true nor KmsMasterKeyId")
-        if q not in consumed and q not in dlqs:
-            fail("orphan-queue", q, "is neither consumed by a function nor a dead-letter queue")
+        if q not in consumed and q not in dlqs and q not in on_failure:
+            fail("orphan-queue", q, "is neither consumed by a function, nor a dead-letter queue, nor a stream mapping's on-failure queue")
+    # A stream mapping's on-failure queue: Lambda sends to it; it keeps what it holds as long as a DLQ, and no queue
+    # may dead-letter into it.
+    for q in sorted(on_failure - dlqs):
+        qp = t.props(q)
+        if to_int(qp.get("MessageRetentionPeriod")) != DLQ_RETENTION_SECONDS:
+            fail("dlq-retention", q, f"MessageRetentionPeriod is {qp.get('MessageRetentionPeriod')!r}, needs {DLQ_RETENTION_SECONDS} (14 days)")
+        rap = qp.get("RedriveAllowPolicy")
+        if not isinstance(rap, dict) or rap.get("redrivePermission") != "denyAll":
+            fail("redrive-allow-policy", q, f"RedriveAllowPolicy is {rap!r}: an on-failure queue takes no queue's dead letters (denyAll)")
     for q in sorted(consumed):
         if q not in dlq_of:
             fail("dlq-required", q, "consumed queue has no RedrivePolicy to a queue of this template")
@@ -641,7 +767,7 @@ def _check_tables(t: Template, tables: dict, consumers: list[Consumer], fail) ->
     for c in consumers:
         env = (c.props.get("Environment") or {}).get("Variables") or {}
         idempotency.update(x for x in refs(env.get("IDEMPOTENCY_TABLE")) if x in tables)
-        if "IDEMPOTENCY_TABLE" not in env:
+        if "IDEMPOTENCY_TABLE" not in env and not c.stream_table:
             fail("idempotency-table", c.function, "IDEMPOTENCY_TABLE is not set")
     for tb in sorted(idempotency):
         tp = t.props(tb)
@@ -696,16 +822,20 @@ def _check_alarms(t: Template, alarms: dict, consumed: set, dlqs: set, fail) -> 
 
 
 def _check_function_alarms(t: Template, alarms: dict, c: Consumer, fail) -> None:
-    """alarm-dead-letters and alarm-function-errors for one function."""
+    """alarm-dead-letters (SQS consumers: the batch processor writes RecordsSentToDlq), alarm-function-errors, and
+    alarm-stream-age (stream functions) for one function."""
     f = c.function
     binary = (t.resources[f].get("Metadata") or {}).get("BuildProperties", {}).get("Binary")
     dead_letters = []
     failures = []
+    iterator_age = []
     for a in alarms:
         ap = t.props(a)
         dims = {d.get("Name"): d.get("Value") for d in as_list(ap.get("Dimensions")) if isinstance(d, dict)}
         if ap.get("Namespace") == "sqsafe" and ap.get("MetricName") == "RecordsSentToDlq" and dims.get("consumer") == binary:
             dead_letters.append(a)
+        if ap.get("Namespace") == "AWS/Lambda" and ap.get("MetricName") == "IteratorAge" and refs(dims.get("FunctionName")) == {f}:
+            iterator_age.append(a)
         watched = set()
         for m in as_list(ap.get("Metrics")):
             metric = ((m or {}).get("MetricStat") or {}).get("Metric") or {}
@@ -714,7 +844,13 @@ def _check_function_alarms(t: Template, alarms: dict, c: Consumer, fail) -> None
                 watched.add(metric.get("MetricName"))
         if {"Errors", "Throttles"} <= watched:
             failures.append(a)
-    if not dead_letters:
+    if c.stream_table:
+        if not iterator_age:
+            fail("alarm-stream-age", f, "no alarm on its AWS/Lambda IteratorAge (FunctionName dimension)")
+        for a in iterator_age:
+            if not _alarm_actions_ok(t, t.props(a)):
+                fail("alarm-stream-age", a, "AlarmActions do not notify an SNS topic of this template")
+    elif not dead_letters:
         fail("alarm-dead-letters", f, f"no alarm on namespace sqsafe RecordsSentToDlq with consumer = {binary!r}")
     for a in dead_letters:
         ap = t.props(a)
@@ -727,6 +863,126 @@ def _check_function_alarms(t: Template, alarms: dict, c: Consumer, fail) -> None
     for a in failures:
         if not _alarm_actions_ok(t, t.props(a)):
             fail("alarm-function-errors", a, "AlarmActions do not notify an SNS topic of this template")
+
+
+# The counters the code writes: `Metric::X => "Name"` in crates/sqsafe-telemetry/src/metrics.rs, and BatchDuration.
+def sqsafe_metric_names(root: Path = ROOT) -> set[str]:
+    code = (root / "crates/sqsafe-telemetry/src/metrics.rs").read_text(encoding="utf-8")
+    return set(re.findall(r'Metric::\w+ => "(\w+)"', code)) | set(re.findall(r'BATCH_DURATION: &str = "(\w+)"', code))
+
+
+@dataclass
+class DashboardMetric:
+    namespace: str
+    name: str
+    dimensions: dict[str, Any]  # dimension name -> literal value, or the intrinsic a ${Var} of the Sub stands for
+    expression: str | None = None
+
+
+def _dashboard_metrics(t: Template, d: str, fail) -> list[DashboardMetric]:
+    """The metrics (and expressions) of dashboard d's widgets, with ${Var} of its Fn::Sub resolved to what Var names."""
+    body = t.props(d).get("DashboardBody")
+    variables: dict[str, Any] = {}
+    if isinstance(body, dict) and "Fn::Sub" in body:
+        sub = body["Fn::Sub"]
+        text, variables = (sub[0], sub[1] if len(sub) > 1 else {}) if isinstance(sub, list) else (sub, {})
+    else:
+        text = body
+    if not isinstance(text, str):
+        fail("dashboard", d, "DashboardBody is not a string (or a Fn::Sub of one)")
+        return []
+    # Placeholders that stay valid inside JSON strings, then back to what they name.
+    marked = re.sub(r"\$\{([^}]+)\}", lambda m: f"@@{m.group(1)}@@", text)
+    try:
+        doc = json.loads(marked)
+    except json.JSONDecodeError as e:
+        fail("dashboard", d, f"DashboardBody is not valid JSON: {e}")
+        return []
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, str):
+            m = re.fullmatch(r"@@([^@]+)@@", value)
+            if m:
+                name = m.group(1)
+                return variables.get(name, {"Ref": name})
+        return value
+
+    found: list[DashboardMetric] = []
+    for widget in doc.get("widgets", []):
+        for row in (widget.get("properties") or {}).get("metrics", []):
+            if not isinstance(row, list):
+                continue
+            items = [x for x in row if not isinstance(x, dict)]
+            options = [x for x in row if isinstance(x, dict)]
+            expression = next((o["expression"] for o in options if "expression" in o), None)
+            if expression is not None:
+                resolved = re.sub(r"@@([^@]+)@@", lambda m: str(resolve(f"@@{m.group(1)}@@")), expression)
+                found.append(DashboardMetric("", "", {}, resolved))
+                continue
+            if len(items) < 2 or "." in items[:2]:
+                fail("dashboard", d, f"metric row {row!r}: write namespace and name out (no '.' shorthand)")
+                continue
+            dims = {items[i]: resolve(items[i + 1]) for i in range(2, len(items) - 1, 2)}
+            found.append(DashboardMetric(items[0], items[1], dims))
+    return found
+
+
+def _check_dashboard(t: Template, c: Consumer, dashboards: dict[str, list[DashboardMetric]], fail) -> None:
+    f = c.function
+    binary = (t.resources[f].get("Metadata") or {}).get("BuildProperties", {}).get("Binary")
+
+    def shows(metrics: list[DashboardMetric], namespace: str, name: str, dim: str, target: str) -> bool:
+        for m in metrics:
+            if m.namespace != namespace or m.name != name or dim not in m.dimensions:
+                continue
+            value = m.dimensions[dim]
+            if value == target or (isinstance(value, dict) and refs(value) == {target}):
+                return True
+        return False
+
+    wanted = [
+        ("sqsafe", "RecordsReceived", "consumer", binary, "records received"),
+        ("sqsafe", "RecordsProcessed", "consumer", binary, "records applied"),
+        ("sqsafe", "RecordsReplayed", "consumer", binary, "records replayed"),
+        ("sqsafe", "RecordsSentToDlq", "consumer", binary, "records dead-lettered"),
+        ("AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", c.dlq, "the DLQ's depth"),
+        ("AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", c.queue, "the age of the oldest message"),
+        ("AWS/Lambda", "Duration", "FunctionName", f, "the function's duration"),
+    ]
+    best: tuple[str, list[str]] | None = None
+    for d, metrics in sorted(dashboards.items()):
+        missing = [what for ns, name, dim, target, what in wanted if not shows(metrics, ns, name, dim, target)]
+        by_kind = any(
+            m.expression and "error_kind" in m.expression and "RecordsSentToDlq" in m.expression
+            and f'consumer="{binary}"' in m.expression
+            for m in metrics
+        )
+        if not by_kind:
+            missing.append("dead letters by error kind (a SEARCH on {sqsafe,consumer,error_kind} RecordsSentToDlq)")
+        if not missing:
+            return
+        if len(missing) < len(wanted) and (best is None or len(missing) < len(best[1])):
+            best = (d, missing)
+    if best is None:
+        fail("dashboard", f, "no dashboard shows this consumer")
+    else:
+        fail("dashboard", f, f"dashboard {best[0]} does not show " + ", ".join(best[1]))
+
+
+def _check_sqsafe_metric_names(t: Template, alarms: dict, dashboards: dict[str, list[DashboardMetric]], fail) -> None:
+    known = sqsafe_metric_names()
+    for a in alarms:
+        ap = t.props(a)
+        if ap.get("Namespace") == "sqsafe" and ap.get("MetricName") not in known:
+            fail("dashboard-metrics", a, f"sqsafe metric {ap.get('MetricName')!r} is not written by the code: {sorted(known)}")
+    for d, metrics in sorted(dashboards.items()):
+        for m in metrics:
+            names = [m.name] if m.namespace == "sqsafe" else []
+            if m.expression and "sqsafe" in m.expression:
+                names += re.findall(r'MetricName="(\w+)"', m.expression)
+            for name in names:
+                if name not in known:
+                    fail("dashboard-metrics", d, f"sqsafe metric {name!r} is not written by the code: {sorted(known)}")
 
 
 def _policy_documents(t: Template) -> Iterable[tuple[str, dict]]:

@@ -36,8 +36,18 @@ def test_rules_are_not_vacuous(sam_template) -> None:
     crates = function_crate_binaries()
     assert len(crates) >= 2, f"expected the function crates under functions/, found {crates}"
     assert kinds.count("AWS::Serverless::Function") == len(crates)
-    assert kinds.count("AWS::SQS::Queue") == 2 * len(crates), "one queue and one DLQ per function"
-    assert kinds.count("AWS::CloudWatch::Alarm") == 4 * len(crates), "DLQ depth, queue age, dead letters, errors: per function"
+    # SQS consumers and stream functions (the outbox relay), by their one event source.
+    sources = [
+        {e.get("Type") for e in (r["Properties"].get("Events") or {}).values()}
+        for r in sam_template["Resources"].values()
+        if r["Type"] == "AWS::Serverless::Function"
+    ]
+    sqs, streams = sources.count({"SQS"}), sources.count({"DynamoDB"})
+    assert sqs >= 2 and streams >= 1 and sqs + streams == len(crates), sources
+    assert kinds.count("AWS::SQS::Queue") == 2 * sqs + streams, "a queue and a DLQ per consumer, an on-failure queue per stream function"
+    assert kinds.count("AWS::CloudWatch::Alarm") == 4 * sqs + 3 * streams, (
+        "per consumer DLQ depth, queue age, dead letters, errors; per stream function on-failure depth, iterator age, errors"
+    )
     assert kinds.count("AWS::DynamoDB::Table") >= 1
 
 
@@ -83,6 +93,19 @@ def non_fifo_dlq(doc: dict) -> None:
     dlq = props(doc, "ApplyLedgerDeadLetterQueue")
     del dlq["FifoQueue"]
     dlq["QueueName"] = {"Fn::Sub": "${AWS::StackName}-apply-ledger-dlq"}
+
+
+def stream_event(doc: dict, function: str) -> dict:
+    return props(doc, function)["Events"]["Stream"]["Properties"]
+
+
+def add_raw_stream_mapping_without_bisect(doc: dict) -> None:
+    """A plain AWS::Lambda::EventSourceMapping on the outbox stream, outside SAM: held to the same rule."""
+    mapping = copy.deepcopy(stream_event(doc, "OutboxRelayFunction"))
+    mapping.pop("BisectBatchOnFunctionError")
+    mapping["EventSourceArn"] = mapping.pop("Stream")
+    mapping["FunctionName"] = {"Ref": "OutboxRelayFunction"}
+    doc[R]["RawStreamMapping"] = {"Type": "AWS::Lambda::EventSourceMapping", "Properties": mapping}
 
 
 Mutation = tuple[str, Callable[[dict], None], str, str]
@@ -195,6 +218,18 @@ MUTATIONS: list[Mutation] = [
      "alarm-function-errors", "ChargePaymentFunction"),
     ("FIFO mapping with batches of BatchSize", lambda d: event(d, "ApplyLedgerFunction").update(BatchSize={"Ref": "BatchSize"}),
      "fifo-mapping", "ApplyLedgerFunction.Events.Queue"),
+    ("dashboard removed", lambda d: d[R].pop("ApplyLedgerDashboard"), "dashboard", "ApplyLedgerFunction"),
+    ("dashboard shows another DLQ", lambda d: props(d, "ChargePaymentDashboard")["DashboardBody"]["Fn::Sub"][1].update(
+        DeadLetterQueue={"Fn::GetAtt": ["ApplyLedgerDeadLetterQueue", "QueueName"]}),
+     "dashboard", "ChargePaymentFunction"),
+    ("dashboard without dead letters by kind", lambda d: props(d, "ChargePaymentDashboard")["DashboardBody"]["Fn::Sub"].__setitem__(
+        0, props(d, "ChargePaymentDashboard")["DashboardBody"]["Fn::Sub"][0].replace("error_kind", "kind")),
+     "dashboard", "ChargePaymentFunction"),
+    ("dashboard body not JSON", lambda d: props(d, "ApplyLedgerDashboard")["DashboardBody"]["Fn::Sub"].__setitem__(0, "{widgets: ["),
+     "dashboard", "ApplyLedgerDashboard"),
+    ("dashboard shows a metric the code never writes", lambda d: props(d, "ChargePaymentDashboard")["DashboardBody"]["Fn::Sub"].__setitem__(
+        0, props(d, "ChargePaymentDashboard")["DashboardBody"]["Fn::Sub"][0].replace('"RecordsReplayed"', '"RecordsDuplicated"')),
+     "dashboard-metrics", "ChargePaymentDashboard"),
     ("runtime provided.al2", lambda d: props(d, "ApplyLedgerFunction").update(Runtime="provided.al2"), "runtime", "ApplyLedgerFunction"),
     ("x86_64 by default", lambda d: d["Parameters"]["Architecture"].update(Default="x86_64"), "architecture", "ChargePaymentFunction"),
     ("built without cargo-lambda", lambda d: d[R]["ChargePaymentFunction"].pop("Metadata"), "build-method", "ChargePaymentFunction"),
@@ -207,6 +242,55 @@ MUTATIONS: list[Mutation] = [
     ("a new consumer without DLQ", add_consumer_without_dlq, "dlq-required", "RefundQueue"),
     ("a new consumer without alarms", add_consumer_without_dlq, "alarm-queue-age", "RefundQueue"),
     ("a new consumer's binary is no crate", add_consumer_without_dlq, "function-crates", "RefundFunction"),
+    # The outbox relay, a stream function: the same rules, read for a DynamoDB stream instead of a queue.
+    ("stream mapping without bisection", lambda d: stream_event(d, "OutboxRelayFunction").update(BisectBatchOnFunctionError=False),
+     "stream-mapping", "OutboxRelayFunction.Events.Stream"),
+    ("stream mapping without on-failure destination", lambda d: stream_event(d, "OutboxRelayFunction").pop("DestinationConfig"),
+     "stream-mapping", "OutboxRelayFunction.Events.Stream"),
+    ("stream mapping retries forever", lambda d: stream_event(d, "OutboxRelayFunction").update(MaximumRetryAttempts=-1),
+     "stream-mapping", "OutboxRelayFunction.Events.Stream"),
+    ("stream mapping without a retry limit", lambda d: stream_event(d, "OutboxRelayFunction").pop("MaximumRetryAttempts"),
+     "stream-mapping", "OutboxRelayFunction.Events.Stream"),
+    ("stream mapping without ReportBatchItemFailures", lambda d: stream_event(d, "OutboxRelayFunction").pop("FunctionResponseTypes"),
+     "stream-mapping", "OutboxRelayFunction.Events.Stream"),
+    ("stream mapping from LATEST", lambda d: stream_event(d, "OutboxRelayFunction").update(StartingPosition="LATEST"),
+     "stream-mapping", "OutboxRelayFunction.Events.Stream"),
+    ("outbox stream without the new image", lambda d: props(d, "OutboxTable").update(StreamSpecification={"StreamViewType": "KEYS_ONLY"}),
+     "stream-mapping", "OutboxTable"),
+    ("raw stream mapping without bisection", add_raw_stream_mapping_without_bisect, "stream-mapping", "RawStreamMapping"),
+    ("iterator-age alarm removed", lambda d: d[R].pop("OutboxRelayIteratorAgeAlarm"), "alarm-stream-age", "OutboxRelayFunction"),
+    ("on-failure queue alarm removed", lambda d: d[R].pop("OutboxRelayFailuresAlarm"), "alarm-dlq", "OutboxRelayFailureQueue"),
+    ("on-failure queue open to redrives", lambda d: props(d, "OutboxRelayFailureQueue").update(RedriveAllowPolicy={"redrivePermission": "allowAll"}),
+     "redrive-allow-policy", "OutboxRelayFailureQueue"),
+    ("on-failure queue keeps 4 days", lambda d: props(d, "OutboxRelayFailureQueue").update(MessageRetentionPeriod=345600),
+     "dlq-retention", "OutboxRelayFailureQueue"),
+    ("stream reads on Resource *", lambda d: statement(d, "OutboxRelayRole", "EventSourceMapping").update(Resource="*"),
+     "least-privilege", "OutboxRelayRole"),
+    ("stream reads on another table's stream", lambda d: statement(d, "OutboxRelayRole", "EventSourceMapping").update(Resource={"Fn::GetAtt": ["LedgerTable", "StreamArn"]}),
+     "least-privilege", "OutboxRelayRole"),
+    ("a consumer reads the outbox stream", lambda d: statements(d, "ChargePaymentRole").append(
+        {"Effect": "Allow", "Action": "dynamodb:GetRecords", "Resource": {"Fn::GetAtt": ["OutboxTable", "StreamArn"]}}),
+     "least-privilege", "ChargePaymentRole"),
+    ("GetRecords missing", lambda d: statement(d, "OutboxRelayRole", "EventSourceMapping").update(Action=["dynamodb:DescribeStream", "dynamodb:GetShardIterator"]),
+     "permissions", "OutboxRelayRole"),
+    ("SendMessage to the on-failure queue missing", lambda d: statements(d, "OutboxRelayRole").remove(statement(d, "OutboxRelayRole", "OnFailure")),
+     "permissions", "OutboxRelayRole"),
+    ("a destination not granted", lambda d: statement(d, "OutboxRelayRole", "Publish").update(Resource=[{"Fn::GetAtt": ["ChargePaymentQueue", "Arn"]}]),
+     "permissions", "OutboxRelayRole"),
+    ("SendMessage beyond the destinations", lambda d: statement(d, "OutboxRelayRole", "Publish")["Resource"].append({"Fn::GetAtt": ["ChargePaymentDeadLetterQueue", "Arn"]}),
+     "least-privilege", "OutboxRelayRole"),
+    ("PutItem granted on the outbox table", lambda d: statement(d, "OutboxRelayRole", "MarkSent").update(Action=["dynamodb:UpdateItem", "dynamodb:PutItem"]),
+     "grant-only-what-is-used", "OutboxRelayRole"),
+    ("ReceiveMessage granted on a destination", lambda d: statement(d, "OutboxRelayRole", "Publish").update(Action=["sqs:SendMessage", "sqs:ReceiveMessage"]),
+     "grant-only-what-is-used", "OutboxRelayRole"),
+    ("the relay changes visibility", lambda d: statements(d, "OutboxRelayRole").append(
+        {"Effect": "Allow", "Action": "sqs:ChangeMessageVisibility", "Resource": {"Fn::GetAtt": ["ChargePaymentQueue", "Arn"]}}),
+     "change-message-visibility", "OutboxRelayRole"),
+    ("a stream function with an SQS event too", lambda d: props(d, "OutboxRelayFunction")["Events"].update(
+        Queue=copy.deepcopy(props(d, "ChargePaymentFunction")["Events"]["Queue"])),
+     "sqs-event", "OutboxRelayFunction"),
+    ("stream function with a SAM-generated role", lambda d: props(d, "OutboxRelayFunction").pop("Role"),
+     "least-privilege", "OutboxRelayFunction"),
 ]
 
 

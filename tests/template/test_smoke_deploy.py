@@ -208,15 +208,27 @@ def queue_attributes(aws, stack: dict, logical: str) -> dict[str, str]:
 
 
 def consumers(stack: dict) -> list[tuple[str, str, str]]:
-    """(function, its queue, that queue's DLQ), from the translated template."""
+    """(function, its queue, that queue's DLQ) of each SQS mapping, from the translated template."""
     out = []
     queues = resources_of(stack, "AWS::SQS::Queue")
     for m in resources_of(stack, "AWS::Lambda::EventSourceMapping").values():
         function = m["Properties"]["FunctionName"]["Ref"]
         queue = m["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]
+        if queue not in queues:
+            continue  # a stream mapping: stream_functions()
         dlq = queues[queue]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
         out.append((function, queue, dlq))
     return sorted(out)
+
+
+def stream_functions(stack: dict) -> list[tuple[str, str, dict]]:
+    """(function, its stream's table, its mapping's properties) of each DynamoDB stream mapping (the outbox relay)."""
+    out = []
+    for m in resources_of(stack, "AWS::Lambda::EventSourceMapping").values():
+        source = m["Properties"]["EventSourceArn"].get("Fn::GetAtt", [None, None])
+        if source[1] == "StreamArn":
+            out.append((m["Properties"]["FunctionName"]["Ref"], source[0], m["Properties"]))
+    return sorted(out, key=lambda x: x[0])
 
 
 def policy_document(raw: Any) -> dict:
@@ -414,6 +426,54 @@ def test_roles_reach_only_their_resources(aws, stack) -> None:
             assert idempotency == {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}, idempotency
         if function == "ApplyLedgerFunction":
             assert idempotency == {"dynamodb:PutItem"}, idempotency
+
+
+def test_stream_functions(aws, stack) -> None:
+    """The outbox relay: its table's stream, its mapping on that stream, its environment and its role's reach."""
+    dynamodb, lam, iam, physical = aws("dynamodb"), aws("lambda"), aws("iam"), stack["physical"]
+    streams = stream_functions(stack)
+    assert [f for f, _, _ in streams] == ["OutboxRelayFunction"], streams
+    for function, table, declared in streams:
+        description = dynamodb.describe_table(TableName=physical[table])["Table"]
+        assert description["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}, table
+        stream_arn = description["LatestStreamArn"]
+        (m,) = lam.list_event_source_mappings(FunctionName=physical[function])["EventSourceMappings"]
+        assert m["EventSourceArn"] == stream_arn, f"{function} reads {table}'s stream"
+        assert m["StartingPosition"] == "TRIM_HORIZON", function
+        assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"], function
+        assert m["BisectBatchOnFunctionError"] is True, function
+        assert m["MaximumRetryAttempts"] == declared["MaximumRetryAttempts"], function
+        (failure_queue,) = {q for q in resources_of(stack, "AWS::SQS::Queue") if q in str(declared["DestinationConfig"])}
+        failure_arn = queue_attributes(aws, stack, failure_queue)["QueueArn"]
+        assert m["DestinationConfig"]["OnFailure"]["Destination"] == failure_arn, function
+        assert m["State"] == "Enabled", function
+
+        env = {k: str(v) for k, v in lam.get_function_configuration(FunctionName=physical[function])["Environment"]["Variables"].items()}
+        assert env["OUTBOX_TABLE"] == physical[table]
+        destinations = [url.rsplit("/", 1)[1] for url in env["OUTBOX_DESTINATIONS"].split(",")]
+        assert destinations == [queue_name(stack, q) for q in ("ChargePaymentQueue", "ApplyLedgerQueue")]
+
+        # Its role: stream reads on its stream, UpdateItem on its table, SendMessage on its destinations and its
+        # on-failure queue; nothing else on DynamoDB or SQS.
+        role = resources_of(stack, "AWS::Lambda::Function")[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+        table_arn = description["TableArn"]
+        sqs_arns = {queue_attributes(aws, stack, q)["QueueArn"] for q in ("ChargePaymentQueue", "ApplyLedgerQueue")}
+        reached: dict[str, set[str]] = {}
+        for policy in iam.list_role_policies(RoleName=physical[role])["PolicyNames"]:
+            doc = policy_document(iam.get_role_policy(RoleName=physical[role], PolicyName=policy)["PolicyDocument"])
+            for st in doc["Statement"]:
+                actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+                resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+                for action in actions:
+                    if action.split(":")[0] in ("sqs", "dynamodb"):
+                        for r in resources:
+                            reached.setdefault(r, set()).add(action)
+        assert reached == {
+            stream_arn: {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"},
+            table_arn: {"dynamodb:UpdateItem"},
+            failure_arn: {"sqs:SendMessage"},
+            **{arn: {"sqs:SendMessage"} for arn in sqs_arns},
+        }, f"{role}: {reached}"
 
 
 def test_log_groups(aws, stack) -> None:

@@ -112,9 +112,18 @@ pub(crate) fn generate(root: &Path, spec: &Spec) -> Result<Vec<String>, Scaffold
     let template_path = root.join("template.yaml");
     let template = fs::read_to_string(&template_path)
         .map_err(|e| ScaffoldError(format!("read {}: {e}", template_path.display())))?;
-    let resource_id = format!("  {}Queue:", spec.pascal);
-    if template.contains(&resource_id) {
-        return fail(format!("template.yaml already has {}Queue", spec.pascal));
+    // Every logical id the consumer adds must be new (the template also holds resources that are not consumers',
+    // e.g. the outbox's `OutboxTable`, which `new-consumer outbox --transact` would otherwise duplicate).
+    for line in spec.fill(&resources_yaml(spec)).lines() {
+        let Some(id) = line.strip_prefix("  ").and_then(|l| l.strip_suffix(':')) else {
+            continue;
+        };
+        if !id.is_empty()
+            && id.chars().all(|c| c.is_ascii_alphanumeric())
+            && template.contains(&format!("\n  {id}:"))
+        {
+            return fail(format!("template.yaml already has {id}"));
+        }
     }
     let template = add_to_template(&template, spec)?;
 
@@ -662,6 +671,7 @@ fn resources_yaml(spec: &Spec) -> String {
         );
     }
     out.push_str(ALARMS_YAML);
+    out.push_str(DASHBOARD_YAML);
     out
 }
 
@@ -919,6 +929,72 @@ const ALARMS_YAML: &str = r#"
 
 "#;
 
+const DASHBOARD_YAML: &str = r##"  {{Pascal}}Dashboard:
+    Type: AWS::CloudWatch::Dashboard
+    Properties:
+      DashboardName: !Sub "${AWS::StackName}-{{name}}"
+      # One screen for {{name}}: what came in and became of it (sqsafe's EMF metrics), dead letters by error kind,
+      # the DLQ's depth, how far behind the queue is, and how long invocations take.
+      DashboardBody: !Sub
+        - |
+          {
+            "widgets": [
+              {"type": "metric", "x": 0, "y": 0, "width": 12, "height": 6, "properties": {
+                "title": "{{name}}: records received, applied, replayed, failed, dead-lettered (per minute)",
+                "region": "${AWS::Region}", "view": "timeSeries", "stacked": false, "stat": "Sum", "period": 60,
+                "metrics": [
+                  ["sqsafe", "RecordsReceived", "consumer", "${Consumer}"],
+                  ["sqsafe", "RecordsProcessed", "consumer", "${Consumer}", {"label": "applied"}],
+                  ["sqsafe", "RecordsReplayed", "consumer", "${Consumer}", {"label": "replayed"}],
+                  ["sqsafe", "RecordsSkippedByCache", "consumer", "${Consumer}", {"label": "replayed from cache"}],
+                  ["sqsafe", "RecordsFailedTransient", "consumer", "${Consumer}"],
+                  ["sqsafe", "RecordsFailedPermanent", "consumer", "${Consumer}"],
+                  ["sqsafe", "RecordsSentToDlq", "consumer", "${Consumer}", {"label": "dead-lettered"}]
+                ]}},
+              {"type": "metric", "x": 12, "y": 0, "width": 12, "height": 6, "properties": {
+                "title": "{{name}}: dead-lettered by error kind (per minute)",
+                "region": "${AWS::Region}", "view": "timeSeries", "stacked": true, "period": 60,
+                "metrics": [
+                  [{"id": "kinds", "expression": "SEARCH('{sqsafe,consumer,error_kind} MetricName=\"RecordsSentToDlq\" consumer=\"${Consumer}\"', 'Sum', 60)"}]
+                ]}},
+              {"type": "metric", "x": 0, "y": 6, "width": 8, "height": 6, "properties": {
+                "title": "{{name}}: DLQ depth",
+                "region": "${AWS::Region}", "view": "timeSeries", "stat": "Maximum", "period": 60,
+                "metrics": [
+                  ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", "${DeadLetterQueue}"]
+                ]}},
+              {"type": "metric", "x": 8, "y": 6, "width": 8, "height": 6, "properties": {
+                "title": "{{name}}: age of the oldest message (s)",
+                "region": "${AWS::Region}", "view": "timeSeries", "stat": "Maximum", "period": 60,
+                "metrics": [
+                  ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", "${Queue}"]
+                ]}},
+              {"type": "metric", "x": 16, "y": 6, "width": 8, "height": 6, "properties": {
+                "title": "{{name}}: duration (ms)",
+                "region": "${AWS::Region}", "view": "timeSeries", "period": 60,
+                "metrics": [
+                  ["AWS/Lambda", "Duration", "FunctionName", "${Function}", {"stat": "p50"}],
+                  ["AWS/Lambda", "Duration", "FunctionName", "${Function}", {"stat": "p99"}],
+                  ["sqsafe", "BatchDuration", "consumer", "${Consumer}", {"stat": "p99"}]
+                ]}},
+              {"type": "metric", "x": 0, "y": 12, "width": 24, "height": 6, "properties": {
+                "title": "{{name}}: errors and throttles (refused batches, crashes, timeouts)",
+                "region": "${AWS::Region}", "view": "timeSeries", "stat": "Sum", "period": 60,
+                "metrics": [
+                  ["AWS/Lambda", "Errors", "FunctionName", "${Function}"],
+                  ["AWS/Lambda", "Throttles", "FunctionName", "${Function}"],
+                  ["sqsafe", "BatchesRefused", "consumer", "${Consumer}"],
+                  ["sqsafe", "RecordsLeaseLost", "consumer", "${Consumer}"]
+                ]}}
+            ]
+          }
+        - Consumer: {{name}}
+          Queue: !GetAtt {{Pascal}}Queue.QueueName
+          DeadLetterQueue: !GetAtt {{Pascal}}DeadLetterQueue.QueueName
+          Function: !Ref {{Pascal}}Function
+
+"##;
+
 const TABLE_OUTPUT_YAML: &str = r#"  {{Pascal}}TableName:
     Description: {{name}}'s effect table (pk = tenant#id)
     Value: !Ref {{Pascal}}Table
@@ -981,6 +1057,27 @@ mod tests {
         assert!(!out.contains("{{"), "every placeholder filled");
         let missing = add_to_template("Resources:\n", &spec).expect_err("no markers");
         assert!(missing.to_string().contains("markers"), "{missing}");
+    }
+
+    #[test]
+    fn a_consumer_whose_resources_exist_is_refused_before_writing() {
+        let root = std::env::temp_dir().join(format!("xtask-clash-{}", std::process::id()));
+        fs::create_dir_all(&root).expect("scratch");
+        // A resource that is not a consumer's: `outbox --transact` would add an `OutboxTable` too.
+        let template = format!(
+            "Resources:\n  OutboxTable:\n    Type: AWS::DynamoDB::Table\n{RESOURCES_MARKER}\n\nOutputs:\n{OUTPUTS_MARKER}\n"
+        );
+        fs::write(root.join("template.yaml"), &template).expect("template");
+        let spec = Spec::new("outbox", false, true).expect("valid");
+        let refused = generate(&root, &spec).expect_err("clash");
+        assert!(refused.to_string().contains("OutboxTable"), "{refused}");
+        assert!(!root.join("functions").exists(), "nothing written");
+        let without_table = Spec::new("outbox", false, false).expect("valid");
+        assert!(
+            add_to_template(&template, &without_table).is_ok(),
+            "no clash without --transact"
+        );
+        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 use std::future::Future;
+use std::time::Duration;
 
 use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::types::MessageAttributeValue;
@@ -7,6 +8,7 @@ use futures::future::BoxFuture;
 use sqsafe_idempotency::{BoxError, ErrorClass};
 
 use crate::error::{BatchError, class_name};
+use crate::redrive::RedriveContext;
 
 /// Message attribute names the dead-letter copy carries (besides the correlation id attribute).
 pub mod attributes {
@@ -24,6 +26,17 @@ pub mod attributes {
     pub const CONSUMER_VERSION: &str = "sqsafe.consumer_version";
     /// Message id of the original message, to find it by.
     pub const ORIGINAL_MESSAGE_ID: &str = "sqsafe.original_message_id";
+    /// What a redrive needs: the source queue's ARN, when the message was first sent, and until when its idempotency
+    /// record protects it ([`RedriveContext`](crate::RedriveContext), as JSON). Carried only when SQS's limit of 10
+    /// attributes leaves room after the original attributes, so its presence also says that none of the original's
+    /// string and number attributes was left out.
+    pub const REDRIVE: &str = "sqsafe.redrive";
+    /// Put on a redriven message by `sqsafe dlq redrive`: when its first copy was sent (RFC 3339). A later
+    /// dead-lettering counts the message's age and idempotency expiry from it, not from the redrive.
+    pub const FIRST_SENT: &str = "sqsafe.first_sent";
+    /// Every attribute sqsafe writes starts with this. Such attributes are never copied from the original message
+    /// (they would be stale).
+    pub const PREFIX: &str = "sqsafe.";
 }
 
 /// SQS allows at most 10 message attributes per message.
@@ -96,16 +109,21 @@ impl<T: DeadLetterQueue> DynDeadLetterQueue for T {
 /// A dead-letter queue in SQS: the body unchanged, the context as message attributes.
 ///
 /// The copy carries [`attributes`]' seven context attributes plus the correlation id attribute, then as many of the
-/// original attributes as SQS's limit of 10 leaves room for (sorted by name). For a FIFO DLQ (URL ending in `.fifo`)
-/// the original group id is kept and the original message id is the deduplication id.
+/// original attributes as SQS's limit of 10 leaves room for (sorted by name; none named `sqsafe.*`), then, if there
+/// is still room, [`attributes::REDRIVE`]: the source queue, the first send and the end of the idempotency window
+/// (set with [`idempotency_window`](Self::idempotency_window)), which `sqsafe dlq redrive` uses. The original
+/// attributes come first because a redrive restores them: one left out would change the message its consumer sees,
+/// while a missing redrive context only makes the redrive ask for `--to` and `--window`. For a FIFO DLQ (URL ending
+/// in `.fifo`) the original group id is kept and the original message id is the deduplication id.
 ///
 /// # Size
 /// SQS counts a message's body and each attribute's name, data type and value against the queue's
 /// `MaximumMessageSize`, and refuses a message above it. A body near the limit leaves little room, so the context
-/// shrinks to fit [`max_message_size`](Self::max_message_size): the copied original attributes go first (last name
-/// first), then `sqsafe.error` is shortened (ending in `…`), then `sqsafe.error`, `sqsafe.consumer_version`,
-/// `sqsafe.consumer`, `sqsafe.error_class`, `sqsafe.attempts` and the correlation id are dropped in that order, down
-/// to `sqsafe.original_message_id` and `sqsafe.error_kind`. A warning says what was left out.
+/// shrinks to fit [`max_message_size`](Self::max_message_size): `sqsafe.redrive` and the copied original attributes
+/// go first (last first), then `sqsafe.error` is shortened (ending in `…`), then `sqsafe.error`,
+/// `sqsafe.consumer_version`, `sqsafe.consumer`, `sqsafe.error_class`, `sqsafe.attempts` and the correlation id are
+/// dropped in that order, down to `sqsafe.original_message_id` and `sqsafe.error_kind`. A warning says what was left
+/// out.
 ///
 /// When not even those two fit (a body at the limit), the body is sent alone, with no attributes: the message is
 /// kept, and the context goes to an error log line that names the copy's DLQ message id (the record's span adds
@@ -113,13 +131,16 @@ impl<T: DeadLetterQueue> DynDeadLetterQueue for T {
 /// reported, so it comes back: nothing is lost.
 ///
 /// # Default
-/// `max_message_size` 262,144 bytes ([`DEFAULT_MAX_MESSAGE_SIZE`]); correlation id attribute `correlationId`.
+/// `max_message_size` 262,144 bytes ([`DEFAULT_MAX_MESSAGE_SIZE`]); correlation id attribute `correlationId`; no
+/// idempotency window (`sqsafe.redrive` then has no `expires`; the `sqsafe` façade sets it from
+/// `IDEMPOTENCY_WINDOW_DAYS`).
 #[derive(Debug, Clone)]
 pub struct SqsDeadLetterQueue {
     client: aws_sdk_sqs::Client,
     queue_url: String,
     correlation_attribute: String,
     max_message_size: usize,
+    idempotency_window: Option<Duration>,
 }
 
 impl SqsDeadLetterQueue {
@@ -130,7 +151,16 @@ impl SqsDeadLetterQueue {
             queue_url: queue_url.into(),
             correlation_attribute: sqsafe_telemetry::correlation::DEFAULT_ATTRIBUTE.to_owned(),
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            idempotency_window: None,
         }
+    }
+
+    /// The consumer's idempotency window: each copy's `sqsafe.redrive` then says until when a redrive is replayed
+    /// rather than applied again (the message's first send plus `window`), so that `sqsafe dlq redrive` can refuse
+    /// a dead letter whose idempotency record may have expired.
+    pub fn idempotency_window(mut self, window: Duration) -> Self {
+        self.idempotency_window = Some(window);
+        self
     }
 
     /// The attribute name that carries the correlation id (default `correlationId`).
@@ -205,11 +235,12 @@ pub(crate) struct Fitted {
     pub(crate) shortened: bool,
 }
 
-/// The context the copy carries, then the originals, in that order; no more than SQS's 10.
+/// The context the copy carries, then the originals, then the redrive context, in that order; no more than SQS's 10.
 pub(crate) fn dead_letter_attributes(
     message: &SqsMessage,
     failure: &FailureContext,
     correlation_attribute: &str,
+    idempotency_window: Option<Duration>,
 ) -> Vec<Attribute> {
     let error: String = failure
         .error_message
@@ -252,7 +283,7 @@ pub(crate) fn dead_letter_attributes(
         if out.len() >= MAX_ATTRIBUTES {
             break;
         }
-        if out.iter().any(|a| &a.name == name) {
+        if out.iter().any(|a| &a.name == name) || name.starts_with(attributes::PREFIX) {
             continue;
         }
         let (Some(data_type), Some(value)) =
@@ -261,6 +292,14 @@ pub(crate) fn dead_letter_attributes(
             continue; // binary and list values are not copied
         };
         out.push(Attribute::new(name, data_type, value));
+    }
+    let redrive = RedriveContext::of(message, idempotency_window);
+    if out.len() < MAX_ATTRIBUTES && !redrive.is_empty() {
+        out.push(Attribute::new(
+            attributes::REDRIVE,
+            "String",
+            redrive.to_attribute_value(),
+        ));
     }
     out
 }
@@ -277,7 +316,7 @@ pub(crate) fn fit(
     let size = |a: &[Attribute]| body_bytes + a.iter().map(Attribute::size).sum::<usize>();
     let mut dropped = Vec::new();
     let mut shortened = false;
-    // 1. The copied originals, last first.
+    // 1. The redrive context and the copied originals, last first.
     while size(&attributes) > limit && attributes.len() > CONTEXT {
         if let Some(a) = attributes.pop() {
             dropped.push(a.name);
@@ -332,7 +371,12 @@ impl DeadLetterQueue for SqsDeadLetterQueue {
         let body = message.body.clone().unwrap_or_default();
         let fitted = fit(
             body.len(),
-            dead_letter_attributes(message, failure, &self.correlation_attribute),
+            dead_letter_attributes(
+                message,
+                failure,
+                &self.correlation_attribute,
+                self.idempotency_window,
+            ),
             &self.correlation_attribute,
             self.max_message_size,
         );
@@ -424,6 +468,7 @@ mod tests {
             &message_with(&[("b", "2"), ("a", "1")]),
             &failure("insufficient balance"),
             "correlationId",
+            None,
         );
         let fitted = fit(100, attrs, "correlationId", LIMIT);
         assert!(fitted.dropped.is_empty() && !fitted.shortened);
@@ -439,6 +484,7 @@ mod tests {
                 &message_with(&[("a", &"x".repeat(300)), ("b", &"y".repeat(300))]),
                 &failure(&error),
                 "correlationId",
+                None,
             )
         };
         let full = total(0, &fit(0, attrs(), "correlationId", LIMIT));
@@ -487,12 +533,101 @@ mod tests {
     #[test]
     fn a_shortened_error_ends_on_a_character_boundary() {
         let error = "é".repeat(600); // 2 bytes each
-        let attrs = dead_letter_attributes(&message_with(&[]), &failure(&error), "c");
+        let attrs = dead_letter_attributes(&message_with(&[]), &failure(&error), "c", None);
         let full = total(0, &fit(0, attrs.clone(), "c", LIMIT));
         let f = fit(LIMIT - full + 301, attrs, "c", LIMIT);
         assert!(f.shortened);
         assert!(f.attributes[3].value.ends_with(ELLIPSIS));
         assert!(total(LIMIT - full + 301, &f) <= LIMIT);
+    }
+
+    /// A record as Lambda hands it over: source queue ARN and `SentTimestamp` (2025-06-15T15:06:40.123Z).
+    fn record_with(originals: &[(&str, &str)]) -> SqsMessage {
+        let mut m = message_with(originals);
+        m.event_source_arn = Some("arn:aws:sqs:us-east-1:123456789012:ledger".into());
+        m.attributes
+            .insert("SentTimestamp".into(), "1750000000123".into());
+        m
+    }
+
+    fn value<'a>(f: &'a Fitted, name: &str) -> Option<&'a str> {
+        f.attributes
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.value.as_str())
+    }
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    #[test]
+    fn the_redrive_context_follows_the_originals_when_there_is_room() {
+        let attrs = dead_letter_attributes(
+            &record_with(&[("tenant", "acme")]),
+            &failure("insufficient balance"),
+            "correlationId",
+            Some(30 * DAY),
+        );
+        let fitted = fit(100, attrs, "correlationId", LIMIT);
+        assert_eq!(&names(&fitted)[8..], ["tenant", attributes::REDRIVE]);
+        let redrive = RedriveContext::parse(value(&fitted, attributes::REDRIVE).expect("redrive"))
+            .expect("sqsafe's JSON");
+        assert_eq!(
+            redrive.source_queue.as_deref(),
+            Some("arn:aws:sqs:us-east-1:123456789012:ledger")
+        );
+        let sent = std::time::UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
+        assert_eq!(redrive.first_sent, Some(sent));
+        assert_eq!(redrive.expires, Some(sent + 30 * DAY));
+
+        // Two originals fill SQS's 10: they are kept, the redrive context is not (a redrive then asks for --to).
+        let attrs = dead_letter_attributes(
+            &record_with(&[("tenant", "acme"), ("traceparent", "00-ab")]),
+            &failure("x"),
+            "correlationId",
+            Some(30 * DAY),
+        );
+        assert_eq!(
+            &names(&fit(100, attrs, "correlationId", LIMIT))[8..],
+            ["tenant", "traceparent"]
+        );
+    }
+
+    #[test]
+    fn sqsafe_attributes_of_the_original_are_not_copied_but_its_first_send_is_kept() {
+        // A message redriven earlier, still carrying the attributes a move task keeps and the first send.
+        let attrs = dead_letter_attributes(
+            &record_with(&[
+                (attributes::FIRST_SENT, "2025-06-01T00:00:00Z"),
+                (attributes::REDRIVE, "{}"),
+                ("sqsafe.error", "stale"),
+            ]),
+            &failure("fresh"),
+            "correlationId",
+            Some(DAY),
+        );
+        let fitted = fit(100, attrs, "correlationId", LIMIT);
+        assert_eq!(fitted.attributes.len(), 9, "{:?}", names(&fitted));
+        assert_eq!(value(&fitted, attributes::ERROR_MESSAGE), Some("fresh"));
+        let redrive = RedriveContext::parse(value(&fitted, attributes::REDRIVE).expect("redrive"))
+            .expect("sqsafe's JSON");
+        let first: jiff::Timestamp = "2025-06-01T00:00:00Z".parse().expect("time");
+        assert_eq!(redrive.first_sent, Some(std::time::SystemTime::from(first)));
+    }
+
+    #[test]
+    fn the_redrive_context_is_the_first_to_go_when_the_body_is_large() {
+        let attrs = || {
+            dead_letter_attributes(
+                &record_with(&[("tenant", "acme")]),
+                &failure("insufficient balance"),
+                "correlationId",
+                Some(DAY),
+            )
+        };
+        let full = total(0, &fit(0, attrs(), "correlationId", LIMIT));
+        let f = fit(LIMIT - full + 1, attrs(), "correlationId", LIMIT);
+        assert_eq!(f.dropped, [attributes::REDRIVE]);
+        assert!(names(&f).contains(&"tenant"));
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod error;
 mod parse;
 mod processor;
 mod record;
+mod redrive;
 mod visibility;
 
 pub use dlq::{
@@ -18,4 +19,5 @@ pub use processor::{
     Disposition, FifoMode, RecordHandler, RecordReport, VisibilityHeartbeat,
 };
 pub use record::{Processed, Record};
+pub use redrive::RedriveContext;
 pub use visibility::{Backoff, MAX_VISIBILITY, SqsVisibility, VisibilityControl};

@@ -387,6 +387,7 @@ impl BatchProcessor {
         handler: &H,
         metrics: &BatchMetrics,
     ) -> Result<(SqsBatchResponse, Vec<RecordReport>), BatchError> {
+        metrics.add(Metric::Received, event.records.len() as u64);
         let messages = validate(event)?;
         let fifo = match self.fifo {
             FifoMode::Always => true,
@@ -455,7 +456,7 @@ impl BatchProcessor {
                     metrics.incr(Metric::HeldBack);
                     let (span, _) = self.record_span(&m, &id);
                     span.in_scope(|| {
-                        tracing::warn!(message_id = %id, blocked_by = %first, disposition = "held_back",
+                        tracing::warn!(blocked_by = %first, disposition = "held_back",
                             "not run: an earlier message of its group was reported; reported too, to keep the group's order");
                     });
                     out.push((i, RecordReport { message_id: id, disposition: Disposition::SkippedAfterGroupFailure }));
@@ -647,9 +648,8 @@ impl BatchProcessor {
                 };
                 match dlq.send_boxed(message, &failure).await {
                     Ok(()) => {
-                        metrics.incr(Metric::SentToDlq);
+                        metrics.dead_lettered(error.kind());
                         tracing::error!(
-                            message_id,
                             error_kind = error.kind(),
                             error_class = class,
                             attempts,
@@ -661,7 +661,7 @@ impl BatchProcessor {
                         return Disposition::DeadLettered(error);
                     }
                     Err(send_error) => {
-                        tracing::error!(message_id, error_kind = error.kind(), error_class = class, attempts,
+                        tracing::error!(error_kind = error.kind(), error_class = class, attempts,
                             error = error.message(), dlq_error = %send_error, disposition = "retry",
                             "record failed and could not be dead-lettered; reporting it so it comes back");
                         return Disposition::Retry(error);
@@ -680,13 +680,12 @@ impl BatchProcessor {
             if let Some(delay) = delay
                 && let Err(e) = control.set_visibility_boxed(receipt, delay).await
             {
-                tracing::warn!(message_id, error = %e, delay_s = delay.as_secs(),
+                tracing::warn!(error = %e, delay_s = delay.as_secs(),
                     "could not change the message's visibility; the queue's timeout applies");
             }
         }
         if error.kind() == RecordError::LEASE_LOST {
             tracing::error!(
-                message_id,
                 error_kind = error.kind(),
                 error_class = class,
                 attempts,
@@ -697,7 +696,6 @@ impl BatchProcessor {
             );
         } else {
             tracing::warn!(
-                message_id,
                 error_kind = error.kind(),
                 error_class = class,
                 attempts,

@@ -635,9 +635,12 @@ type Emf = Arc<Mutex<Vec<serde_json::Value>>>;
 fn captured_metrics() -> (Emf, impl Fn(&[u8]) + Send + Sync + 'static) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&lines);
-    let out = move |line: &[u8]| {
-        let doc = serde_json::from_slice(line).expect("one EMF JSON document");
-        sink.lock().expect("lock").push(doc);
+    let out = move |text: &[u8]| {
+        let text = std::str::from_utf8(text).expect("EMF is UTF-8");
+        for line in text.lines() {
+            let doc = serde_json::from_str(line).expect("one EMF JSON document per line");
+            sink.lock().expect("lock").push(doc);
+        }
     };
     (lines, out)
 }
@@ -694,5 +697,50 @@ async fn metrics_are_written_when_the_invocation_fails_too() {
     assert_eq!(
         (count(2, "BatchesRefused"), count(2, "RecordsProcessed")),
         (Some(0), Some(1))
+    );
+}
+
+/// The dashboard's "received" and "dead-lettered by kind": every record of the batch counts as received, and each
+/// dead letter is counted under its error kind on a line of its own.
+#[tokio::test]
+async fn received_and_dead_letters_by_kind_are_counted() {
+    let (lines, out) = captured_metrics();
+    let processor = BatchProcessor::builder("c", 1)
+        .dead_letter_queue(RecordingDlq::default())
+        .metrics_output(out)
+        .build()
+        .expect("config");
+    let batch = event(vec![
+        message("m1", "ok"),
+        message("m2", "permanent"),
+        message("m3", "bogus"),
+        message("m4", "permanent"),
+    ]);
+    processor
+        .handle(sqsafe_testkit::invocation(batch, "req-1"), &by_body)
+        .await
+        .expect("batch");
+    let lines = lines.lock().expect("lock");
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["RecordsReceived"], 4);
+    assert_eq!(lines[0]["RecordsSentToDlq"], 3);
+    let mut by_kind: Vec<(String, u64)> = lines[1..]
+        .iter()
+        .map(|doc| {
+            assert_eq!(
+                doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+                serde_json::json!([["consumer", "error_kind"]])
+            );
+            assert_eq!(doc["consumer"], "c");
+            (
+                doc["error_kind"].as_str().unwrap_or_default().to_owned(),
+                doc["RecordsSentToDlq"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    by_kind.sort();
+    assert_eq!(
+        by_kind,
+        [("precondition".to_owned(), 2), ("unexpected".to_owned(), 1)]
     );
 }

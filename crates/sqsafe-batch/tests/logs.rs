@@ -131,15 +131,12 @@ async fn the_idempotency_key_is_on_every_line_of_the_record_even_inside_a_handle
         .expect("batch");
 
     let lines = logs.lines();
-    let in_record: Vec<_> = lines
-        .iter()
-        .filter(|l| span(l, "record").is_some())
-        .collect();
+    let record_lines: Vec<_> = lines.iter().filter(|l| in_record(l).is_some()).collect();
     assert!(
-        in_record
+        record_lines
             .iter()
             .any(|l| l["message"] == "calling the payments API")
-            && in_record.iter().any(|l| l["message"] == "record failed"),
+            && record_lines.iter().any(|l| l["message"] == "record failed"),
         "{}",
         logs.text()
     );
@@ -147,8 +144,8 @@ async fn the_idempotency_key_is_on_every_line_of_the_record_even_inside_a_handle
         .intent("payment", "p-1")
         .build()
         .expect("key");
-    for line in in_record {
-        let record = span(line, "record").expect("record span");
+    for line in record_lines {
+        let record = in_record(line).expect("record span");
         assert_eq!(
             record["idempotency_key"].as_str(),
             Some(expected.as_str()),
@@ -187,7 +184,7 @@ async fn record_idempotency_key_serves_handlers_that_build_their_own_request() {
         .find(|l| l["message"] == "claimed by hand")
         .expect("logged");
     assert_eq!(
-        span(line, "record").expect("record span")["idempotency_key"],
+        in_record(line).expect("record span")["idempotency_key"],
         key.as_str()
     );
 }
@@ -224,7 +221,7 @@ async fn a_held_back_record_is_logged_with_its_correlation_id_and_counted() {
         .iter()
         .find(|l| l["disposition"] == "held_back")
         .expect("a held-back line");
-    let record = span(held, "record").expect("inside the record's span");
+    let record = in_record(held).expect("inside the record's span");
     assert_eq!(record["message_id"], "next");
     assert_eq!(record["correlation_id"], "corr-next");
     assert_eq!(record["group_id"], "g");

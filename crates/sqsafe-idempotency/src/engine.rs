@@ -255,6 +255,11 @@ impl<S: IdempotencyStore> Idempotency<S> {
         &self.inner.store
     }
 
+    /// The idempotency window: how long a completed record suppresses duplicates.
+    pub fn idempotency_window(&self) -> std::time::Duration {
+        self.inner.idempotency_window
+    }
+
     /// A request for `key` with the fingerprint of `payload` (restricted to the configured fields).
     pub fn request<P: Serialize + ?Sized>(
         &self,

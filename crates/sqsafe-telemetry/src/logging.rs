@@ -1,9 +1,9 @@
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use tracing::Subscriber;
+use tracing::{Metadata, Subscriber};
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::{EnvFilter, ParseError};
+use tracing_subscriber::filter::{EnvFilter, FilterExt, ParseError, filter_fn};
 use tracing_subscriber::fmt::{self, MakeWriter};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
@@ -84,22 +84,67 @@ where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
     C: Fn() -> SystemTime + Send + Sync + 'static,
 {
-    let base = fmt::layer()
-        .with_writer(writer)
-        .with_ansi(false)
-        .with_timer(Rfc3339Millis::new(clock));
-    let formatted: Box<dyn Layer<S> + Send + Sync> = match config.format {
-        LogFormat::Json => base
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .with_span_list(true)
-            .boxed(),
-        LogFormat::Text => base.compact().boxed(),
-    };
     let filter = filter(&config.level)
-        .unwrap_or_else(|_| EnvFilter::builder().parse_lossy(directives(DEFAULT_LEVEL)));
-    formatted.with_filter(filter)
+        .unwrap_or_else(|_| EnvFilter::builder().parse_lossy(directives(DEFAULT_LEVEL)))
+        .and(filter_fn(not_the_runtime_span));
+    match config.format {
+        LogFormat::Json => {
+            let mut json = json_subscriber::JsonLayer::new(writer);
+            json.with_timer("timestamp", Rfc3339Millis::new(clock))
+                .with_level("level")
+                .with_target("target")
+                .with_top_level_flattened_span_list()
+                .with_flattened_event_with_renames(rename_event_field, ());
+            json.with_filter(filter).boxed()
+        }
+        LogFormat::Text => fmt::layer()
+            .with_writer(writer)
+            .with_ansi(false)
+            .with_timer(Rfc3339Millis::new(clock))
+            .compact()
+            .with_filter(filter)
+            .boxed(),
+    }
+}
+
+/// The span `lambda_runtime::run` opens around each invocation (`Lambda runtime invoke`, with `requestId` and
+/// `xrayTraceId`) is left out of this layer: [`invocation_span`](crate::invocation_span) carries the same ids, and a
+/// line should carry the request id once, under one name.
+fn not_the_runtime_span(meta: &Metadata<'_>) -> bool {
+    !(meta.is_span()
+        && meta.name() == RUNTIME_SPAN_NAME
+        && meta.target().starts_with("lambda_runtime"))
+}
+
+const RUNTIME_SPAN_NAME: &str = "Lambda runtime invoke";
+
+/// The top-level keys this layer writes itself (`name` is the innermost span's name), or takes from this crate's
+/// spans. An event field of the same name
+/// (`tracing::info!(message_id = ..)` inside a record) is written as `event.<name>` instead, so a line never holds
+/// the same key twice.
+const RESERVED: [(&str, &str); 15] = [
+    ("timestamp", "event.timestamp"),
+    ("name", "event.name"),
+    ("level", "event.level"),
+    ("target", "event.target"),
+    ("request_id", "event.request_id"),
+    ("cold_start", "event.cold_start"),
+    ("function_name", "event.function_name"),
+    ("xray_trace_id", "event.xray_trace_id"),
+    ("tenant_id", "event.tenant_id"),
+    ("message_id", "event.message_id"),
+    ("correlation_id", "event.correlation_id"),
+    ("receive_count", "event.receive_count"),
+    ("queue", "event.queue"),
+    ("group_id", "event.group_id"),
+    ("idempotency_key", "event.idempotency_key"),
+];
+
+fn rename_event_field<'a>(name: &'a str, (): &'a ()) -> &'a str {
+    RESERVED
+        .iter()
+        .find(|(reserved, _)| *reserved == name)
+        .map_or(name, |(_, renamed)| renamed)
 }
 
 /// The function name given to [`init_with`], if any.

@@ -23,15 +23,19 @@
 //! ```
 //!
 //! One metric directive, dimension set `[["consumer"]]`, counters with unit `Count` and `BatchDuration` in
-//! `Milliseconds`. All nine counters ([`Metric::ALL`]) are written every time, zeros included, so dashboards and
-//! alarms see a continuous series rather than gaps.
+//! `Milliseconds`. All eleven counters ([`Metric::ALL`]) are written every time, zeros included, so dashboards and
+//! alarms see a continuous series rather than gaps. When records were dead-lettered, one more line per error kind
+//! carries `RecordsSentToDlq` under the dimensions `consumer` and `error_kind` ([`BatchMetrics::dead_lettered`]).
 //!
-//! The first six say what became of each record (a record counts once among `RecordsProcessed`, `RecordsReplayed`,
-//! `RecordsSkippedByCache`, `RecordsFailedTransient` and `RecordsFailedPermanent`, and also in `RecordsSentToDlq`
-//! when it went there). The last three say why, for records worth an alarm: `RecordsLeaseLost` and
-//! `RecordsDeferred` are also counted as `RecordsFailedTransient`; `RecordsHeldBack` records were not run at all.
+//! `RecordsReceived` counts the records of each invocation's batch, a refused one included. Unless the batch is
+//! refused (`BatchesRefused`), each record then counts once among `RecordsProcessed`, `RecordsReplayed`,
+//! `RecordsSkippedByCache`, `RecordsFailedTransient`, `RecordsFailedPermanent` and `RecordsHeldBack` (FIFO: not
+//! run because an earlier record of its group was reported), and also in `RecordsSentToDlq` when it went there.
+//! `RecordsLeaseLost` and `RecordsDeferred` say why some records failed transiently; they are counted in
+//! `RecordsFailedTransient` too.
 
 use std::io;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -40,12 +44,17 @@ use serde_json::{Value, json};
 /// The dimension that names the consumer.
 const CONSUMER_DIMENSION: &str = "consumer";
 
+/// The dimension that names the error kind of dead letters.
+const ERROR_KIND_DIMENSION: &str = "error_kind";
+
 /// The metric name of the batch duration.
 const BATCH_DURATION: &str = "BatchDuration";
 
 /// What happened to a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
+    /// Records in the invocation's batch: `RecordsReceived`.
+    Received,
     /// The effect ran and completed: `RecordsProcessed`.
     Processed,
     /// A duplicate answered from the idempotency store: `RecordsReplayed`.
@@ -74,7 +83,8 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in the order they appear in the EMF document.
-    pub const ALL: [Metric; 10] = [
+    pub const ALL: [Metric; 11] = [
+        Metric::Received,
         Metric::Processed,
         Metric::Replayed,
         Metric::SkippedByCache,
@@ -90,6 +100,7 @@ impl Metric {
     /// The CloudWatch metric name.
     pub const fn name(self) -> &'static str {
         match self {
+            Metric::Received => "RecordsReceived",
             Metric::Processed => "RecordsProcessed",
             Metric::Replayed => "RecordsReplayed",
             Metric::SkippedByCache => "RecordsSkippedByCache",
@@ -115,6 +126,8 @@ pub struct BatchMetrics {
     namespace: String,
     consumer: String,
     counts: [AtomicU64; Metric::ALL.len()],
+    /// Dead letters per error kind, in first-seen order (a batch has at most 10 records, so a few kinds).
+    dead_letters: Mutex<Vec<(String, u64)>>,
 }
 
 impl BatchMetrics {
@@ -125,12 +138,40 @@ impl BatchMetrics {
             namespace: namespace.into(),
             consumer: consumer.into(),
             counts: Default::default(),
+            dead_letters: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Counts one record sent to the dead-letter queue with error kind `kind`: `RecordsSentToDlq` for the consumer,
+    /// and `RecordsSentToDlq` by `consumer` and `error_kind` (see [`BatchMetrics::write_to`]).
+    pub fn dead_lettered(&self, kind: &str) {
+        self.incr(Metric::SentToDlq);
+        let mut by_kind = self
+            .dead_letters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match by_kind.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, n)) => *n += 1,
+            None => by_kind.push((kind.to_owned(), 1)),
+        }
+    }
+
+    /// Dead letters of this batch per error kind, in first-seen order.
+    pub fn dead_letters_by_kind(&self) -> Vec<(String, u64)> {
+        self.dead_letters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Counts one record.
     pub fn incr(&self, metric: Metric) {
-        self.counts[metric.index()].fetch_add(1, Ordering::Relaxed);
+        self.add(metric, 1);
+    }
+
+    /// Counts `n` records.
+    pub fn add(&self, metric: Metric, n: u64) {
+        self.counts[metric.index()].fetch_add(n, Ordering::Relaxed);
     }
 
     /// The count so far.
@@ -172,7 +213,32 @@ impl BatchMetrics {
         let _ = self.write_to(&mut io::stdout().lock(), timestamp_ms, batch_duration);
     }
 
-    /// Writes the EMF document as one line to `out`.
+    /// One EMF document per error kind dead-lettered in this batch: `RecordsSentToDlq` (unit `Count`) under the
+    /// dimensions `consumer` and `error_kind`, for a dashboard's "dead-lettered by kind". None when nothing was
+    /// dead-lettered. (EMF takes dimension values from the document's root, so each kind needs its own document.)
+    pub fn dead_letter_emf(&self, timestamp_ms: u64) -> Vec<Value> {
+        self.dead_letters_by_kind()
+            .into_iter()
+            .map(|(kind, count)| {
+                json!({
+                    "_aws": {
+                        "Timestamp": timestamp_ms,
+                        "CloudWatchMetrics": [{
+                            "Namespace": self.namespace,
+                            "Dimensions": [[CONSUMER_DIMENSION, ERROR_KIND_DIMENSION]],
+                            "Metrics": [{ "Name": Metric::SentToDlq.name(), "Unit": "Count" }],
+                        }],
+                    },
+                    CONSUMER_DIMENSION: self.consumer,
+                    ERROR_KIND_DIMENSION: kind,
+                    Metric::SentToDlq.name(): count,
+                })
+            })
+            .collect()
+    }
+
+    /// Writes the EMF document as one line to `out`, then one line per error kind dead-lettered in this batch
+    /// ([`BatchMetrics::dead_letter_emf`]).
     ///
     /// # Errors
     ///
@@ -183,7 +249,11 @@ impl BatchMetrics {
         timestamp_ms: u64,
         batch_duration: Duration,
     ) -> io::Result<()> {
-        writeln!(out, "{}", self.to_emf(timestamp_ms, batch_duration))
+        writeln!(out, "{}", self.to_emf(timestamp_ms, batch_duration))?;
+        for doc in self.dead_letter_emf(timestamp_ms) {
+            writeln!(out, "{doc}")?;
+        }
+        Ok(())
     }
 }
 
@@ -214,6 +284,7 @@ mod tests {
     #[test]
     fn emf_document_has_the_exact_shape() {
         let metrics = BatchMetrics::new("sqsafe", "charge-payment");
+        metrics.add(Metric::Received, 7);
         for _ in 0..3 {
             metrics.incr(Metric::Processed);
         }
@@ -234,6 +305,7 @@ mod tests {
                         "Namespace": "sqsafe",
                         "Dimensions": [["consumer"]],
                         "Metrics": [
+                            { "Name": "RecordsReceived", "Unit": "Count" },
                             { "Name": "RecordsProcessed", "Unit": "Count" },
                             { "Name": "RecordsReplayed", "Unit": "Count" },
                             { "Name": "RecordsSkippedByCache", "Unit": "Count" },
@@ -249,6 +321,7 @@ mod tests {
                     }],
                 },
                 "consumer": "charge-payment",
+                "RecordsReceived": 7,
                 "RecordsProcessed": 3,
                 "RecordsReplayed": 1,
                 "RecordsSkippedByCache": 0,
@@ -291,6 +364,52 @@ mod tests {
         assert_eq!(text.matches('\n').count(), 1);
         let doc: Value = serde_json::from_str(&text).expect("one JSON document");
         assert_eq!(doc, metrics.to_emf(7, Duration::from_millis(3)));
+    }
+
+    #[test]
+    fn dead_letters_are_also_written_per_error_kind() {
+        let metrics = BatchMetrics::new("sqsafe", "charge-payment");
+        metrics.dead_lettered("payload_mismatch");
+        metrics.dead_lettered("card_declined");
+        metrics.dead_lettered("payload_mismatch");
+        assert_eq!(metrics.get(Metric::SentToDlq), 3);
+
+        let mut out = Vec::new();
+        metrics
+            .write_to(&mut out, 7, Duration::from_millis(3))
+            .expect("writing to a Vec cannot fail");
+        let text = String::from_utf8(out).expect("EMF is UTF-8");
+        let docs: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON document per line"))
+            .collect();
+        assert_eq!(docs.len(), 3, "{text}");
+        assert_eq!(docs[0]["RecordsSentToDlq"], 3);
+        assert_eq!(
+            docs[1],
+            json!({
+                "_aws": {
+                    "Timestamp": 7,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "sqsafe",
+                        "Dimensions": [["consumer", "error_kind"]],
+                        "Metrics": [{ "Name": "RecordsSentToDlq", "Unit": "Count" }],
+                    }],
+                },
+                "consumer": "charge-payment",
+                "error_kind": "payload_mismatch",
+                "RecordsSentToDlq": 2,
+            })
+        );
+        assert_eq!(docs[2]["error_kind"], "card_declined");
+        assert_eq!(docs[2]["RecordsSentToDlq"], 1);
+    }
+
+    #[test]
+    fn no_dead_letter_no_per_kind_line() {
+        let metrics = BatchMetrics::new("sqsafe", "c");
+        metrics.incr(Metric::FailedPermanent);
+        assert!(metrics.dead_letter_emf(0).is_empty());
     }
 
     #[test]

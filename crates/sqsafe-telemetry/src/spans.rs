@@ -17,7 +17,8 @@ static COLD_START: AtomicBool = AtomicBool::new(true);
 /// | `request_id` | `ctx.request_id` |
 /// | `cold_start` | `true` for the first call in this process only |
 /// | `function_name` | the name given to [`init_with`](crate::init_with) (by default `AWS_LAMBDA_FUNCTION_NAME`), else `ctx.env_config.function_name`; absent when neither is set |
-/// | `xray_trace_id` | `ctx.xray_trace_id`, when present |
+/// | `xray_trace_id` | `ctx.xray_trace_id`, when present (Lambda sets it when X-Ray tracing is on) |
+/// | `tenant_id` | `ctx.tenant_id`, when present (tenant-isolated functions) |
 ///
 /// Enter it around the whole handler (`handler(event).instrument(invocation_span(&event.context))`) so every line
 /// of the invocation carries these fields.
@@ -44,6 +45,7 @@ pub(crate) fn invocation_span_with(
         cold_start,
         function_name,
         xray_trace_id = ctx.xray_trace_id.as_deref(),
+        tenant_id = ctx.tenant_id.as_deref(),
     )
 }
 

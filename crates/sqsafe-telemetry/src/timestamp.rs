@@ -1,5 +1,5 @@
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
@@ -29,47 +29,19 @@ where
     }
 }
 
-/// Writes `t` as `YYYY-MM-DDTHH:MM:SS.mmmZ`. Times before the Unix epoch are written as the epoch: a Lambda clock is
-/// never there, and a log line must not fail for it.
+/// Writes `t` as `YYYY-MM-DDTHH:MM:SS.mmmZ` (jiff's RFC 3339 printer, three fractional digits, truncated). Times
+/// outside jiff's range (years before -9999 or after 9999) are written as the Unix epoch: a Lambda clock is never
+/// there, and a log line must not fail for it.
 pub(crate) fn write_rfc3339_millis(w: &mut impl fmt::Write, t: SystemTime) -> fmt::Result {
-    let since_epoch = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since_epoch.as_secs();
-    let (year, month, day) = civil_from_days(secs / 86_400);
-    let secs_of_day = secs % 86_400;
-    write!(
-        w,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        secs_of_day / 3_600,
-        secs_of_day % 3_600 / 60,
-        secs_of_day % 60,
-        since_epoch.subsec_millis(),
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day), after Howard Hinnant's `civil_from_days`.
-/// Unsigned because the input is never before the epoch.
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    // Shift the epoch to 0000-03-01 so that leap days fall at the end of each 400-year era.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
+    let at = jiff::Timestamp::try_from(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    // Truncate rather than round, so a line never carries a time later than the clock read.
+    let at = jiff::Timestamp::from_millisecond(at.as_millisecond()).unwrap_or(at);
+    write!(w, "{at:.3}")
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
 
@@ -101,9 +73,17 @@ mod tests {
     }
 
     #[test]
-    fn clamps_times_before_the_epoch() {
+    fn times_before_the_epoch_are_still_written() {
         assert_eq!(
             format(UNIX_EPOCH - Duration::from_secs(1)),
+            "1969-12-31T23:59:59.000Z"
+        );
+    }
+
+    #[test]
+    fn times_out_of_range_are_written_as_the_epoch() {
+        assert_eq!(
+            format(UNIX_EPOCH + Duration::from_secs(400_000_000_000)),
             "1970-01-01T00:00:00.000Z"
         );
     }

@@ -125,22 +125,27 @@ impl<C> ConsumerBuilder<C> {
         setup: &Setup,
     ) -> Result<(BatchProcessor, Idempotency<DynamoDbStore>), Error> {
         let s = &setup.settings;
-        let mut batch = BatchProcessor::builder(name, version)
-            .max_attempts(s.max_attempts)
-            .dead_letter_queue(SqsDeadLetterQueue::new(setup.sqs.clone(), &s.dlq_url))
-            .visibility(SqsVisibility::new(setup.sqs.clone(), &s.queue_url))
-            .backoff(Backoff::new(s.backoff_base, s.backoff_max)?)
-            .visibility_heartbeat(s.visibility_heartbeat);
-        if let Some(hook) = self.batch {
-            batch = hook(batch);
-        }
         let store = DynamoDbStore::builder(setup.dynamodb.clone(), &s.idempotency_table).build()?;
         let mut idem =
             Idempotency::builder(store, name, version).idempotency_window(s.idempotency_window);
         if let Some(hook) = self.idempotency {
             idem = hook(idem);
         }
-        Ok((batch.build()?, idem.build()?))
+        let idem = idem.build()?;
+        // Dead letters carry the window the records are really written with (a hook may have changed it), so that
+        // `sqsafe dlq redrive` can refuse one whose record may have expired.
+        let dlq = SqsDeadLetterQueue::new(setup.sqs.clone(), &s.dlq_url)
+            .idempotency_window(idem.idempotency_window());
+        let mut batch = BatchProcessor::builder(name, version)
+            .max_attempts(s.max_attempts)
+            .dead_letter_queue(dlq)
+            .visibility(SqsVisibility::new(setup.sqs.clone(), &s.queue_url))
+            .backoff(Backoff::new(s.backoff_base, s.backoff_max)?)
+            .visibility_heartbeat(s.visibility_heartbeat);
+        if let Some(hook) = self.batch {
+            batch = hook(batch);
+        }
+        Ok((batch.build()?, idem))
     }
 }
 

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod app;
+mod clients;
 mod consumer;
 mod error;
 mod settings;
@@ -9,6 +10,7 @@ mod settings;
 pub use app::{
     App, ConsumerBuilder, Effect, RunRecord, Setup, Transact, consumer, run, run_transact,
 };
+pub use clients::Clients;
 pub use consumer::{Consumer, Context, Intent, TransactConsumer};
 pub use error::{BoxError, Error};
 pub use settings::{ConfigError, Env, Settings};

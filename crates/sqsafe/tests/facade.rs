@@ -303,3 +303,53 @@ async fn a_transactional_consumer_commits_with_its_record_and_reports_refusals()
         "dead-lettered, not retried"
     );
 }
+
+#[tokio::test]
+async fn dead_letters_carry_the_source_queue_and_the_window_the_records_are_written_with() {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    let (setup, dlq) = setup(&[
+        ("GREETING_STYLE", "warm"),
+        ("IDEMPOTENCY_WINDOW_DAYS", "20"),
+    ])
+    .await;
+    // A hook that changes the window: the dead letter must say the window records are really written with.
+    let app = sqsafe::consumer::<Greeter>()
+        .idempotency(|i| i.idempotency_window(Duration::from_secs(25 * 86_400)))
+        .build(&setup)
+        .expect("app");
+    let arn = "arn:aws:sqs:us-east-1:123456789012:greeter";
+    let mut poison = message("m-window", r#"{"tenant":"acme","id":"g-9","name":""}"#, arn);
+    poison
+        .attributes
+        .insert("SentTimestamp".into(), "1750000000123".into());
+    let response = app
+        .handle(invocation(event(vec![poison]), "req-w"))
+        .await
+        .expect("batch");
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+
+    let received = setup
+        .sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .expect("receive");
+    let copy = received.messages().first().expect("the dead letter");
+    let value = copy
+        .message_attributes()
+        .and_then(|a| a.get(sqsafe_batch::attributes::REDRIVE))
+        .and_then(|a| a.string_value())
+        .expect("sqsafe.redrive");
+    let redrive = sqsafe_batch::RedriveContext::parse(value).expect("sqsafe's JSON");
+    let sent = UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
+    assert_eq!(redrive.source_queue.as_deref(), Some(arn));
+    assert_eq!(redrive.first_sent, Some(sent));
+    assert_eq!(
+        redrive.expires,
+        Some(sent + Duration::from_secs(25 * 86_400)),
+        "{value}"
+    );
+}

@@ -142,7 +142,8 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
     }
 }
 
-/// The fields of the span named `name` on a log line, if the line is inside it.
-pub fn span<'a>(line: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
-    line["spans"].as_array()?.iter().find(|s| s["name"] == name)
+/// The line itself when it was logged inside a record's span: the span's keys (`message_id`, `correlation_id`,
+/// `idempotency_key`, ...) are top-level keys of the line.
+pub fn in_record(line: &serde_json::Value) -> Option<&serde_json::Value> {
+    line.get("message_id").map(|_| line)
 }

@@ -97,7 +97,7 @@ fn readme_scenario() {
 }
 
 #[test]
-fn json_line_has_timestamp_level_message_and_span_fields() {
+fn json_line_has_timestamp_level_message_and_flat_span_fields() {
     let out = capture(&LogConfig::default(), readme_scenario);
     let lines = out.json_lines();
     assert_eq!(lines.len(), 1, "{}", out.text());
@@ -109,30 +109,88 @@ fn json_line_has_timestamp_level_message_and_span_fields() {
     assert_eq!(line["payment_id"], "p-42");
     assert_eq!(line["target"], "charge_payment");
 
-    let invocation = &line["spans"][0];
-    assert_eq!(invocation["name"], "invocation");
+    // The invocation's keys and the record's, all at the top level.
+    assert_eq!(line["request_id"], "c6af9ac6-7b61-11e6-9a41-93e812345678");
+    assert_eq!(line["cold_start"], true);
+    assert_eq!(line["function_name"], "charge-payment");
+    assert!(line.get("xray_trace_id").is_none());
+    assert_eq!(line["message_id"], RECORD.message_id);
+    assert_eq!(line["correlation_id"], "checkout-7");
+    assert_eq!(line["receive_count"], 2);
+    assert_eq!(line["queue"], "payments");
+    assert!(line.get("group_id").is_none());
     assert_eq!(
-        invocation["request_id"],
-        "c6af9ac6-7b61-11e6-9a41-93e812345678"
-    );
-    assert_eq!(invocation["cold_start"], true);
-    assert_eq!(invocation["function_name"], "charge-payment");
-    assert!(invocation.get("xray_trace_id").is_none());
-
-    let record = &line["spans"][1];
-    assert_eq!(record["name"], "record");
-    assert_eq!(record["message_id"], RECORD.message_id);
-    assert_eq!(record["correlation_id"], "checkout-7");
-    assert_eq!(record["receive_count"], 2);
-    assert_eq!(record["queue"], "payments");
-    assert!(record.get("group_id").is_none());
-    assert_eq!(
-        record["idempotency_key"],
+        line["idempotency_key"],
         "charge-payment#v1#acme#payment:p-42"
     );
+    assert!(line.get("spans").is_none(), "{line}");
 
     let text = out.text();
     assert!(!text.contains("4242"), "the body leaked: {text}");
+}
+
+#[test]
+fn the_lambda_runtime_span_adds_no_second_request_id() {
+    let mut ctx = context();
+    ctx.xray_trace_id = Some("Root=1-5759e988-bd862e3fe1be46a994272793".to_owned());
+    let out = capture(&LogConfig::default(), || {
+        // What lambda_runtime::run opens around every invocation (lambda_runtime::layers::TracingLayer).
+        let _runtime = tracing::info_span!(
+            target: "lambda_runtime::layers::trace",
+            "Lambda runtime invoke",
+            requestId = ctx.request_id.as_str(),
+            xrayTraceId = ctx.xray_trace_id.as_deref()
+        )
+        .entered();
+        let _invocation = invocation_span_with(&ctx, &AtomicBool::new(false), None).entered();
+        tracing::info!("handled");
+    });
+    let text = out.text();
+    assert_eq!(
+        text.matches(ctx.request_id.as_str()).count(),
+        1,
+        "the request id is written once: {text}"
+    );
+    let line = &out.json_lines()[0];
+    assert_eq!(line["request_id"], ctx.request_id);
+    assert_eq!(
+        line["xray_trace_id"],
+        "Root=1-5759e988-bd862e3fe1be46a994272793"
+    );
+    assert!(
+        line.get("requestId").is_none() && line.get("xrayTraceId").is_none(),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_event_field_named_like_a_record_key_does_not_repeat_the_key() {
+    let out = capture(&LogConfig::default(), || {
+        let _record = record_span(&RECORD).entered();
+        tracing::info!(message_id = "other", "forwarded");
+    });
+    let text = out.text();
+    assert_eq!(text.matches("\"message_id\"").count(), 1, "{text}");
+    let line = &out.json_lines()[0];
+    assert_eq!(line["message_id"], RECORD.message_id);
+    assert_eq!(line["event.message_id"], "other");
+}
+
+#[test]
+fn record_keys_stay_flat_inside_the_handlers_own_spans() {
+    let out = capture(&LogConfig::default(), || {
+        let _invocation = invocation_span_with(&context(), &AtomicBool::new(false), None).entered();
+        let record = record_span(&RECORD);
+        let _record = record.enter();
+        record.record("idempotency_key", "k-1");
+        let _handler = tracing::info_span!("charge", amount_cents = 1250).entered();
+        tracing::warn!("declined");
+    });
+    let line = &out.json_lines()[0];
+    assert_eq!(line["request_id"], context().request_id);
+    assert_eq!(line["correlation_id"], "checkout-7");
+    assert_eq!(line["idempotency_key"], "k-1");
+    assert_eq!(line["amount_cents"], 1250);
 }
 
 #[test]
@@ -160,10 +218,10 @@ fn idempotency_key_appears_once_recorded() {
     });
     let lines = out.json_lines();
     assert_eq!(lines.len(), 2);
-    assert!(lines[0]["spans"][0].get("idempotency_key").is_none());
-    assert_eq!(lines[0]["spans"][0]["group_id"], "acme");
-    assert_eq!(lines[1]["spans"][0]["idempotency_key"], "k-1");
-    assert_eq!(lines[1]["spans"][0]["message_id"], RECORD.message_id);
+    assert!(lines[0].get("idempotency_key").is_none());
+    assert_eq!(lines[0]["group_id"], "acme");
+    assert_eq!(lines[1]["idempotency_key"], "k-1");
+    assert_eq!(lines[1]["message_id"], RECORD.message_id);
 }
 
 #[test]
@@ -178,7 +236,7 @@ fn cold_start_is_true_only_for_the_first_invocation() {
     let cold_starts: Vec<Value> = out
         .json_lines()
         .iter()
-        .map(|l| l["spans"][0]["cold_start"].clone())
+        .map(|l| l["cold_start"].clone())
         .collect();
     assert_eq!(cold_starts, [true, false, false]);
 }
@@ -191,7 +249,7 @@ fn cold_start_flips_even_without_a_subscriber() {
         let _entered = invocation_span_with(&context(), &cold, None).entered();
         tracing::info!("handled");
     });
-    assert_eq!(out.json_lines()[0]["spans"][0]["cold_start"], false);
+    assert_eq!(out.json_lines()[0]["cold_start"], false);
 }
 
 #[test]
@@ -209,13 +267,13 @@ fn function_name_falls_back_to_the_context_and_is_absent_without_one() {
         }
     });
     let lines = out.json_lines();
-    assert_eq!(lines[0]["spans"][0]["function_name"], "from-context");
+    assert_eq!(lines[0]["function_name"], "from-context");
     assert_eq!(
-        lines[0]["spans"][0]["xray_trace_id"],
+        lines[0]["xray_trace_id"],
         "Root=1-5759e988-bd862e3fe1be46a994272793"
     );
-    assert!(lines[1]["spans"][0].get("function_name").is_none());
-    assert!(lines[1]["spans"][0].get("xray_trace_id").is_none());
+    assert!(lines[1].get("function_name").is_none());
+    assert!(lines[1].get("xray_trace_id").is_none());
 }
 
 #[test]
@@ -230,16 +288,16 @@ fn warn_level_drops_info_but_keeps_span_fields_on_warnings() {
     assert_eq!(lines.len(), 1, "{}", out.text());
     assert_eq!(lines[0]["level"], "WARN");
     assert_eq!(lines[0]["message"], "kept");
-    assert_eq!(lines[0]["spans"][0]["request_id"], context().request_id);
-    assert_eq!(lines[0]["spans"][1]["correlation_id"], "checkout-7");
+    assert_eq!(lines[0]["request_id"], context().request_id);
+    assert_eq!(lines[0]["correlation_id"], "checkout-7");
 }
 
 #[test]
-fn events_outside_spans_have_no_spans_key() {
+fn events_outside_spans_carry_no_record_keys() {
     let out = capture(&LogConfig::default(), || tracing::info!("starting"));
     let line = &out.json_lines()[0];
     assert_eq!(line["message"], "starting");
-    assert!(line.get("spans").is_none());
+    assert!(line.get("message_id").is_none() && line.get("request_id").is_none());
 }
 
 #[test]

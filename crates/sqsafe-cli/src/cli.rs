@@ -1,0 +1,241 @@
+//! The command line: `sqsafe dlq inspect` and `sqsafe dlq redrive`.
+
+use std::io::Write;
+
+use aws_sdk_sqs::Client;
+use clap::{Args, Parser, Subcommand};
+use jiff::SignedDuration;
+
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::inspect::{InspectOptions, inspect};
+use crate::redrive::{RedriveOptions, redrive};
+use crate::scan::ScanOptions;
+use crate::time::parse_duration;
+
+/// sqsafe: operate the dead-letter queues of sqsafe consumers.
+///
+/// AWS is reached the standard way: AWS_REGION, credentials, and AWS_ENDPOINT_URL for a local endpoint (moto).
+#[derive(Debug, Parser)]
+#[command(name = "sqsafe", version)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The command groups.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Dead-letter queues: look at what is there, move it back.
+    #[command(subcommand)]
+    Dlq(DlqCommand),
+}
+
+/// `sqsafe dlq ...`
+#[derive(Debug, Subcommand)]
+pub enum DlqCommand {
+    /// List the DLQ's messages with their sqsafe context, by error kind, without consuming them.
+    ///
+    /// Every message received is made visible again; nothing is deleted.
+    Inspect(InspectArgs),
+    /// Move a few dead letters back to their source queue: sent first, then deleted from the DLQ.
+    ///
+    /// Exit status: 0 when every dead letter considered moved (or would), 1 when one failed, 3 when one was refused
+    /// (past its idempotency window, or no source queue known).
+    Redrive(RedriveArgs),
+}
+
+/// How the DLQ is read.
+#[derive(Debug, Clone, Args)]
+pub struct ScanArgs {
+    /// The DLQ: its URL, name or ARN.
+    #[arg(long, value_name = "DLQ")]
+    pub queue: String,
+    /// Seconds the messages stay invisible while the command works (they come back by themselves after this if it
+    /// dies).
+    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
+    pub visibility_timeout: i32,
+    /// Long-poll wait of each receive, in seconds (0 to 20).
+    #[arg(long, default_value_t = 1, value_name = "SECONDS")]
+    pub wait: i32,
+    /// The most messages read.
+    #[arg(long, default_value_t = 1000)]
+    pub limit: usize,
+    /// The message attribute that carries the correlation id.
+    #[arg(long, default_value = "correlationId", value_name = "NAME")]
+    pub correlation_attribute: String,
+}
+
+impl ScanArgs {
+    fn options(&self) -> ScanOptions {
+        ScanOptions {
+            visibility_timeout_secs: self.visibility_timeout,
+            wait_secs: self.wait,
+            limit: self.limit,
+        }
+    }
+}
+
+/// `sqsafe dlq inspect`
+#[derive(Debug, Clone, Args)]
+pub struct InspectArgs {
+    /// How the DLQ is read.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sqsafe dlq redrive`
+#[derive(Debug, Clone, Args)]
+pub struct RedriveArgs {
+    /// How the DLQ is read.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// The most dead letters to move (copies of one message count once).
+    #[arg(long, value_name = "N")]
+    pub max: usize,
+    /// Only dead letters of this error kind (repeat for more; `no_context` for messages SQS moved).
+    #[arg(long = "kind", value_name = "KIND")]
+    pub kinds: Vec<String>,
+    /// Print what would move; send and delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Send to this queue (URL, name or ARN) instead of each dead letter's recorded source queue.
+    #[arg(long, value_name = "QUEUE")]
+    pub to: Option<String>,
+    /// Also move dead letters that may have outlived their idempotency window: their effect may apply again.
+    #[arg(long)]
+    pub force: bool,
+    /// The consumer's idempotency window (IDEMPOTENCY_WINDOW_DAYS), for dead letters that do not record it, e.g. 30d.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub window: Option<SignedDuration>,
+    /// Refuse dead letters whose idempotency window ends sooner than this: the time the consumer needs to take a
+    /// redriven message.
+    #[arg(long, value_parser = parse_duration, default_value = "1d", value_name = "DURATION")]
+    pub margin: SignedDuration,
+}
+
+/// How a command ended; the process exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Done (0).
+    Done,
+    /// A dead letter failed to move, or moved without every DLQ copy deleted (1).
+    Failed,
+    /// A dead letter was refused (3).
+    Refused,
+}
+
+impl Status {
+    /// The exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            Status::Done => 0,
+            Status::Failed => 1,
+            Status::Refused => 3,
+        }
+    }
+}
+
+/// Runs `cli` with `sqs`, measuring time with `clock`, writing to `out`.
+///
+/// # Errors
+/// What stops the command as a whole (a queue not found, a receive that fails, bad arguments).
+pub async fn run(
+    cli: Cli,
+    sqs: &Client,
+    clock: &dyn Clock,
+    out: &mut dyn Write,
+) -> Result<Status, Error> {
+    match cli.command {
+        Command::Dlq(DlqCommand::Inspect(args)) => {
+            let options = InspectOptions {
+                scan: args.scan.options(),
+                correlation_attribute: args.scan.correlation_attribute.clone(),
+            };
+            let report = inspect(sqs, &args.scan.queue, &options, clock).await?;
+            if args.json {
+                serde_json::to_writer_pretty(&mut *out, &report).map_err(std::io::Error::from)?;
+                writeln!(out)?;
+            } else {
+                report.write_text(out)?;
+            }
+            Ok(Status::Done)
+        }
+        Command::Dlq(DlqCommand::Redrive(args)) => {
+            let options = RedriveOptions {
+                max: args.max,
+                kinds: args.kinds,
+                dry_run: args.dry_run,
+                to: args.to,
+                force: args.force,
+                window: args.window,
+                margin: args.margin,
+                correlation_attribute: args.scan.correlation_attribute.clone(),
+                scan: args.scan.options(),
+            };
+            let report = redrive(sqs, &args.scan.queue, &options, clock, out).await?;
+            Ok(if report.failed() > 0 {
+                Status::Failed
+            } else if report.refused() > 0 {
+                Status::Refused
+            } else {
+                Status::Done
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn redrive_reads_its_flags() {
+        let cli = Cli::try_parse_from([
+            "sqsafe",
+            "dlq",
+            "redrive",
+            "--queue",
+            "ledger-dlq.fifo",
+            "--max",
+            "5",
+            "--kind",
+            "precondition",
+            "--kind",
+            "bad_payload",
+            "--dry-run",
+            "--window",
+            "30d",
+        ])
+        .expect("parses");
+        let Command::Dlq(DlqCommand::Redrive(args)) = cli.command else {
+            panic!("redrive");
+        };
+        assert_eq!(args.max, 5);
+        assert_eq!(args.kinds, ["precondition", "bad_payload"]);
+        assert!(args.dry_run && !args.force);
+        assert_eq!(args.window, Some(SignedDuration::from_hours(720)));
+        assert_eq!(args.margin, SignedDuration::from_hours(24));
+        assert_eq!(args.scan.visibility_timeout, 120);
+        assert!(
+            Cli::try_parse_from(["sqsafe", "dlq", "redrive", "--queue", "q"]).is_err(),
+            "--max is required"
+        );
+        assert!(
+            Cli::try_parse_from([
+                "sqsafe", "dlq", "redrive", "--queue", "q", "--max", "1", "--window", "soon"
+            ])
+            .is_err()
+        );
+    }
+}

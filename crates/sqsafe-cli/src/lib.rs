@@ -1,0 +1,21 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+mod cli;
+mod clock;
+mod error;
+mod inspect;
+mod letter;
+mod queue;
+mod redrive;
+mod scan;
+mod time;
+
+pub use cli::{Cli, Command, DlqCommand, InspectArgs, RedriveArgs, ScanArgs, Status, run};
+pub use clock::{Clock, SystemClock};
+pub use error::Error;
+pub use inspect::{InspectOptions, KindGroup, Listed, Report, inspect};
+pub use letter::{AgeFrom, DeadLetter, DlqCopy, Entry, NO_CONTEXT};
+pub use redrive::{Line, Outcome, RedriveOptions, RedriveReport, redrive};
+pub use scan::{ScanOptions, Scanned, Stopped, scan};
+pub use time::{human_duration, parse_duration};

@@ -1,0 +1,29 @@
+//! `sqsafe`: see the crate docs (`sqsafe --help`).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use sqsafe_cli::{Cli, SystemClock};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Long polls wait up to 20 s: the local tools' timeouts (read and attempt 25 s), not a function's.
+    let config = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
+        .load()
+        .await;
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let mut out = std::io::stdout().lock();
+    match sqsafe_cli::run(cli, &sqs, &SystemClock, &mut out).await {
+        Ok(status) => ExitCode::from(status.code()),
+        Err(e) => {
+            eprintln!("sqsafe: {e}");
+            // 2 for arguments that make no sense, like clap's own usage errors.
+            ExitCode::from(if matches!(e, sqsafe_cli::Error::Usage(_)) {
+                2
+            } else {
+                1
+            })
+        }
+    }
+}

@@ -1,0 +1,595 @@
+//! `sqsafe dlq redrive`: a few dead letters back to their source queue, sent before they are deleted.
+//!
+//! For each dead letter chosen (oldest first, of the kinds asked for, at most `max`):
+//! ```text
+//! DLQ copy (invisible) ──SendMessage──▶ source queue      a failure here: nothing changed, the copy stays
+//!        │                                 (new message id)
+//!        └──DeleteMessage (every copy)                     a failure here: the message is in both queues; the
+//!                                                          consumer replays the duplicate, nothing is lost
+//! ```
+//! Everything received and not deleted is made visible again at the end.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::MessageAttributeValue;
+use jiff::{SignedDuration, Timestamp};
+use sha2::{Digest, Sha256};
+use sqsafe_batch::attributes;
+
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::letter::{AgeFrom, Entry, entries};
+use crate::queue::{self, Queue};
+use crate::scan::{ScanOptions, Scanned, scan};
+use crate::time::human_duration;
+
+/// What `redrive` moves and how.
+///
+/// # Default
+/// at most 10, every kind, no dry run, each dead letter to its recorded source queue, refusals kept, no fallback
+/// window, a margin of 1 day, correlation id attribute `correlationId`, [`ScanOptions::default`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedriveOptions {
+    /// The most dead letters moved (copies of one original count once).
+    pub max: usize,
+    /// Only these error kinds (`no_context` for messages without sqsafe's context); empty: every kind.
+    pub kinds: Vec<String>,
+    /// Say what would move; send and delete nothing.
+    pub dry_run: bool,
+    /// The queue to send to (URL, name or ARN) instead of each dead letter's recorded source queue.
+    pub to: Option<String>,
+    /// Move dead letters that may have outlived their idempotency window too (their effect may apply again).
+    pub force: bool,
+    /// The consumer's idempotency window, for dead letters that do not record it.
+    pub window: Option<SignedDuration>,
+    /// Time kept before the end of the idempotency window for the consumer to take the redriven message: a dead
+    /// letter whose window ends sooner is refused like an expired one.
+    pub margin: SignedDuration,
+    /// The attribute that carries the correlation id.
+    pub correlation_attribute: String,
+    /// How the DLQ is received.
+    pub scan: ScanOptions,
+}
+
+impl Default for RedriveOptions {
+    fn default() -> Self {
+        Self {
+            max: 10,
+            kinds: Vec::new(),
+            dry_run: false,
+            to: None,
+            force: false,
+            window: None,
+            margin: SignedDuration::from_hours(24),
+            correlation_attribute: "correlationId".to_owned(),
+            scan: ScanOptions::default(),
+        }
+    }
+}
+
+/// What happened to one dead letter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Sent to the source queue; its DLQ copies deleted, except those in `not_deleted` (DLQ message id, error).
+    Moved {
+        /// The new message's id in the source queue.
+        new_message_id: String,
+        /// DLQ copies that could not be deleted: they stay in the DLQ, and a later redrive sends a duplicate.
+        not_deleted: Vec<(String, String)>,
+    },
+    /// A dry run would send it.
+    WouldMove,
+    /// Not moved, by rule: why.
+    Refused(String),
+    /// Not moved, because something failed: what. It stays in the DLQ.
+    Failed(String),
+}
+
+/// One dead letter considered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// The message id the consumer saw.
+    pub original_message_id: String,
+    /// Its error kind.
+    pub kind: String,
+    /// The queue it goes to (name), when known.
+    pub target: Option<String>,
+    /// Its copies in the DLQ.
+    pub copies: usize,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+impl Line {
+    fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let (id, kind) = (&self.original_message_id, &self.kind);
+        let to = self.target.as_deref().unwrap_or("?");
+        match &self.outcome {
+            Outcome::Moved {
+                new_message_id,
+                not_deleted,
+            } => {
+                write!(out, "moved {id} {kind} -> {to} as {new_message_id}")?;
+                let deleted = self.copies - not_deleted.len();
+                if deleted > 1 {
+                    write!(out, " ({deleted} DLQ copies deleted)")?;
+                }
+                for (copy, error) in not_deleted {
+                    write!(
+                        out,
+                        "; DLQ copy {copy} was NOT deleted ({error}): it stays in the DLQ, and a later redrive sends \
+                         a duplicate, which the consumer replays"
+                    )?;
+                }
+                writeln!(out)
+            }
+            Outcome::WouldMove => {
+                write!(out, "would move {id} {kind} -> {to}")?;
+                if self.copies > 1 {
+                    write!(out, " ({} DLQ copies)", self.copies)?;
+                }
+                writeln!(out)
+            }
+            Outcome::Refused(why) => writeln!(out, "refused {id} {kind}: {why}"),
+            Outcome::Failed(why) => writeln!(out, "failed {id} {kind}: {why}; it stays in the DLQ"),
+        }
+    }
+}
+
+/// What a redrive did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedriveReport {
+    /// The DLQ's URL.
+    pub queue: String,
+    /// Every dead letter considered, in order.
+    pub lines: Vec<Line>,
+    /// Dead letters of the kinds asked for that were not considered because `max` was reached.
+    pub left: usize,
+    /// Dead letters in the DLQ (as far as the scan went), of any kind.
+    pub dead_letters: usize,
+    /// Messages made visible again.
+    pub restored: usize,
+    /// Messages that could not be made visible again at once.
+    pub not_restored: usize,
+    /// A dry run.
+    pub dry_run: bool,
+}
+
+impl RedriveReport {
+    /// Dead letters with the outcome `f` picks.
+    pub fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
+        self.lines.iter().filter(|l| f(&l.outcome)).count()
+    }
+
+    /// Dead letters sent (or, in a dry run, that would be).
+    pub fn moved(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Moved { .. } | Outcome::WouldMove))
+    }
+
+    /// Dead letters refused.
+    pub fn refused(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Refused(_)))
+    }
+
+    /// Dead letters that failed to move, or moved without every copy deleted.
+    pub fn failed(&self) -> usize {
+        self.count(|o| match o {
+            Outcome::Failed(_) => true,
+            Outcome::Moved { not_deleted, .. } => !not_deleted.is_empty(),
+            _ => false,
+        })
+    }
+
+    fn write_summary(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let considered = self.lines.len();
+        if self.dry_run {
+            write!(
+                out,
+                "summary (dry run): would move {}, refused {}, failed {} of {considered} dead letter{} considered; \
+                 nothing was sent or deleted",
+                self.moved(),
+                self.refused(),
+                self.failed(),
+                if considered == 1 { "" } else { "s" }
+            )?;
+        } else {
+            write!(
+                out,
+                "summary: moved {}, refused {}, failed {} of {considered} dead letter{} considered",
+                self.moved(),
+                self.refused(),
+                self.failed(),
+                if considered == 1 { "" } else { "s" }
+            )?;
+        }
+        if self.left > 0 {
+            write!(
+                out,
+                "; {} more of the kinds asked for left for a later run (--max)",
+                self.left
+            )?;
+        }
+        writeln!(out)?;
+        write!(out, "left in the DLQ: {} made visible again", self.restored)?;
+        if self.not_restored > 0 {
+            write!(
+                out,
+                ", {} not (they come back after the visibility timeout)",
+                self.not_restored
+            )?;
+        }
+        writeln!(out)
+    }
+}
+
+/// Where a dead letter would go, or why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Decision {
+    Move(String),
+    Refuse(String),
+}
+
+/// Decides for one dead letter of a kind asked for: its queue, and whether its idempotency window still covers a
+/// redrive (unless forced).
+fn decide(entry: &Entry, options: &RedriveOptions, now: Timestamp) -> Decision {
+    if !options.force {
+        let Some(expires) = entry.expires(options.window) else {
+            return Decision::Refuse(
+                "its idempotency window is not recorded (no sqsafe.redrive on the DLQ copy), so nothing says a \
+                 redrive would be replayed rather than applied again: pass --window with the consumer's \
+                 IDEMPOTENCY_WINDOW_DAYS (e.g. --window 30d), or --force"
+                    .to_owned(),
+            );
+        };
+        let deadline = expires
+            .checked_sub(options.margin)
+            .unwrap_or(Timestamp::MIN);
+        if now >= deadline {
+            return Decision::Refuse(refusal(entry, expires, options, now));
+        }
+    }
+    match options.to.clone().or_else(|| entry.letter.source_queue.clone()) {
+        Some(target) => Decision::Move(target),
+        None => Decision::Refuse(
+            "its source queue is not recorded (no sqsafe.redrive, no DeadLetterQueueSourceArn): pass --to <queue>"
+                .to_owned(),
+        ),
+    }
+}
+
+/// Why a dead letter past (or near) the end of its idempotency window is refused: its age, the window, and what a
+/// redrive would do.
+fn refusal(entry: &Entry, expires: Timestamp, options: &RedriveOptions, now: Timestamp) -> String {
+    let (age, from) = entry
+        .age(now)
+        .map(|(d, from)| (human_duration(d), from))
+        .unwrap_or(("unknown".into(), AgeFrom::DlqCopy));
+    let from = match from {
+        AgeFrom::FirstSent => "since its first send",
+        AgeFrom::DlqCopy => "since its DLQ copy was sent",
+    };
+    let window = entry
+        .origin()
+        .map(|(origin, _)| human_duration(expires.duration_since(origin)))
+        .unwrap_or_else(|| "unknown".into());
+    let when = if expires <= now {
+        format!("ended {expires}")
+    } else {
+        format!(
+            "ends {expires}, in {}, less than the margin of {} the consumer needs to take it (--margin)",
+            human_duration(expires.duration_since(now)),
+            human_duration(options.margin)
+        )
+    };
+    format!(
+        "age {age} ({from}), idempotency window {window} ({when}): its idempotency record may be gone, so a redrive \
+         would apply its effect again instead of replaying it; --force redrives it anyway"
+    )
+}
+
+/// The deduplication id of a redrive to a FIFO queue: one per original message, so that copies of it sent within
+/// SQS's 5-minute deduplication interval (two DLQ copies, or a redrive retried after a crash) enqueue once.
+fn deduplication_id(original_message_id: &str) -> String {
+    let id = format!("sqsafe-redrive-{original_message_id}");
+    // SQS allows 128 characters, alphanumeric or punctuation.
+    if id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b.is_ascii_punctuation())
+    {
+        return id;
+    }
+    let digest = Sha256::digest(original_message_id.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sqsafe-redrive-{hex}")
+}
+
+/// The attributes the redriven message carries: the original's (sqsafe's failure context removed) and, when known
+/// and there is room, when it was first sent (so that a second dead-lettering keeps counting from there).
+fn redrive_attributes(entry: &Entry) -> HashMap<String, MessageAttributeValue> {
+    let mut out = entry.letter.original_attributes();
+    if let Some((origin, _)) = entry.origin()
+        && out.len() < 10
+        && let Ok(value) = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(origin.to_string())
+            .build()
+    {
+        out.insert(attributes::FIRST_SENT.to_owned(), value);
+    }
+    out
+}
+
+/// Moves up to `options.max` dead letters from `queue` (a URL, name or ARN) back to their source queue, writing one
+/// line per dead letter considered to `out` as it goes, and a summary at the end.
+///
+/// # Errors
+/// The DLQ cannot be found or received, or writing to `out` fails. What was received is made visible again first.
+pub async fn redrive(
+    sqs: &Client,
+    queue: &str,
+    options: &RedriveOptions,
+    clock: &dyn Clock,
+    out: &mut dyn Write,
+) -> Result<RedriveReport, Error> {
+    if options.max == 0 {
+        return Err(Error::Usage("--max must be at least 1".into()));
+    }
+    if options.margin.is_negative() {
+        return Err(Error::Usage("--margin must not be negative".into()));
+    }
+    let mut scanned = scan(sqs, queue, &options.scan).await?;
+    let now = clock.now();
+    let mut found = entries(scanned.messages(), &options.correlation_attribute);
+    found.sort_by_key(|e| e.origin().map_or(Timestamp::MAX, |(t, _)| t));
+    let dead_letters = found.len();
+    let mut lines = Vec::new();
+    let mut left = 0;
+    let mut moving = 0;
+    let mut queues: HashMap<String, Result<Queue, String>> = HashMap::new();
+    let mut write_error = None;
+    for entry in &found {
+        if !options.kinds.is_empty() && !options.kinds.contains(&entry.letter.kind) {
+            continue;
+        }
+        if moving == options.max {
+            left += 1;
+            continue;
+        }
+        let line = match decide(entry, options, now) {
+            Decision::Refuse(why) => line_for(entry, None, Outcome::Refused(why)),
+            Decision::Move(target) => {
+                moving += 1;
+                if !queues.contains_key(&target) {
+                    let resolved = queue::resolve(sqs, &target)
+                        .await
+                        .map_err(|e| e.to_string());
+                    queues.insert(target.clone(), resolved);
+                }
+                match queues.get(&target) {
+                    Some(Ok(target)) if options.dry_run => {
+                        line_for(entry, Some(target), Outcome::WouldMove)
+                    }
+                    Some(Ok(target)) => {
+                        let outcome = move_one(sqs, &mut scanned, entry, target).await;
+                        line_for(entry, Some(target), outcome)
+                    }
+                    Some(Err(e)) => line_for(entry, None, Outcome::Failed(e.clone())),
+                    None => line_for(entry, None, Outcome::Failed("unresolved queue".into())),
+                }
+            }
+        };
+        if let Err(e) = line.write(out)
+            && write_error.is_none()
+        {
+            write_error = Some(e);
+        }
+        lines.push(line);
+    }
+    let (restored, not_restored) = scanned.restore(sqs).await;
+    let report = RedriveReport {
+        queue: scanned.queue_url().to_owned(),
+        lines,
+        left,
+        dead_letters,
+        restored,
+        not_restored,
+        dry_run: options.dry_run,
+    };
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    report.write_summary(out)?;
+    Ok(report)
+}
+
+fn line_for(entry: &Entry, target: Option<&Queue>, outcome: Outcome) -> Line {
+    Line {
+        original_message_id: entry.letter.original_message_id.clone(),
+        kind: entry.letter.kind.clone(),
+        target: target.map(|q| q.name().to_owned()),
+        copies: entry.copies.len(),
+        outcome,
+    }
+}
+
+/// Sends one dead letter to `target`, then deletes its copies from the DLQ.
+async fn move_one(sqs: &Client, scanned: &mut Scanned, entry: &Entry, target: &Queue) -> Outcome {
+    let letter = &entry.letter;
+    let mut send = sqs
+        .send_message()
+        .queue_url(&target.url)
+        .message_body(&letter.body)
+        .set_message_attributes(Some(redrive_attributes(entry)).filter(|a| !a.is_empty()));
+    if target.is_fifo() {
+        let Some(group) = &letter.group_id else {
+            return Outcome::Failed(format!(
+                "{} is a FIFO queue and the DLQ copy has no MessageGroupId (a standard DLQ does not keep it)",
+                target.name()
+            ));
+        };
+        send = send
+            .message_group_id(group)
+            .message_deduplication_id(deduplication_id(&letter.original_message_id));
+    }
+    let new_message_id = match send.send().await {
+        Ok(sent) => sent.message_id().unwrap_or_default().to_owned(),
+        Err(e) => return Outcome::Failed(Error::sqs("SendMessage", e).to_string()),
+    };
+    // Sent: from here on, a failure leaves a duplicate, never a loss.
+    let mut not_deleted = Vec::new();
+    for copy in &entry.copies {
+        let Some(receipt) = scanned.receipt(&copy.dlq_message_id).map(str::to_owned) else {
+            continue;
+        };
+        match sqs
+            .delete_message()
+            .queue_url(scanned.queue_url())
+            .receipt_handle(receipt)
+            .send()
+            .await
+        {
+            Ok(_) => scanned.forget(&copy.dlq_message_id),
+            Err(e) => not_deleted.push((
+                copy.dlq_message_id.clone(),
+                Error::sqs("DeleteMessage", e).to_string(),
+            )),
+        }
+    }
+    Outcome::Moved {
+        new_message_id,
+        not_deleted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::letter::tests::{attr, copy};
+
+    const SENT_MS: i64 = 1_750_000_000_000;
+
+    fn entry(redrive: Option<&str>) -> Entry {
+        let mut m = copy("d-1", "o-1", "precondition", SENT_MS + 3_600_000);
+        if let Some(r) = redrive {
+            m = m.message_attributes(attributes::REDRIVE, attr(r));
+        }
+        entries(&[m.build()], "correlationId").remove(0)
+    }
+
+    /// Dead-lettered with sqsafe's redrive context: first sent at SENT_MS, a 30-day window.
+    fn recorded() -> Entry {
+        entry(Some(
+            r#"{"source_queue":"arn:aws:sqs:us-east-1:123456789012:ledger","first_sent":"2025-06-15T15:06:40Z","expires":"2025-07-15T15:06:40Z"}"#,
+        ))
+    }
+
+    fn at(days: i64) -> Timestamp {
+        Timestamp::from_millisecond(SENT_MS).expect("t") + SignedDuration::from_hours(24 * days)
+    }
+
+    #[test]
+    fn a_dead_letter_inside_its_window_goes_to_its_recorded_source() {
+        let d = decide(&recorded(), &RedriveOptions::default(), at(10));
+        assert_eq!(
+            d,
+            Decision::Move("arn:aws:sqs:us-east-1:123456789012:ledger".into())
+        );
+        let to = RedriveOptions {
+            to: Some("other".into()),
+            ..RedriveOptions::default()
+        };
+        assert_eq!(
+            decide(&recorded(), &to, at(10)),
+            Decision::Move("other".into())
+        );
+    }
+
+    #[test]
+    fn past_its_window_it_is_refused_with_the_reason_unless_forced() {
+        let Decision::Refuse(why) = decide(&recorded(), &RedriveOptions::default(), at(31)) else {
+            panic!("refused");
+        };
+        for part in [
+            "age 31d (since its first send)",
+            "idempotency window 30d",
+            "ended 2025-07-15T15:06:40Z",
+            "a redrive would apply its effect again",
+            "--force",
+        ] {
+            assert!(why.contains(part), "{part:?} not in {why}");
+        }
+        // Inside the window but within the margin (1 day by default).
+        let Decision::Refuse(why) = decide(
+            &recorded(),
+            &RedriveOptions::default(),
+            at(29) + SignedDuration::from_hours(12),
+        ) else {
+            panic!("refused");
+        };
+        assert!(why.contains("less than the margin of 1d"), "{why}");
+        let forced = RedriveOptions {
+            force: true,
+            ..RedriveOptions::default()
+        };
+        assert!(matches!(
+            decide(&recorded(), &forced, at(400)),
+            Decision::Move(_)
+        ));
+    }
+
+    #[test]
+    fn without_a_recorded_window_the_flag_decides() {
+        let bare = entry(None);
+        let Decision::Refuse(why) = decide(&bare, &RedriveOptions::default(), at(1)) else {
+            panic!("refused");
+        };
+        assert!(why.contains("--window"), "{why}");
+        let window = RedriveOptions {
+            window: Some(SignedDuration::from_hours(24 * 30)),
+            to: Some("ledger".into()),
+            ..RedriveOptions::default()
+        };
+        // Counted from the DLQ copy's send (an hour after SENT_MS), less the 1-day margin.
+        let edge = at(29) + SignedDuration::from_hours(1);
+        assert!(matches!(
+            decide(&bare, &window, edge - SignedDuration::from_secs(1)),
+            Decision::Move(_)
+        ));
+        assert!(matches!(decide(&bare, &window, edge), Decision::Refuse(_)));
+        // A window known, the queue not.
+        let no_queue = RedriveOptions {
+            window: Some(SignedDuration::from_hours(24 * 30)),
+            ..RedriveOptions::default()
+        };
+        let Decision::Refuse(why) = decide(&bare, &no_queue, at(1)) else {
+            panic!("refused");
+        };
+        assert!(why.contains("--to"), "{why}");
+    }
+
+    #[test]
+    fn deduplication_ids_derive_from_the_original_message_id() {
+        assert_eq!(
+            deduplication_id("059f36b4-87a3-44ab-83d2-661975830a7d"),
+            "sqsafe-redrive-059f36b4-87a3-44ab-83d2-661975830a7d"
+        );
+        let long = deduplication_id(&"x".repeat(200));
+        assert_eq!(long.len(), "sqsafe-redrive-".len() + 64);
+        assert_ne!(deduplication_id("a b"), deduplication_id("a c"));
+    }
+
+    #[test]
+    fn the_redriven_message_keeps_its_attributes_and_its_first_send_not_the_context() {
+        let attrs = redrive_attributes(&recorded());
+        let mut names: Vec<_> = attrs.keys().map(String::as_str).collect();
+        names.sort();
+        assert_eq!(names, ["correlationId", attributes::FIRST_SENT, "tenant"]);
+        assert_eq!(
+            attrs[attributes::FIRST_SENT].string_value(),
+            Some("2025-06-15T15:06:40Z")
+        );
+    }
+}

@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+mod error;
+mod event;
+mod item;
+mod outbox;
+mod relay;
+
+pub use error::{Error, Result};
+pub use event::{MAX_EVENT_TYPE_CHARS, MAX_ID_CHARS, MAX_PAYLOAD_BYTES, OutboxEvent};
+pub use item::{ENTITY, OutboxRecord, Status, attributes};
+pub use outbox::{MAX_BUSINESS_WRITES, Outbox, Written};
+pub use relay::{EVENT_ID_ATTRIBUTE, EVENT_TYPE_ATTRIBUTE, Marked, Relay, Relayed};
+
+/// The clock the writer and the relay stamp items with (tests pass a [`ManualClock`] or a closure).
+pub use sqsafe_idempotency::{Clock, ManualClock, SystemClock};

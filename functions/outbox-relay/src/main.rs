@@ -1,0 +1,12 @@
+//! `outbox-relay`: wiring only. The relay is in `handler.rs`.
+
+use lambda_runtime::{LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), sqsafe::Error> {
+    let clients = sqsafe::Clients::from_env().await?; // logging, environment, AWS clients
+    let relay = outbox_relay::OutboxRelay::from_clients(&clients)?;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<_>| relay.handle(event)))
+        .await
+        .map_err(sqsafe::Error::Runtime)
+}

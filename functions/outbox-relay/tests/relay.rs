@@ -1,0 +1,459 @@
+//! The relay against DynamoDB's, DynamoDB Streams' and SQS's real APIs (moto server, started by `make test`; these
+//! tests fail when it is not running). Each batch is what moto's stream holds (see `stream/mod.rs`), and the consumers
+//! that receive what the relay publishes are the real `charge-payment` and `apply-ledger`, through their libraries.
+
+mod stream;
+
+use std::collections::HashMap;
+
+use aws_lambda_events::dynamodb::Event;
+use aws_lambda_events::sqs::SqsEvent;
+use aws_sdk_dynamodb::types::{AttributeValue, Put};
+use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
+use lambda_runtime::LambdaEvent;
+use outbox_relay::OutboxRelay;
+use sqsafe::{Clients, Env, Setup};
+use sqsafe_outbox::{Outbox, OutboxEvent, Relay, Written};
+use sqsafe_testkit::{create_queue, create_table, event_file, invocation, sdk_config, unique_name};
+use stream::{Stream, create_outbox_table};
+
+struct Fixture {
+    aws: aws_config::SdkConfig,
+    dynamodb: aws_sdk_dynamodb::Client,
+    sqs: aws_sdk_sqs::Client,
+    orders: String,
+    outbox: Outbox,
+    stream: Stream,
+}
+
+async fn fixture() -> Fixture {
+    let aws = sdk_config().await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let orders = unique_name("orders");
+    let outbox_table = unique_name("outbox");
+    create_table(&dynamodb, &orders, "pk", None).await;
+    create_outbox_table(&dynamodb, &outbox_table).await;
+    let stream = Stream::of_table(
+        &dynamodb,
+        aws_sdk_dynamodbstreams::Client::new(&aws),
+        &outbox_table,
+    )
+    .await;
+    Fixture {
+        sqs: aws_sdk_sqs::Client::new(&aws),
+        outbox: Outbox::new(&outbox_table),
+        aws,
+        dynamodb,
+        orders,
+        stream,
+    }
+}
+
+impl Fixture {
+    /// The relay as deployed: built from its environment.
+    async fn relay(&self, destinations: &[&str]) -> OutboxRelay {
+        let env = Env::from_pairs([
+            ("OUTBOX_TABLE", self.outbox.table().to_owned()),
+            ("OUTBOX_DESTINATIONS", destinations.join(",")),
+        ]);
+        OutboxRelay::from_clients(&Clients::new(env, self.aws.clone())).expect("relay")
+    }
+
+    /// A relay that dies between publishing and marking: its mark goes to a table that does not exist, so the
+    /// event is on its queue and its item still `PENDING`, exactly as after a crash there.
+    fn crashing_relay(&self) -> OutboxRelay {
+        OutboxRelay::new(Relay::new(
+            self.sqs.clone(),
+            self.dynamodb.clone(),
+            "no-such-table",
+        ))
+    }
+
+    /// The producer: an order and its event in one transaction.
+    async fn place_order(&self, order_id: &str, event: &OutboxEvent) {
+        let order = Put::builder()
+            .table_name(&self.orders)
+            .item("pk", AttributeValue::S(format!("order#{order_id}")))
+            .build()
+            .expect("put");
+        let written = self
+            .outbox
+            .write(&self.dynamodb, order, event)
+            .await
+            .expect("write");
+        assert_eq!(written, Written::Recorded);
+    }
+
+    async fn outbox_items(&self) -> Vec<HashMap<String, AttributeValue>> {
+        self.dynamodb
+            .scan()
+            .table_name(self.outbox.table())
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("scan")
+            .items
+            .unwrap_or_default()
+    }
+
+    async fn status_of(&self, event_id: &str) -> String {
+        self.outbox_items()
+            .await
+            .iter()
+            .find(|i| s(i, "event_id") == event_id)
+            .map(|i| s(i, "status"))
+            .unwrap_or_default()
+    }
+
+    async fn receive(&self, queue: &str) -> Vec<Message> {
+        self.sqs
+            .receive_message()
+            .queue_url(queue)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("receive")
+            .messages
+            .unwrap_or_default()
+    }
+
+    async fn queue_arn(&self, queue: &str) -> String {
+        self.sqs
+            .get_queue_attributes()
+            .queue_url(queue)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .expect("attributes")
+            .attributes
+            .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+            .expect("arn")
+    }
+}
+
+fn s(item: &HashMap<String, AttributeValue>, name: &str) -> String {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn attribute(message: &Message, name: &str) -> String {
+    message
+        .message_attributes()
+        .and_then(|a| a.get(name))
+        .and_then(|a| a.string_value())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn invoke(event: Event) -> LambdaEvent<Event> {
+    let mut context = lambda_runtime::Context::default();
+    context.request_id = "req-relay".into();
+    LambdaEvent::new(event, context)
+}
+
+async fn reported(relay: &OutboxRelay, event: Event) -> Vec<String> {
+    relay
+        .handle(invoke(event))
+        .await
+        .expect("batch")
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier.unwrap_or_default())
+        .collect()
+}
+
+fn sequence_numbers(event: &Event) -> Vec<String> {
+    event
+        .records
+        .iter()
+        .map(|r| r.change.sequence_number.clone().unwrap_or_default())
+        .collect()
+}
+
+fn event_names(event: &Event) -> Vec<&str> {
+    event
+        .records
+        .iter()
+        .map(|r| r.event_name.as_str())
+        .collect()
+}
+
+/// The body of the first record of a sample event in `events/`.
+fn sample_body(file: &str) -> String {
+    event_file(file).records[0].body.clone().expect("body")
+}
+
+#[tokio::test]
+async fn an_outbox_insert_is_published_and_marked_and_everything_else_is_ignored() {
+    let mut fx = fixture().await;
+    let queue = create_queue(&fx.sqs, "orders-placed", false).await;
+    let event = OutboxEvent::new("OrderPlaced", r#"{"order_id":"o-1"}"#, &queue)
+        .with_event_id("order-o-1/placed")
+        .with_correlation_id("checkout-7");
+    fx.place_order("o-1", &event).await;
+    // Another item in the same table (a table shared with business items): not an outbox event.
+    fx.dynamodb
+        .put_item()
+        .table_name(fx.outbox.table())
+        .item("pk", AttributeValue::S("customer#c-1".into()))
+        .item("sk", AttributeValue::S("profile".into()))
+        .send()
+        .await
+        .expect("put");
+    let relay = fx.relay(&[&queue]).await;
+
+    let batch = fx.stream.next_batch().await;
+    assert_eq!(event_names(&batch), ["INSERT", "INSERT"]);
+    assert!(
+        batch.records[0]
+            .event_source_arn
+            .as_deref()
+            .is_some_and(|a| a == fx.stream.arn())
+    );
+    assert!(reported(&relay, batch).await.is_empty());
+    let messages = fx.receive(&queue).await;
+    assert_eq!(messages.len(), 1, "only the outbox event");
+    assert_eq!(messages[0].body(), Some(r#"{"order_id":"o-1"}"#));
+    assert_eq!(attribute(&messages[0], "eventId"), "order-o-1/placed");
+    assert_eq!(attribute(&messages[0], "eventType"), "OrderPlaced");
+    assert_eq!(attribute(&messages[0], "correlationId"), "checkout-7");
+    assert_eq!(fx.status_of("order-o-1/placed").await, "SENT");
+
+    // The mark (MODIFY) and a delete (REMOVE) come through the stream too: nothing is published for them.
+    fx.dynamodb
+        .delete_item()
+        .table_name(fx.outbox.table())
+        .key("pk", AttributeValue::S("customer#c-1".into()))
+        .key("sk", AttributeValue::S("profile".into()))
+        .send()
+        .await
+        .expect("delete");
+    let batch = fx.stream.next_batch().await;
+    assert_eq!(event_names(&batch), ["MODIFY", "REMOVE"]);
+    assert!(reported(&relay, batch).await.is_empty());
+    assert!(fx.receive(&queue).await.is_empty(), "nothing more sent");
+}
+
+#[tokio::test]
+async fn the_first_failure_is_reported_with_every_later_record_and_order_is_kept() {
+    let mut fx = fixture().await;
+    let allowed = create_queue(&fx.sqs, "allowed", false).await;
+    let other = create_queue(&fx.sqs, "not-yet-allowed", false).await;
+    for (id, queue) in [("e-1", &allowed), ("e-2", &other), ("e-3", &allowed)] {
+        let event = OutboxEvent::new("T", format!(r#"{{"n":"{id}"}}"#), queue).with_event_id(id);
+        fx.place_order(id, &event).await;
+    }
+    let batch = fx.stream.next_batch().await;
+    let sequence = sequence_numbers(&batch);
+    assert_eq!(sequence.len(), 3);
+
+    // e-2's destination is not allowed: e-2 fails, and e-3 must not be published ahead of it.
+    let failures = reported(&fx.relay(&[&allowed]).await, batch.clone()).await;
+    assert_eq!(
+        failures,
+        sequence[1..],
+        "the failed record and every later one"
+    );
+    let bodies: Vec<String> = fx
+        .receive(&allowed)
+        .await
+        .iter()
+        .filter_map(|m| m.body().map(str::to_owned))
+        .collect();
+    assert_eq!(bodies, [r#"{"n":"e-1"}"#], "e-3 waits behind e-2");
+    assert_eq!(fx.status_of("e-1").await, "SENT");
+    assert_eq!(fx.status_of("e-2").await, "PENDING");
+    assert_eq!(fx.status_of("e-3").await, "PENDING");
+
+    // Lambda resumes the shard at the lowest reported sequence number; the destination is now allowed.
+    let mut resumed = batch;
+    resumed.records.drain(..1);
+    let failures = reported(&fx.relay(&[&allowed, &other]).await, resumed).await;
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(fx.receive(&other).await.len(), 1);
+    assert_eq!(fx.receive(&allowed).await.len(), 1, "e-3, once");
+    for id in ["e-1", "e-2", "e-3"] {
+        assert_eq!(fx.status_of(id).await, "SENT", "{id}");
+    }
+}
+
+#[tokio::test]
+async fn a_record_without_a_sequence_number_fails_the_batch_before_anything_runs() {
+    let mut fx = fixture().await;
+    let queue = create_queue(&fx.sqs, "orders-placed", false).await;
+    for id in ["e-1", "e-2"] {
+        fx.place_order(id, &OutboxEvent::new("T", "{}", &queue).with_event_id(id))
+            .await;
+    }
+    let mut batch = fx.stream.next_batch().await;
+    batch.records[1].change.sequence_number = None;
+    let err = fx
+        .relay(&[&queue])
+        .await
+        .handle(invoke(batch))
+        .await
+        .expect_err("cannot be reported");
+    assert!(err.to_string().contains("SequenceNumber"), "{err}");
+    assert!(fx.receive(&queue).await.is_empty(), "nothing was published");
+}
+
+#[tokio::test]
+async fn a_crash_between_publishing_and_marking_republishes_and_charge_payment_charges_once() {
+    let mut fx = fixture().await;
+    // charge-payment as deployed, with the local payments API.
+    let payments = sqsafe_local::PaymentsApi::builder()
+        .start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("payments API");
+    let idempotency = unique_name("idem");
+    create_table(&fx.dynamodb, &idempotency, "pk", None).await;
+    let queue = create_queue(&fx.sqs, "charge-payment", false).await;
+    let dlq = create_queue(&fx.sqs, "charge-payment-dlq", false).await;
+    let setup = Setup::new(
+        Env::from_pairs([
+            ("IDEMPOTENCY_TABLE", idempotency),
+            ("PAYMENTS_API_URL", payments.base_url()),
+            ("DLQ_URL", dlq.clone()),
+            ("QUEUE_URL", queue.clone()),
+        ]),
+        fx.aws.clone(),
+    )
+    .expect("setup");
+    let consumer = sqsafe::consumer::<charge_payment::ChargePayment>()
+        .build(&setup)
+        .expect("charge-payment");
+
+    // The producer records the order and its PaymentRequested event together.
+    let event = OutboxEvent::new(
+        "PaymentRequested",
+        sample_body("charge-payment-batch.json"),
+        &queue,
+    )
+    .with_event_id("order-o-1/payment")
+    .with_correlation_id("checkout-7");
+    fx.place_order("o-1", &event).await;
+    let batch = fx.stream.next_batch().await;
+
+    // The relay publishes, then dies before its mark: the record is reported, the item stays PENDING.
+    let failures = reported(&fx.crashing_relay(), batch.clone()).await;
+    assert_eq!(failures, sequence_numbers(&batch));
+    assert_eq!(fx.status_of("order-o-1/payment").await, "PENDING");
+
+    // The stream delivers the record again: published a second time, then marked.
+    assert!(reported(&fx.relay(&[&queue]).await, batch).await.is_empty());
+    assert_eq!(fx.status_of("order-o-1/payment").await, "SENT");
+    let messages = fx.receive(&queue).await;
+    assert_eq!(messages.len(), 2, "two copies of the event on the queue");
+    assert_ne!(messages[0].message_id(), messages[1].message_id());
+    for m in &messages {
+        assert_eq!(attribute(m, "eventId"), "order-o-1/payment");
+        assert_eq!(attribute(m, "correlationId"), "checkout-7");
+    }
+
+    // charge-payment receives both copies (one invocation each, as a redelivery later would): one charge.
+    let arn = fx.queue_arn(&queue).await;
+    for (i, m) in messages.iter().enumerate() {
+        let event: SqsEvent =
+            serde_json::from_value(sqsafe_local::esm::sqs_event(std::slice::from_ref(m), &arn))
+                .expect("an SQS event");
+        let response = consumer
+            .handle(invocation(event, &format!("req-{i}")))
+            .await
+            .expect("batch");
+        assert!(response.batch_item_failures.is_empty(), "copy {i}");
+    }
+    let charges = payments.charges();
+    assert_eq!(charges.len(), 1, "one effect: {charges:?}");
+    assert!(
+        fx.receive(&dlq).await.is_empty(),
+        "the copy was replayed, not refused"
+    );
+}
+
+#[tokio::test]
+async fn a_fifo_event_reaches_apply_ledger_once_with_its_group_and_deduplication_id() {
+    let mut fx = fixture().await;
+    let idempotency = unique_name("idem");
+    let ledger = unique_name("ledger");
+    create_table(&fx.dynamodb, &idempotency, "pk", None).await;
+    create_table(&fx.dynamodb, &ledger, "pk", Some("sk")).await;
+    let queue = create_queue(&fx.sqs, "apply-ledger", true).await;
+    let dlq = create_queue(&fx.sqs, "apply-ledger-dlq", true).await;
+    let setup = Setup::new(
+        Env::from_pairs([
+            ("IDEMPOTENCY_TABLE", idempotency),
+            ("LEDGER_TABLE", ledger.clone()),
+            ("DLQ_URL", dlq),
+            ("QUEUE_URL", queue.clone()),
+        ]),
+        fx.aws.clone(),
+    )
+    .expect("setup");
+    let consumer = sqsafe::consumer::<apply_ledger::ApplyLedger>()
+        .build_transact(&setup)
+        .expect("apply-ledger");
+
+    // e-1 of the sample: acct-A, credit 1000.
+    let event = OutboxEvent::new(
+        "LedgerEntryRequested",
+        sample_body("apply-ledger-fifo.json"),
+        &queue,
+    )
+    .with_event_id("entry-e-1")
+    .with_message_group_id("acct-A");
+    fx.place_order("o-1", &event).await;
+    let batch = fx.stream.next_batch().await;
+    assert!(
+        !reported(&fx.crashing_relay(), batch.clone())
+            .await
+            .is_empty()
+    );
+    assert!(reported(&fx.relay(&[&queue]).await, batch).await.is_empty());
+
+    // Within SQS's 5-minute window the republished copy is dropped by the queue (deduplication id = event id).
+    let messages = fx.receive(&queue).await;
+    assert_eq!(messages.len(), 1);
+    let system = |name: MessageSystemAttributeName| {
+        messages[0]
+            .attributes()
+            .and_then(|a| a.get(&name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        system(MessageSystemAttributeName::MessageDeduplicationId),
+        "entry-e-1"
+    );
+    assert_eq!(system(MessageSystemAttributeName::MessageGroupId), "acct-A");
+
+    // After the window a republished copy is a new message with the same body and attributes: the consumer's
+    // idempotency record replays it.
+    let arn = fx.queue_arn(&queue).await;
+    let received: SqsEvent = serde_json::from_value(sqsafe_local::esm::sqs_event(&messages, &arn))
+        .expect("an SQS event");
+    let mut late_copy = received.clone();
+    late_copy.records[0].message_id = Some("republished-after-the-window".into());
+    for (i, event) in [received, late_copy].into_iter().enumerate() {
+        let response = consumer
+            .handle(invocation(event, &format!("req-{i}")))
+            .await
+            .expect("batch");
+        assert!(response.batch_item_failures.is_empty(), "copy {i}");
+    }
+    let balance = fx
+        .dynamodb
+        .get_item()
+        .table_name(&ledger)
+        .key("pk", AttributeValue::S("acct-A".into()))
+        .key("sk", AttributeValue::S(apply_ledger::BALANCE_SK.into()))
+        .send()
+        .await
+        .expect("get")
+        .item
+        .and_then(|i| i.get("balance").and_then(|b| b.as_n().ok()).cloned());
+    assert_eq!(balance.as_deref(), Some("1000"), "credited once");
+}
