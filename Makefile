@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo local moto local-resources bench clean-venv
+.PHONY: help test demo local local-watch moto local-resources bench clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -14,6 +14,9 @@ help:
 	@echo "                   smoke deploy) and a throwaway consumer made with cargo xtask new-consumer"
 	@echo "  make demo        the main job end to end: naive, key-only and sqsafe consumers fed the same deliveries"
 	@echo "  make local       the whole pipeline by hand: moto, template.yaml's stack, the functions and their pollers, until Ctrl-C"
+	@echo "                   (the functions under the local Lambda Runtime API: timeouts, crashes and cold starts as in Lambda)"
+	@echo "  make local-watch the same, with each function that has an SQS mapping under cargo lambda watch: save a handler"
+	@echo "                   and the next delivery runs it, no restart (ARGS=\"--visibility-timeout 10\" for quick redeliveries)"
 	@echo "  make moto        run moto server in the foreground and print the env vars to export"
 	@echo "  make local-resources  create template.yaml's tables and queues (without the stack name) in a running moto"
 	@echo "  cargo xtask new-consumer NAME [--fifo] [--transact]   add a consumer (crate, sample event, template resources)"
@@ -31,6 +34,12 @@ local:
 	@echo "==> building the functions and sqsafe-local (the first run compiles the workspace: a few minutes on 2 cores)"
 	cargo build $(addprefix -p ,$(FUNCTIONS)) -p sqsafe-local --bins
 	target/debug/sqsafe-local up
+
+local-watch:
+	@bash scripts/venv.sh
+	@echo "==> building sqsafe-local; it then builds each function as cargo lambda watch runs it (the first run: minutes)"
+	cargo build -p sqsafe-local --bin sqsafe-local
+	target/debug/sqsafe-local up --watch $(ARGS)
 
 moto:
 	@bash scripts/venv.sh

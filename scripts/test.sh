@@ -8,8 +8,29 @@ cd "${ROOT}"
 # shellcheck source=scripts/aws-env.sh
 source "${ROOT}/scripts/aws-env.sh"
 
+# Each step's wall time, printed as a table at the end (where `make test`'s time goes).
+STEP_NAMES=()
+STEP_SECONDS=()
+STEP_STARTED=""
+SUITE_STARTED="$(date +%s)"
+
 step() {
+  local now
+  now="$(date +%s)"
+  if [[ -n "${STEP_STARTED}" ]]; then
+    STEP_SECONDS+=("$((now - STEP_STARTED))")
+  fi
+  STEP_STARTED="${now}"
+  STEP_NAMES+=("$*")
   printf '\n==> %s\n' "$*"
+}
+
+timings() {
+  local i
+  printf '\nwall time per step (total %d s):\n' "$(($(date +%s) - SUITE_STARTED))"
+  for i in "${!STEP_SECONDS[@]}"; do
+    printf '  %5d s  %s\n' "${STEP_SECONDS[$i]}" "${STEP_NAMES[$i]%% (*}"
+  done
 }
 
 step "Python venv (.venv, requirements/test.txt)"
@@ -56,3 +77,4 @@ cargo build -q "${packages[@]}" --bins
 "${ROOT}/.venv/bin/python" "${ROOT}/scripts/scaffold-check.py"
 
 step "all steps passed"
+timings

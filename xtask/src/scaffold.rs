@@ -479,8 +479,9 @@ a message that names it, its value and what was expected.
 
 ## Run it locally
 
-`make local` runs it with the other consumers behind a local SQS event source mapping. Or, with `make moto` in another
-terminal and its variables exported, `cargo lambda watch` in one terminal and
+`make local-watch` runs it with the other consumers under `cargo lambda watch` behind a local SQS event source mapping:
+save `src/handler.rs` and the next message runs the new code (`make local`: the same on the built binaries). Or, with
+`make moto` in another terminal and its variables exported, `cargo lambda watch` in one terminal and
 `cargo lambda invoke {{name}} --data-file events/{{name}}.json` in another.
 "#;
 
@@ -510,8 +511,9 @@ a message that names it, its value and what was expected.
 
 ## Run it locally
 
-`make local` runs it with the other consumers behind a local SQS event source mapping. Or, with `make moto` in another
-terminal and its variables exported, `cargo lambda watch` in one terminal and
+`make local-watch` runs it with the other consumers under `cargo lambda watch` behind a local SQS event source mapping:
+save `src/handler.rs` and the next message runs the new code (`make local`: the same on the built binaries). Or, with
+`make moto` in another terminal and its variables exported, `cargo lambda watch` in one terminal and
 `cargo lambda invoke {{name}} --data-file events/{{name}}.json` in another.
 "#;
 

@@ -9,6 +9,7 @@ pub mod moto;
 pub mod payments;
 pub mod proxy;
 pub mod stack;
+pub mod watch;
 
 pub use error::{Error, Result};
 pub use lambda::{FunctionInstance, InstanceStats, InvokeError};

@@ -2,6 +2,11 @@
 //! queues in it, starts the local payments API, runs every function of the template (its binary from `--bin-dir`,
 //! default `target/debug`) under the local Lambda Runtime API with `--pollers` event source mappings each, prints how
 //! to reach everything, and runs until Ctrl-C or SIGTERM, then stops all of it and prints what each mapping and function did.
+//! With `--watch`, each function with an SQS mapping runs under `cargo lambda watch` instead (hot reload; see
+//! `sqsafe_local::watch`), behind the same mappings.
+
+#[path = "sqsafe-local/watch_mode.rs"]
+mod watch_mode;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,20 +19,27 @@ use sqsafe_local::moto::{MotoServer, venv_bin};
 use sqsafe_local::stack::{
     LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, template_path,
 };
-use tokio::sync::watch;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::{mpsc, watch};
 
-const USAGE: &str = "usage: sqsafe-local up [--template FILE] [--bin-dir DIR] [--pollers N] [--visibility-timeout SECONDS]
+const USAGE: &str = "usage: sqsafe-local up [--watch] [--template FILE] [--bin-dir DIR] [--pollers N] [--visibility-timeout SECONDS]
 
 Runs template.yaml's functions locally: moto server (SQS, DynamoDB), the payments API, the functions under a local
 Lambda Runtime API, and an SQS event source mapping per poller. --visibility-timeout shortens the source queues'
 visibility timeout and scales the functions' backoff and visibility heartbeat to it. --template defaults to the
-workspace's template.yaml. Build the functions first (make local does).";
+workspace's template.yaml. Build the functions first (make local does).
+
+--watch runs each function under `cargo lambda watch` instead (the pinned one in .venv), one per function on its own
+port, built from the template's workspace: a saved change is rebuilt and runs from the next delivery, with no
+restart. It builds each function first (--bin-dir is not used) and runs one mapping and one process per function
+(--pollers is for the local Runtime API).";
 
 struct Args {
     template: PathBuf,
     bin_dir: PathBuf,
     pollers: usize,
     visibility: Option<Duration>,
+    watch: bool,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -36,6 +48,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         bin_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug"),
         pollers: 1,
         visibility: None,
+        watch: false,
     };
     let mut it = args.iter();
     match it.next().map(String::as_str) {
@@ -50,6 +63,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         };
         match flag.as_str() {
             "--bin-dir" => parsed.bin_dir = PathBuf::from(value()?),
+            "--watch" => parsed.watch = true,
             "--template" => parsed.template = PathBuf::from(value()?),
             "--pollers" => {
                 parsed.pollers = value()?
@@ -67,6 +81,11 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
         }
+    }
+    if parsed.watch && parsed.pollers != 1 {
+        return Err(format!(
+            "--pollers is for the local Runtime API; --watch runs one mapping per function\n\n{USAGE}"
+        ));
     }
     Ok(parsed)
 }
@@ -91,8 +110,23 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn up(args: Args) -> Result<(), String> {
+    let mut stop_signal = StopSignal::new()?;
     let spec = TemplateSpec::read(&args.template).map_err(|e| e.to_string())?;
-    for f in spec.functions.values() {
+    // The workspace the template belongs to (a copy of the workspace has its own): where watch builds.
+    let workspace = args
+        .template
+        .canonicalize()
+        .ok()
+        .and_then(|t| t.parent().map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("."));
+    if args.watch {
+        let binaries: Vec<String> = spec.functions.values().map(|f| f.binary.clone()).collect();
+        tokio::select! {
+            built = watch_mode::prebuild_all(&workspace, &binaries) => built?,
+            stopped = stop_signal.recv() => return stopped,
+        }
+    }
+    for f in spec.functions.values().filter(|_| !args.watch) {
         let path = args.bin_dir.join(&f.binary);
         if !path.exists() {
             return Err(format!(
@@ -140,7 +174,9 @@ async fn up(args: Args) -> Result<(), String> {
         println!("table            {table}  ({logical})");
     }
     let (stop_tx, stop) = watch::channel(false);
+    let (gone_tx, mut gone) = mpsc::unbounded_channel();
     let mut tasks = Vec::new();
+    let mut watched = Vec::new();
     for function in spec.functions.values() {
         let queue = stack
             .source_queue(&function.binary)
@@ -163,6 +199,32 @@ async fn up(args: Args) -> Result<(), String> {
             ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
             ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
         ]);
+        if args.watch {
+            let shared = watch_mode::Shared {
+                workspace: &workspace,
+                sqs: &sqs,
+                log_dir: &log_dir,
+                stop: &stop,
+                gone: &gone_tx,
+            };
+            let started = watch_mode::start(
+                &shared,
+                &function.binary,
+                env,
+                queue,
+                stack.batch_size(&function.binary),
+            )
+            .await;
+            match started {
+                Ok(w) => watched.push(w),
+                Err(e) => {
+                    let _ = stop_tx.send(true);
+                    watch_mode::shutdown(watched).await;
+                    return Err(e);
+                }
+            }
+            continue;
+        }
         for i in 0..args.pollers {
             let spec = FunctionSpec {
                 name: function.binary.clone(),
@@ -219,7 +281,16 @@ async fn up(args: Args) -> Result<(), String> {
             Err(e) => println!("  {:<14} (no sample: {e})", function.binary),
         }
     }
-    stop_signal().await?;
+    if args.watch {
+        println!(
+            "\nUnder cargo lambda watch: save a change and the next delivery runs it. Each function's output (cargo's \
+             and its JSON logs) is in <function logs>/<function>.watch.log."
+        );
+    }
+    let ended = tokio::select! {
+        stopped = stop_signal.recv() => stopped,
+        Some((name, how)) = gone.recv() => Err(format!("cargo lambda watch for {name} ended: {how}")),
+    };
     let _ = stop_tx.send(true);
     println!("\nstopping…");
     for task in tasks {
@@ -233,19 +304,34 @@ async fn up(args: Args) -> Result<(), String> {
             );
         }
     }
+    watch_mode::shutdown(watched).await;
     println!("payments API: {}", payments.stats());
     payments.shutdown().await;
     moto.shutdown().await;
-    Ok(())
+    ended
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd and CI runners send): either stops everything this started.
-async fn stop_signal() -> Result<(), String> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
-    tokio::select! {
-        interrupted = tokio::signal::ctrl_c() => interrupted.map_err(|e| e.to_string()),
-        _ = term.recv() => Ok(()),
+/// Listened to from the start, so that one arriving while things start up is kept, not lost (or fatal).
+struct StopSignal {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl StopSignal {
+    fn new() -> Result<Self, String> {
+        let listen = |kind, name| signal(kind).map_err(|e| format!("cannot watch {name}: {e}"));
+        Ok(Self {
+            interrupt: listen(SignalKind::interrupt(), "SIGINT")?,
+            terminate: listen(SignalKind::terminate(), "SIGTERM")?,
+        })
+    }
+
+    async fn recv(&mut self) -> Result<(), String> {
+        tokio::select! {
+            _ = self.interrupt.recv() => Ok(()),
+            _ = self.terminate.recv() => Ok(()),
+        }
     }
 }
 

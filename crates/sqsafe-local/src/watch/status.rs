@@ -1,0 +1,253 @@
+//! What `cargo lambda watch` is doing with its function, read from its output line by line.
+//!
+//! These lines say it: cargo's status lines while it builds (`Compiling sqsafe v0.1.0`, `Blocking waiting for file
+//! lock`, `Finished ...`), cargo's `Running `target/debug/NAME`` just before the function's process starts, cargo's
+//! `error: could not compile ...` when the build failed, and cargo-lambda's `ERROR command exited code=N` (or
+//! `command killed`) when the process ended on its own (a crash, an init error, a build error). The function's own
+//! lines (JSON logs) change nothing. Cargo-lambda does not always report a failed build as an exit (a second file
+//! event can turn it into its own kill), hence cargo's line.
+
+use std::time::Instant;
+
+/// Cargo's status words that mean a build is under way (cargo right-aligns them to 12 columns).
+const BUILD_WORDS: [&str; 8] = [
+    "Compiling ",
+    "Checking ",
+    "Blocking waiting for file lock",
+    "Finished `",
+    "Fresh ",
+    "Locking ",
+    "Updating ",
+    "Downloaded ",
+];
+/// What cargo prints when `cargo run` starts the binary.
+const RUNNING: &str = "Running `";
+/// What cargo prints last when the build failed.
+const BUILD_FAILED: &str = "error: could not compile";
+/// The ends cargo-lambda reports for the command it runs (its watcher's `ProcessEnd` cases).
+const ENDS: [&str; 4] = [
+    "command exited",
+    "command killed",
+    "command stopped",
+    "command ended by exception",
+];
+/// Kills that watch itself made: `ForceStop` when it stops the running process for a reload (a build and a new
+/// start follow), `Terminate` and `Interrupt` when it shuts down. The function did not end on its own.
+const WATCH_OWN_KILLS: [&str; 3] = ["code=ForceStop", "code=Terminate", "code=Interrupt"];
+
+/// Where the function stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// `cargo lambda watch` listens; nothing has been started yet (it starts the function on the first invoke).
+    Idle,
+    /// cargo is building (the first start, or a reload after a saved change).
+    Building,
+    /// The function's process runs (or is about to: cargo printed `Running`).
+    Running,
+    /// The process ended on its own and stays down until a saved change makes watch rebuild and restart it.
+    Exited,
+    /// `cargo lambda watch` itself is gone.
+    Stopped,
+}
+
+/// The phase, and what led to it.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// Where the function stands.
+    pub phase: Phase,
+    /// When this phase began.
+    pub since: Instant,
+    /// Processes started so far (the first start, then one per reload or restart).
+    pub starts: u64,
+    /// Builds seen so far.
+    pub builds: u64,
+    /// Cargo's latest status line (`Compiling sqsafe-batch v0.1.0 (...)`), for progress reports.
+    pub build_line: Option<String>,
+    /// The line that reported the end of the process, while [`Phase::Exited`] (or [`Phase::Stopped`]).
+    pub exit: Option<String>,
+}
+
+impl Status {
+    /// Nothing started yet.
+    pub fn new(now: Instant) -> Self {
+        Self {
+            phase: Phase::Idle,
+            since: now,
+            starts: 0,
+            builds: 0,
+            build_line: None,
+            exit: None,
+        }
+    }
+
+    /// Takes one line of watch's output into account; `true` when the phase changed.
+    pub fn observe(&mut self, line: &str, now: Instant) -> bool {
+        let text = line.trim();
+        if text.starts_with(RUNNING) && line.starts_with(' ') {
+            self.starts += 1;
+            self.exit = None;
+            self.enter(Phase::Running, now);
+            return true;
+        }
+        if line.starts_with(' ') && BUILD_WORDS.iter().any(|w| text.starts_with(w)) {
+            self.build_line = Some(text.to_owned());
+            if self.phase != Phase::Building {
+                self.builds += 1;
+                self.enter(Phase::Building, now);
+                return true;
+            }
+            return false;
+        }
+        if line.starts_with(BUILD_FAILED) {
+            self.exit = Some(format!("build failed: {text}"));
+            self.enter(Phase::Exited, now);
+            return true;
+        }
+        if text.starts_with("ERROR")
+            && self.phase != Phase::Exited
+            && ENDS.iter().any(|end| text.contains(end))
+            && !WATCH_OWN_KILLS.iter().any(|kill| text.ends_with(kill))
+        {
+            self.exit = Some(text.trim_start_matches("ERROR").trim().to_owned());
+            self.enter(Phase::Exited, now);
+            return true;
+        }
+        false
+    }
+
+    /// `cargo lambda watch` itself ended (`how`: its exit status).
+    pub fn stopped(&mut self, how: String, now: Instant) {
+        self.exit = Some(how);
+        self.enter(Phase::Stopped, now);
+    }
+
+    fn enter(&mut self, phase: Phase, now: Instant) {
+        self.phase = phase;
+        self.since = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(lines: &[&str]) -> Status {
+        let mut status = Status::new(Instant::now());
+        for line in lines {
+            status.observe(line, Instant::now());
+        }
+        status
+    }
+
+    #[test]
+    fn a_first_start_builds_then_runs() {
+        let mut status = Status::new(Instant::now());
+        assert!(!status.observe(
+            " INFO starting Runtime server runtime_addr=127.0.0.1:9000",
+            Instant::now()
+        ));
+        assert_eq!(status.phase, Phase::Idle);
+        assert!(status.observe(
+            "    Blocking waiting for file lock on artifact directory",
+            Instant::now()
+        ));
+        assert_eq!(status.phase, Phase::Building);
+        assert!(!status.observe(
+            "   Compiling sqsafe v0.1.0 (/w/crates/sqsafe)",
+            Instant::now()
+        ));
+        assert_eq!(
+            status.build_line.as_deref(),
+            Some("Compiling sqsafe v0.1.0 (/w/crates/sqsafe)")
+        );
+        status.observe(
+            "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 37.07s",
+            Instant::now(),
+        );
+        assert!(status.observe("     Running `target/debug/charge-payment`", Instant::now()));
+        assert_eq!(
+            (status.phase, status.starts, status.builds),
+            (Phase::Running, 1, 1)
+        );
+    }
+
+    #[test]
+    fn the_function_own_lines_change_nothing() {
+        let status = feed(&[
+            "     Running `target/debug/charge-payment`",
+            r#"{"level":"INFO","message":"Compiling report","body":"Running `x`"}"#,
+            "Compiling at column zero is not cargo",
+            "probe v1 body=ERROR command exited",
+        ]);
+        assert_eq!(status.phase, Phase::Running);
+        assert_eq!(status.starts, 1);
+    }
+
+    #[test]
+    fn a_failed_build_is_an_exit_however_watch_reports_it() {
+        for end in [
+            "ERROR command exited code=101",
+            "ERROR command killed code=ForceStop",
+        ] {
+            let status = feed(&[
+                "     Running `target/debug/p`",
+                "   Compiling p v0.1.0 (/tmp/p)",
+                "error[E0425]: cannot find value `v3` in this scope",
+                "error: could not compile `p` (bin \"p\") due to 1 previous error",
+                end,
+            ]);
+            assert_eq!(status.phase, Phase::Exited, "{end}");
+            assert_eq!(
+                status.exit.as_deref(),
+                Some(
+                    "build failed: error: could not compile `p` (bin \"p\") due to 1 previous error"
+                ),
+                "{end}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_crash_by_signal_is_an_exit() {
+        let status = feed(&[
+            "     Running `target/debug/p`",
+            "ERROR command killed code=Custom(6)",
+        ]);
+        assert_eq!(status.phase, Phase::Exited);
+    }
+
+    #[test]
+    fn an_exit_holds_until_the_next_start() {
+        let mut status = feed(&[
+            "     Running `target/debug/charge-payment`",
+            "Error: Idempotency(Config(\"table name `x` must be 3-255 characters\"))",
+            "ERROR command exited code=1",
+        ]);
+        assert_eq!(status.phase, Phase::Exited);
+        assert_eq!(status.exit.as_deref(), Some("command exited code=1"));
+        status.observe("   Compiling charge-payment v0.1.0", Instant::now());
+        status.observe("     Running `target/debug/charge-payment`", Instant::now());
+        assert_eq!(
+            (status.phase, status.starts, status.builds),
+            (Phase::Running, 2, 1)
+        );
+        assert_eq!(status.exit, None);
+    }
+
+    #[test]
+    fn a_reload_is_a_build_then_a_new_start() {
+        let status = feed(&[
+            "     Running `target/debug/p`",
+            "    Blocking waiting for file lock on artifact directory",
+            // Watch's own SIGKILL of the old process, logged while the new build runs.
+            "ERROR command killed code=ForceStop",
+            "   Compiling p v0.1.0 (/tmp/p)",
+            "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 0.27s",
+            "     Running `target/debug/p`",
+        ]);
+        assert_eq!(
+            (status.phase, status.starts, status.builds),
+            (Phase::Running, 2, 1)
+        );
+    }
+}
