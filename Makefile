@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo local local-watch moto local-resources bench clean-venv
+.PHONY: help test demo local local-watch moto local-resources bench bench-smoke clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -20,7 +20,8 @@ help:
 	@echo "  make moto        run moto server in the foreground and print the env vars to export"
 	@echo "  make local-resources  create template.yaml's tables and queues (without the stack name) in a running moto"
 	@echo "  cargo xtask new-consumer NAME [--fifo] [--transact]   add a consumer (crate, sample event, template resources)"
-	@echo "  make bench       criterion benchmarks; figures kept in crates/sqsafe-idempotency/benches/RESULTS.md"
+	@echo "  make bench       sqsafe vs a naive consumer and Powertools on the same local AWS, plus criterion: bench/RESULTS.md"
+	@echo "  make bench-smoke the harness with a few batches per peer, request counts asserted (a step of make test)"
 	@echo "  make clean-venv  delete the Python venv (.venv)"
 
 test:
@@ -51,6 +52,9 @@ local-resources:
 
 bench:
 	bash scripts/bench.sh
+
+bench-smoke:
+	bash scripts/bench.sh --smoke
 
 clean-venv:
 	rm -rf .venv

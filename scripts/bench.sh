@@ -1,9 +1,61 @@
 #!/usr/bin/env bash
-# Runs the criterion benchmarks and keeps their figures in crates/sqsafe-idempotency/benches/RESULTS.md.
+# `make bench`: sqsafe's charge-payment against a naive Rust consumer and Powertools for AWS Lambda (Python), same
+# events, same local AWS (bench/README.md), then the criterion benchmarks.
+#
+#   scripts/bench.sh          release builds; writes bench/RESULTS.md, bench/batch-latency.png and
+#                             crates/sqsafe-idempotency/benches/RESULTS.md (~6 min on 2 cores once built)
+#   scripts/bench.sh --smoke  what `make test` runs: debug builds, a few batches per peer, results in a temporary
+#                             folder (removed unless SQSAFE_BENCH_KEEP=1); fails on a wrong request count, never on a
+#                             timing
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
-out="crates/sqsafe-idempotency/benches/RESULTS.md"
+
+mode=full
+case "${1:-}" in
+  "") ;;
+  --smoke) mode=smoke ;;
+  *) echo "usage: scripts/bench.sh [--smoke]" >&2; exit 2 ;;
+esac
+step() { printf '\n==> %s\n' "$*"; }
+started="${SECONDS}"
+# Rust peers and the driver; the Powertools peer runs from bench/peers/powertools.
+packages=(-p charge-payment -p naive-rust -p sqsafe-bench)
+
+step "venvs: .venv (moto server) and .venv-bench (Powertools, awslambdaric, matplotlib)"
+bash scripts/venv.sh
+bash scripts/bench-venv.sh
+
+if [[ "${mode}" == smoke ]]; then
+  out="$(mktemp -d "${TMPDIR:-/tmp}/sqsafe-bench-smoke.XXXXXX")"
+  if [[ "${SQSAFE_BENCH_KEEP:-0}" != 1 ]]; then
+    # shellcheck disable=SC2064  # expand the path now, on purpose
+    trap "rm -rf '${out}'" EXIT
+  fi
+  step "build (debug)"
+  cargo build -q "${packages[@]}" --bins
+  step "smoke: a few batches per peer (timings mean nothing; request counts are asserted)"
+  target/debug/sqsafe-bench --smoke --bins target/debug --out "${out}/results.json"
+  .venv-bench/bin/python bench/render.py "${out}/results.json" --md "${out}/RESULTS.md" --png "${out}/batch-latency.png"
+  for file in results.json RESULTS.md batch-latency.png; do
+    [[ -s "${out}/${file}" ]] || { echo "bench smoke: ${file} was not written" >&2; exit 1; }
+  done
+  grep -q '^## 1. DynamoDB requests per message' "${out}/RESULTS.md"
+  echo "bench smoke passed in $((SECONDS - started)) s (results in ${out})"
+  exit 0
+fi
+
+step "build (release)"
+cargo build --release "${packages[@]}" --bins
+
+step "peers on the local AWS (crates/sqsafe-bench)"
+target/release/sqsafe-bench --bins target/release --out target/bench/results.json
+
+step "criterion: the toolkit per message (crates/sqsafe-bench/benches/toolkit.rs)"
+cargo bench -p sqsafe-bench --bench toolkit
+
+step "criterion: the idempotency core (crates/sqsafe-idempotency/benches/claim.rs)"
+claim_results="crates/sqsafe-idempotency/benches/RESULTS.md"
 log="$(mktemp)"
 trap 'rm -f "${log}"' EXIT
 cargo bench -p sqsafe-idempotency --bench claim 2>&1 | tee "${log}"
@@ -20,5 +72,9 @@ cargo bench -p sqsafe-idempotency --bench claim 2>&1 | tee "${log}"
   # criterion prints the name on one line and "time: [low est high]" on the same or the next line.
   awk '/time:/ { if ($1 == "time:") print prev, $0; else print $0 } { prev = $0 }' "${log}" | sed 's/  */ /g'
   echo '```'
-} > "${out}"
-echo "figures written to ${out}"
+} > "${claim_results}"
+
+step "bench/RESULTS.md and bench/batch-latency.png"
+.venv-bench/bin/python bench/render.py target/bench/results.json --criterion target/criterion \
+  --md bench/RESULTS.md --png bench/batch-latency.png
+echo "make bench done in $((SECONDS - started)) s"

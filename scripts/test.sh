@@ -76,5 +76,8 @@ for crate in "${ROOT}"/functions/*/; do packages+=(-p "$(basename "${crate}")");
 cargo build -q "${packages[@]}" --bins
 "${ROOT}/.venv/bin/python" "${ROOT}/scripts/scaffold-check.py"
 
+step "bench smoke (scripts/bench.sh --smoke: every peer and figure, a few batches; request counts, no timings)"
+bash "${ROOT}/scripts/bench.sh" --smoke
+
 step "all steps passed"
 timings

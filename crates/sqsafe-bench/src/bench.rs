@@ -1,0 +1,363 @@
+//! Figures 1-4 and 7a, one peer at a time: cold starts, requests per message, batch latency and client CPU under
+//! each network setting, duplicates, batch sizes.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::bed::{Bed, Peer};
+use crate::measure::{Function, Network, last_init_ms};
+use crate::plan::{Plan, SLOW_MS};
+use crate::profile::Profiler;
+use crate::proxy::Backend;
+use crate::report::{Check, Kind, Process, Profile, Report, Run};
+
+/// Batches of 10 replayed from a local cache: fewer payments than the smallest default cache holds.
+const CACHED_BATCHES: usize = 20;
+/// Times each of those batches is replayed (at most `batches_fast` times, so the smoke stays short).
+const CACHE_ROUNDS: usize = 5;
+
+/// Batches of 10 per profiled run: a few thousand samples.
+const PROFILE_BATCHES: usize = 300;
+
+/// What is measured of a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Everything.
+    Main,
+    /// Requests and latency of fresh messages and cache hits.
+    Cached,
+    /// Fresh and duplicate CPU of a variant of sqsafe.
+    Variant,
+}
+
+impl Role {
+    fn of(peer: Peer) -> Self {
+        match peer {
+            Peer::Naive | Peer::Sqsafe | Peer::Powertools => Role::Main,
+            Peer::SqsafeCached | Peer::PowertoolsCached => Role::Cached,
+            Peer::SqsafeQuiet | Peer::SqsafeOneWorker => Role::Variant,
+        }
+    }
+}
+
+pub(crate) struct Bench<'a> {
+    pub(crate) bed: &'a Bed,
+    pub(crate) plan: &'a Plan,
+    pub(crate) report: Report,
+    pub(crate) tick: Duration,
+    /// Where perf profiles go, when they are taken.
+    pub(crate) profiles: Option<PathBuf>,
+    /// Payments sent for the first time: the payments API must have charged each exactly once.
+    fresh_sent: usize,
+    instances: usize,
+}
+
+impl<'a> Bench<'a> {
+    pub(crate) fn new(bed: &'a Bed, plan: &'a Plan, report: Report, tick: Duration) -> Self {
+        Self {
+            bed,
+            plan,
+            report,
+            tick,
+            profiles: None,
+            fresh_sent: 0,
+            instances: 0,
+        }
+    }
+
+    /// `n` payment ids never sent before.
+    pub(crate) fn fresh(&mut self, peer: Peer, label: &str, n: usize) -> Vec<String> {
+        let first = self.fresh_sent;
+        self.fresh_sent += n;
+        (first..first + n)
+            .map(|i| format!("{}-{label}-{i}", peer.name()))
+            .collect()
+    }
+
+    pub(crate) fn fresh_batches(
+        &mut self,
+        peer: Peer,
+        label: &str,
+        batches: usize,
+        size: usize,
+    ) -> Vec<Vec<String>> {
+        (0..batches)
+            .map(|_| self.fresh(peer, label, size))
+            .collect()
+    }
+
+    /// A new execution environment for `peer` (its process starts on the first invoke), consuming `queue_url`.
+    pub(crate) async fn start(
+        &mut self,
+        peer: Peer,
+        queue_url: Option<&str>,
+    ) -> Result<Function, String> {
+        self.instances += 1;
+        Function::start(
+            peer,
+            self.bed.spec(peer, queue_url),
+            self.instances,
+            self.tick,
+        )
+        .await
+    }
+
+    /// A new process that has answered one batch.
+    pub(crate) async fn warm(
+        &mut self,
+        peer: Peer,
+        queue_url: Option<&str>,
+    ) -> Result<Function, String> {
+        let mut function = self.start(peer, queue_url).await?;
+        Network::MOTO.apply(&self.bed.proxy);
+        let ids = self.fresh(peer, "warm", 10);
+        let (_, failed) = function.invoke(&ids).await?;
+        self.check(
+            format!("{}: warm-up batch answered", peer.name()),
+            failed == 0,
+            format!("{failed} failed"),
+        );
+        Ok(function)
+    }
+
+    pub(crate) fn check(&mut self, what: String, ok: bool, detail: String) {
+        if !ok {
+            eprintln!("CHECK FAILED: {what}: {detail}");
+        }
+        self.report.checks.push(Check { what, ok, detail });
+    }
+
+    /// Every figure of one peer, on one warm process (after the cold starts).
+    pub(crate) async fn peer(&mut self, peer: Peer) -> Result<(), String> {
+        let role = Role::of(peer);
+        let proxy = &self.bed.proxy;
+        eprintln!("==> {}", peer.name());
+
+        let mut cold = Vec::new();
+        let mut init = Vec::new();
+        let mut current: Option<Function> = None;
+        let cold_starts = if role == Role::Main {
+            self.plan.cold_starts
+        } else {
+            1
+        };
+        for _ in 0..cold_starts {
+            if let Some(previous) = current.take() {
+                previous.shutdown().await;
+            }
+            let mut function = self.start(peer, None).await?;
+            Network::MOTO.apply(proxy);
+            let ids = self.fresh(peer, "cold", 10);
+            // The process is spawned by this invoke: spawn to first batch answered.
+            let (took, failed) = function.invoke(&ids).await?;
+            self.check(
+                format!("{}: first batch answered", peer.name()),
+                failed == 0,
+                format!("{failed} failed"),
+            );
+            cold.push(took.as_secs_f64() * 1e3);
+            let log = std::fs::read_to_string(function.instance.log_path()).unwrap_or_default();
+            init.extend(last_init_ms(&log));
+            current = Some(function);
+        }
+        let mut function = current.ok_or("no cold start")?;
+
+        let repeat = if peer.cached() {
+            Kind::CacheHit
+        } else {
+            Kind::Duplicate
+        };
+        if role != Role::Variant {
+            let batch = vec![self.fresh(peer, "requests", 10)];
+            let fresh = function
+                .run(proxy, Network::MOTO, Kind::Fresh, "requests", &batch)
+                .await?;
+            let again = function
+                .run(proxy, Network::MOTO, repeat, "requests", &batch)
+                .await?;
+            self.record(fresh);
+            self.record(again);
+        }
+
+        let networks: Vec<Network> = match role {
+            Role::Main => Plan::networks().to_vec(),
+            Role::Variant => {
+                let [moto, _, canned, canned_slow] = Plan::networks();
+                vec![moto, canned, canned_slow]
+            }
+            Role::Cached => vec![Network::MOTO],
+        };
+        let mut on_moto = Vec::new();
+        for network in networks {
+            let label = format!("{:?}-{}ms", network.backend, network.latency_ms).to_lowercase();
+            let batches = self.fresh_batches(peer, &label, self.plan.batches(network), 10);
+            let run = function
+                .run(proxy, network, Kind::Fresh, "latency", &batches)
+                .await?;
+            self.record(run);
+            if network.backend == Backend::Moto && network.latency_ms == 0 {
+                on_moto = batches;
+            }
+        }
+        // A cache hit needs the payment still in the cache: the most recent ones only (Powertools keeps 256 by
+        // default, sqsafe 1,024), each replayed a few times so the run spans several clock ticks of CPU.
+        if peer.cached() {
+            let keep = on_moto.len().min(CACHED_BATCHES);
+            on_moto.drain(..on_moto.len() - keep);
+            let rounds = CACHE_ROUNDS.min(self.plan.batches_fast);
+            on_moto = (0..rounds).flat_map(|_| on_moto.iter().cloned()).collect();
+        }
+        let again = function
+            .run(proxy, Network::MOTO, repeat, "latency", &on_moto)
+            .await?;
+        self.record(again);
+
+        if peer == Peer::Sqsafe {
+            self.profile(&mut function).await?;
+        }
+
+        if role == Role::Main {
+            let network = Network {
+                backend: Backend::Canned,
+                latency_ms: SLOW_MS,
+            };
+            for size in self.plan.batch_sizes.clone() {
+                // At least `messages_per_size` messages, so CPU per message is more than a few clock ticks.
+                let batches = self
+                    .plan
+                    .batches_per_size
+                    .max(self.plan.messages_per_size.div_ceil(size));
+                let batches = self.fresh_batches(peer, &format!("size{size}"), batches, size);
+                let run = function
+                    .run(proxy, network, Kind::Fresh, "batch_size", &batches)
+                    .await?;
+                self.record(run);
+            }
+        }
+
+        let last = function.sample()?;
+        self.report.processes.push(Process {
+            peer,
+            cold_start_ms: cold,
+            init_ms: init,
+            peak_rss_kib: last.peak_rss_kib,
+            threads: last.threads,
+        });
+        function.shutdown().await;
+        Ok(())
+    }
+
+    /// Extra runs under `perf record` (moto and canned, no added latency), when profiles are asked for.
+    async fn profile(&mut self, function: &mut Function) -> Result<(), String> {
+        let Some(dir) = self.profiles.clone() else {
+            return Ok(());
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let [moto, _, canned, _] = Plan::networks();
+        for network in [moto, canned] {
+            let label = format!("{:?}-{}ms", network.backend, network.latency_ms).to_lowercase();
+            let batches = self.fresh_batches(
+                function.peer,
+                &format!("profile-{label}"),
+                PROFILE_BATCHES,
+                10,
+            );
+            let pid = function.sample_pid()?;
+            let stem = dir.join(format!("{}-{label}", function.peer.name()));
+            let profiler = Profiler::start(pid, &stem).await?;
+            let run = function
+                .run(&self.bed.proxy, network, Kind::Fresh, "profile", &batches)
+                .await;
+            let reports = profiler.finish().await?;
+            let failures = run?.failures;
+            self.check(
+                format!(
+                    "{} profile ({label}): every record succeeded",
+                    function.peer.name()
+                ),
+                failures == 0,
+                format!("{failures} in batchItemFailures"),
+            );
+            self.report.profiles.push(Profile {
+                peer: function.peer,
+                backend: network.backend,
+                latency_ms: network.latency_ms,
+                batches: batches.len(),
+                reports,
+            });
+        }
+        Ok(())
+    }
+
+    /// Keeps a run, after checking its request counts and answers (facts, not timings).
+    pub(crate) fn record(&mut self, run: Run) {
+        let (dynamodb, payments) = expected(run.peer, run.kind);
+        let what = format!(
+            "{} {:?} ({} {:?} {} ms)",
+            run.peer.name(),
+            run.kind,
+            run.purpose,
+            run.backend,
+            run.latency_ms
+        );
+        let measured: HashMap<&str, f64> = run
+            .dynamodb_per_msg
+            .iter()
+            .map(|(op, n)| (op.as_str(), *n))
+            .collect();
+        let wanted: HashMap<&str, f64> = dynamodb.iter().copied().collect();
+        let same = measured.len() == wanted.len()
+            && wanted
+                .iter()
+                .all(|(op, n)| measured.get(op).is_some_and(|m| (m - n).abs() < 1e-9));
+        self.check(
+            format!("{what}: DynamoDB requests per message"),
+            same,
+            format!("measured {measured:?}, expected {wanted:?}"),
+        );
+        self.check(
+            format!("{what}: payments API requests per message"),
+            (run.payments_per_msg - payments).abs() < 1e-9,
+            format!("measured {}, expected {payments}", run.payments_per_msg),
+        );
+        self.check(
+            format!("{what}: every record succeeded"),
+            run.failures == 0,
+            format!("{} in batchItemFailures", run.failures),
+        );
+        self.report.runs.push(run);
+    }
+
+    /// Each payment sent fresh was charged exactly once, whoever consumed it and however often.
+    pub(crate) fn check_ledger(&mut self) {
+        let charges = self.bed.payments.charges();
+        let mut per_payment: HashMap<String, usize> = HashMap::new();
+        for charge in &charges {
+            *per_payment.entry(charge.payment_id.clone()).or_default() += 1;
+        }
+        let twice = per_payment.values().filter(|n| **n > 1).count();
+        self.check(
+            "payments API: one charge per payment sent".to_owned(),
+            per_payment.len() == self.fresh_sent && twice == 0,
+            format!(
+                "{} payments sent, {} charged, {twice} charged more than once",
+                self.fresh_sent,
+                per_payment.len()
+            ),
+        );
+    }
+}
+
+/// DynamoDB requests per message by operation, and payments API requests per message, that each peer makes by
+/// design: a fresh payment is claimed (PutItem), charged, completed (UpdateItem); a duplicate is one conditional
+/// PutItem that fails and returns the stored record (`ReturnValuesOnConditionCheckFailure = ALL_OLD`, both
+/// sqsafe and Powertools 3); a cache hit makes no request. The naive peer charges every delivery.
+fn expected(peer: Peer, kind: Kind) -> (&'static [(&'static str, f64)], f64) {
+    match (peer, kind) {
+        (Peer::Naive, _) => (&[], 1.0),
+        (_, Kind::Fresh) => (&[("PutItem", 1.0), ("UpdateItem", 1.0)], 1.0),
+        (_, Kind::Duplicate) => (&[("PutItem", 1.0)], 0.0),
+        (_, Kind::CacheHit) => (&[], 0.0),
+    }
+}

@@ -1,0 +1,177 @@
+//! `make bench`'s driver: runs sqsafe's charge-payment, a naive Rust consumer and Powertools for AWS Lambda
+//! (Python) on the same events against the same local AWS, and writes the figures as JSON for `bench/render.py`.
+//!
+//! See `bench/README.md` for what is measured and how.
+#![forbid(unsafe_code)]
+
+mod bed;
+mod bench;
+mod events;
+mod measure;
+mod pipeline;
+mod plan;
+mod procfs;
+mod profile;
+mod proxy;
+mod report;
+mod table;
+mod trace;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+
+use crate::bed::{Bed, Peer, Programs};
+use crate::bench::Bench;
+use crate::plan::Plan;
+use crate::report::{Meta, Report};
+
+/// Benchmarks sqsafe against its peers on the local AWS (moto server, started here).
+#[derive(Debug, Parser)]
+struct Args {
+    /// A few batches of everything: checks that the harness works and asserts request counts, no timings.
+    #[arg(long)]
+    smoke: bool,
+    /// Where the figures are written (JSON).
+    #[arg(long, default_value = "target/bench/results.json")]
+    out: PathBuf,
+    /// Folder of the Rust peers' binaries (charge-payment, charge-payment-cached, naive-rust).
+    #[arg(long, default_value = "target/release")]
+    bins: PathBuf,
+    /// The bench venv's Python, with Powertools and awslambdaric (scripts/bench-venv.sh).
+    #[arg(long, default_value = ".venv-bench/bin/python")]
+    python: PathBuf,
+    /// Largest idempotency table for the table-size figure, in records.
+    #[arg(long, default_value_t = 100_000)]
+    max_table: usize,
+    /// Skip the perf profiles of sqsafe (taken in a full run when `perf` is installed).
+    #[arg(long)]
+    no_profile: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("sqsafe-bench: some checks failed (see above)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("sqsafe-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs every figure; `Ok(false)` when a check failed (the figures are written all the same).
+async fn run(args: Args) -> Result<bool, String> {
+    let started = Instant::now();
+    let plan = if args.smoke {
+        Plan::smoke()
+    } else {
+        Plan::full(args.max_table)
+    };
+    let root = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let absolute = |p: &PathBuf| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            root.join(p)
+        }
+    };
+    let out = absolute(&args.out);
+    let logs = out.with_extension("logs");
+    // The functions' logs are appended to: start each run with none, and with no old profile.
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_dir_all(out.with_extension("profiles"));
+    let programs = Programs {
+        bins: absolute(&args.bins),
+        python: absolute(&args.python),
+        powertools: bed::powertools_dir(&root),
+        logs,
+    };
+    for program in [
+        programs.bins.join("charge-payment"),
+        programs.bins.join("charge-payment-cached"),
+        programs.bins.join("naive-rust"),
+        programs.python.clone(),
+    ] {
+        if !program.exists() {
+            return Err(format!(
+                "{} is missing: run scripts/bench.sh",
+                program.display()
+            ));
+        }
+    }
+    let tick = procfs::clock_tick();
+    let report = Report {
+        meta: Meta {
+            mode: if plan.smoke { "smoke" } else { "full" },
+            profile: programs
+                .bins
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            started_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            load_start: report::loadavg(),
+            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            clock_tick_ms: tick.as_secs_f64() * 1e3,
+            ..Meta::default()
+        },
+        ..Report::default()
+    };
+
+    let bed = Bed::start(programs).await?;
+    let mut bench = Bench::new(&bed, &plan, report, tick);
+    if !plan.smoke && !args.no_profile {
+        if profile::available() {
+            bench.profiles = Some(out.with_extension("profiles"));
+        } else {
+            eprintln!("perf is not installed: no CPU profile (apt-get install linux-perf for one)");
+        }
+    }
+    let outcome = figures(&mut bench).await;
+    bench.check_ledger();
+    let mut report = bench.report;
+    bed.shutdown().await;
+
+    report.meta.load_end = report::loadavg();
+    report.meta.seconds = started.elapsed().as_secs_f64();
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let json = serde_json::to_string_pretty(&report).map_err(|e| format!("JSON: {e}"))?;
+    std::fs::write(&out, json).map_err(|e| format!("{}: {e}", out.display()))?;
+    eprintln!(
+        "figures written to {} in {:.0} s; {} checks, {} failed",
+        out.display(),
+        report.meta.seconds,
+        report.checks.len(),
+        report.checks.iter().filter(|c| !c.ok).count()
+    );
+    outcome?;
+    Ok(report.checks.iter().all(|c| c.ok))
+}
+
+async fn figures(bench: &mut Bench<'_>) -> Result<(), String> {
+    for peer in [
+        Peer::Naive,
+        Peer::Sqsafe,
+        Peer::Powertools,
+        Peer::SqsafeCached,
+        Peer::PowertoolsCached,
+        Peer::SqsafeQuiet,
+        Peer::SqsafeOneWorker,
+    ] {
+        bench.peer(peer).await?;
+    }
+    bench.table_sizes().await?;
+    bench.moto_ceiling().await?;
+    bench.pipeline().await
+}
