@@ -64,8 +64,30 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 step "cargo test --workspace (all but the fault-injection suite)"
 cargo test --workspace -- --skip _under_faults
 
-step "fault-injection suite (figures and seed printed; SQSAFE_FAULT_SEED=<n> replays, SQSAFE_FAULTS_HEAVY=1 for more)"
-cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
+step "fault-injection suite: built now, run in the background beside the next steps (its output follows them)"
+# The suite spends its minutes waiting on visibility timeouts, lease expiries and SIGKILLed functions, the template
+# and scaffold checks compiling: side by side they take the time of the longer one. Figures and seed are printed
+# when it ends (SQSAFE_FAULT_SEED=<n> replays, SQSAFE_FAULTS_HEAVY=1 for more).
+# Built here, the suite's binary and the fault-injection builds of the functions (the suite builds them once, at its
+# start, as a no-op), so that the suite needs cargo's lock no more while sam build holds it.
+cargo test -p sqsafe-e2e --test faults --no-run
+cargo build -q -p charge-payment -p apply-ledger --features charge-payment/fault-injection,apply-ledger/fault-injection
+FAULTS_DIR="$(mktemp -d)"
+export FAULTS_DIR
+# Its own process group (setsid), so that a failure later can stop the suite with everything it started.
+setsid bash -c '
+  started="$(date +%s)"
+  rc=0
+  cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1 >"${FAULTS_DIR}/log" 2>&1 || rc=$?
+  echo "$(($(date +%s) - started))" >"${FAULTS_DIR}/seconds"
+  echo "${rc}" >"${FAULTS_DIR}/rc"
+' &
+FAULTS_PID=$!
+# Stopped with the suite if a later step fails (moto's own EXIT trap, set by moto_up, still runs after this one).
+EXIT_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
+# shellcheck disable=SC2064  # expand now, on purpose
+trap "kill -- -${FAULTS_PID} 2>/dev/null || true; rm -rf '${FAULTS_DIR}'; ${EXIT_TRAP}" EXIT
+echo "running in the background (pid ${FAULTS_PID}); its output is printed after the template and scaffold checks"
 
 step "template checks (scripts/template-checks.sh: sam validate, cfn-lint, sam build, rules, smoke deploy)"
 bash "${ROOT}/scripts/template-checks.sh"
@@ -78,6 +100,16 @@ cargo build -q "${packages[@]}" --bins
 
 step "bench smoke (scripts/bench.sh --smoke: every peer and figure, a few batches; request counts, no timings)"
 bash "${ROOT}/scripts/bench.sh" --smoke
+
+step "fault-injection suite: its output (it ran in the background since the step of that name)"
+wait "${FAULTS_PID}" || true
+cat "${FAULTS_DIR}/log"
+faults_rc="$(cat "${FAULTS_DIR}/rc" 2>/dev/null || echo 1)"
+echo "(the fault-injection suite took $(cat "${FAULTS_DIR}/seconds" 2>/dev/null || echo '?') s of wall time, beside the steps above)"
+if [[ "${faults_rc}" != "0" ]]; then
+  echo "test.sh: FAILED: the fault-injection suite (exit ${faults_rc}); its output is above" >&2
+  exit "${faults_rc}"
+fi
 
 step "all steps passed"
 timings

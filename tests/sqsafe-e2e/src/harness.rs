@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
@@ -14,6 +15,15 @@ use crate::workspace_root;
 /// # Panics
 /// When the build fails: its output is in the message.
 pub fn build_functions(fault_injection: bool) -> PathBuf {
+    // Once per flavour and process: a suite's later runs reuse the first build instead of taking cargo's lock again
+    // (make test runs the fault suite beside the template checks, whose sam build holds that lock for minutes).
+    static BUILT: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
+    BUILT[usize::from(fault_injection)]
+        .get_or_init(|| build_functions_now(fault_injection))
+        .clone()
+}
+
+fn build_functions_now(fault_injection: bool) -> PathBuf {
     let root = workspace_root();
     let mut command = Command::new(env!("CARGO"));
     command
