@@ -111,10 +111,7 @@ impl Fixture {
 }
 
 fn s(item: &HashMap<String, AttributeValue>, name: &str) -> String {
-    item.get(name)
-        .and_then(|v| v.as_s().ok())
-        .cloned()
-        .unwrap_or_default()
+    sqsafe_testkit::item_string(item, name)
 }
 
 fn n(item: &HashMap<String, AttributeValue>, name: &str) -> String {
@@ -125,12 +122,7 @@ fn n(item: &HashMap<String, AttributeValue>, name: &str) -> String {
 }
 
 fn attribute(message: &Message, name: &str) -> String {
-    message
-        .message_attributes()
-        .and_then(|a| a.get(name))
-        .and_then(|a| a.string_value())
-        .unwrap_or_default()
-        .to_owned()
+    sqsafe_testkit::message_attribute(message, name).unwrap_or_default()
 }
 
 fn event(queue: &str) -> OutboxEvent {

@@ -146,3 +146,23 @@ pub async fn create_queue(client: &aws_sdk_sqs::Client, prefix: &str, fifo: bool
         .queue_url
         .expect("queue url")
 }
+
+/// A message attribute's string value, if the message has it.
+pub fn message_attribute(message: &aws_sdk_sqs::types::Message, name: &str) -> Option<String> {
+    message
+        .message_attributes()?
+        .get(name)?
+        .string_value()
+        .map(str::to_owned)
+}
+
+/// An item's string attribute (`S`), empty when absent or of another type.
+pub fn item_string(
+    item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+    name: &str,
+) -> String {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .unwrap_or_default()
+}

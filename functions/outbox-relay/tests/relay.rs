@@ -134,19 +134,11 @@ impl Fixture {
 }
 
 fn s(item: &HashMap<String, AttributeValue>, name: &str) -> String {
-    item.get(name)
-        .and_then(|v| v.as_s().ok())
-        .cloned()
-        .unwrap_or_default()
+    sqsafe_testkit::item_string(item, name)
 }
 
 fn attribute(message: &Message, name: &str) -> String {
-    message
-        .message_attributes()
-        .and_then(|a| a.get(name))
-        .and_then(|a| a.string_value())
-        .unwrap_or_default()
-        .to_owned()
+    sqsafe_testkit::message_attribute(message, name).unwrap_or_default()
 }
 
 fn invoke(event: Event) -> LambdaEvent<Event> {
