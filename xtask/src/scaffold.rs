@@ -249,6 +249,8 @@ serde.workspace = true
 sqsafe.workspace = true
 tokio.workspace = true
 tracing.workspace = true
+# The workspace's third-party features, whatever is built (crates/sqsafe-workspace-hack).
+sqsafe-workspace-hack.workspace = true
 
 [dev-dependencies]
 aws-sdk-sqs.workspace = true

@@ -1,0 +1,2 @@
+// A build script, so that cargo takes the [build-dependencies] above into account.
+fn main() {}

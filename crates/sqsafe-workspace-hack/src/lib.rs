@@ -1,0 +1,1 @@
+//! No code: this crate only names dependency features (see its Cargo.toml).
