@@ -19,6 +19,7 @@ help:
 	@echo "                   and the next delivery runs it, no restart (ARGS=\"--visibility-timeout 10\" for quick redeliveries)"
 	@echo "  make moto        run moto server in the foreground and print the env vars to export"
 	@echo "  make local-resources  create template.yaml's tables and queues (without the stack name) in a running moto"
+	@echo "                   (sqsafe-local resources: the same code that creates them for make local and the tests)"
 	@echo "  cargo xtask new-consumer NAME [--fifo] [--transact]   add a consumer (crate, sample event, template resources)"
 	@echo "  make bench       sqsafe vs a naive consumer and Powertools on the same local AWS, plus criterion: bench/RESULTS.md"
 	@echo "  make bench-smoke the harness with a few batches per peer, request counts asserted (a step of make test)"
@@ -47,8 +48,8 @@ moto:
 	@bash scripts/moto.sh run
 
 local-resources:
-	@bash scripts/venv.sh
-	@.venv/bin/python scripts/local-resources.py
+	@cargo build -q -p sqsafe-local --bin sqsafe-local
+	@target/debug/sqsafe-local resources
 
 bench:
 	bash scripts/bench.sh

@@ -256,6 +256,7 @@ sqsafe-workspace-hack.workspace = true
 aws-sdk-sqs.workspace = true
 aws_lambda_events.workspace = true
 serde_json.workspace = true
+sqsafe-local.workspace = true
 sqsafe-testkit.workspace = true
 "#;
 
@@ -549,42 +550,36 @@ fn event_json(spec: &Spec) -> String {
 }
 
 fn test_rs(spec: &Spec) -> String {
-    let (build, table_setup, table_env) = if spec.transact {
-        (
-            "build_transact",
-            "    let effect_table = unique_name(\"effect\");\n    create_table(&dynamodb, &effect_table, \"pk\", None).await;\n",
-            "        (\"EFFECT_TABLE\".to_owned(), effect_table),\n",
-        )
-    } else {
-        ("build", "", "")
-    };
-    TEST_RS
-        .replace("{{build}}", build)
-        .replace("{{table_setup}}\n", table_setup)
-        .replace("{{table_env}}\n", table_env)
-        .replace("{{fifo}}", if spec.fifo { "true" } else { "false" })
+    TEST_RS.replace(
+        "{{build}}",
+        if spec.transact {
+            "build_transact"
+        } else {
+            "build"
+        },
+    )
 }
 
 const TEST_RS: &str = r##"//! {{name}} against DynamoDB's and SQS's real APIs (moto server: `make test` starts it), with its sample event.
 
 use sqsafe::{Env, Setup};
-use sqsafe_testkit::{create_queue, create_table, event_file, invocation, sdk_config, unique_name};
+use sqsafe_local::stack::{LocalStack, StackOptions};
+use sqsafe_testkit::{event_file, invocation, sdk_config, unique_name};
 
+/// Its tables and queues as template.yaml defines them, its environment as the template sets it; and its DLQ's URL.
 async fn setup() -> (Setup, String) {
     let aws = sdk_config().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    let table = unique_name("idem");
-    create_table(&dynamodb, &table, "pk", None).await;
-{{table_setup}}
-    let dlq = create_queue(&sqs, "{{name}}-dlq", {{fifo}}).await;
-    let queue = create_queue(&sqs, "{{name}}", {{fifo}}).await;
-    let env = Env::from_pairs([
-        ("IDEMPOTENCY_TABLE".to_owned(), table),
-        ("DLQ_URL".to_owned(), dlq.clone()),
-        ("QUEUE_URL".to_owned(), queue),
-{{table_env}}
-    ]);
+    let options = StackOptions {
+        prefix: unique_name("{{name}}"),
+        ..StackOptions::default()
+    };
+    let stack = LocalStack::for_function(&sqs, &dynamodb, "{{name}}", options)
+        .await
+        .expect("the template's resources for {{name}}");
+    let dlq = stack.dead_letter_queue("{{name}}").expect("DLQ").url.clone();
+    let env = Env::from_pairs(stack.function_env("{{name}}"));
     (Setup::new(env, aws).expect("setup"), dlq)
 }
 

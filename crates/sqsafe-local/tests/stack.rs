@@ -64,7 +64,7 @@ async fn the_stack_is_created_in_moto_with_the_template_settings() {
             "PaymentsApiUrl".to_owned(),
             "http://127.0.0.1:1".to_owned(),
         )]),
-        max_receive_count: None,
+        ..StackOptions::default()
     };
     let stack = LocalStack::create(&sqs, &dynamodb, spec, options)
         .await
@@ -131,4 +131,213 @@ async fn the_stack_is_created_in_moto_with_the_template_settings() {
             .ends_with(".fifo")
     );
     assert_eq!(stack.batch_size("charge-payment"), 10);
+}
+
+#[test]
+fn a_function_gets_only_its_own_resources() {
+    let spec = TemplateSpec::read(&template_path()).expect("template.yaml");
+    let keys = |s: &TemplateSpec| {
+        (
+            s.tables.keys().cloned().collect::<Vec<_>>(),
+            s.queues.keys().cloned().collect::<Vec<_>>(),
+        )
+    };
+    let charge = spec.only_for("charge-payment").expect("charge-payment");
+    assert_eq!(
+        keys(&charge),
+        (
+            vec!["IdempotencyTable".to_owned()],
+            vec![
+                "ChargePaymentDeadLetterQueue".to_owned(),
+                "ChargePaymentQueue".to_owned()
+            ]
+        )
+    );
+    let ledger = spec.only_for("apply-ledger").expect("apply-ledger");
+    assert_eq!(
+        keys(&ledger).0,
+        ["IdempotencyTable".to_owned(), "LedgerTable".to_owned()]
+    );
+    assert_eq!(ledger.functions.len(), 1);
+    assert!(spec.only_for("no-such-binary").is_none());
+}
+
+/// A template of its own (unique logical ids and queue names), so that reruns against one moto server never meet
+/// another test's resources.
+fn probe_template(n: &str) -> String {
+    format!(
+        r#"
+Resources:
+  Probe{n}Table:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{{ AttributeName: pk, AttributeType: S }}, {{ AttributeName: sk, AttributeType: S }}]
+      KeySchema: [{{ AttributeName: pk, KeyType: HASH }}, {{ AttributeName: sk, KeyType: RANGE }}]
+      StreamSpecification: {{ StreamViewType: NEW_IMAGE }}
+      TimeToLiveSpecification: {{ AttributeName: expiration, Enabled: true }}
+  ProbeDeadLetterQueue:
+    Type: AWS::SQS::Queue
+    Properties:
+      QueueName: !Sub "${{AWS::StackName}}-probe-{n}-dlq.fifo"
+      FifoQueue: true
+  ProbeQueue:
+    Type: AWS::SQS::Queue
+    Properties:
+      QueueName: !Sub "${{AWS::StackName}}-probe-{n}.fifo"
+      FifoQueue: true
+      VisibilityTimeout: 120
+      RedrivePolicy: {{ deadLetterTargetArn: !GetAtt ProbeDeadLetterQueue.Arn, maxReceiveCount: 4 }}
+"#
+    )
+}
+
+#[tokio::test]
+async fn template_names_are_the_deployed_ones_and_a_second_run_keeps_what_exists() {
+    let sqs = sqsafe_testkit::sqs().await;
+    let dynamodb = sqsafe_testkit::dynamodb(&RequestCounter::default()).await;
+    let n = unique_name("n").replace('-', "");
+    let spec = TemplateSpec::parse(&probe_template(&n)).expect("probe template");
+    let options = StackOptions {
+        template_names: true,
+        ..StackOptions::default()
+    };
+    let first = LocalStack::create(&sqs, &dynamodb, spec.clone(), options.clone())
+        .await
+        .expect("first run");
+    let table = format!("probe{}", n.to_lowercase());
+    assert_eq!(first.tables[&format!("Probe{n}Table")], table);
+    let queue = &first.queues["ProbeQueue"];
+    assert!(
+        queue.url.ends_with(&format!("/probe-{n}.fifo")),
+        "the QueueName without the stack name: {}",
+        queue.url
+    );
+    assert!(
+        first.queues["ProbeDeadLetterQueue"]
+            .url
+            .ends_with(&format!("/probe-{n}-dlq.fifo"))
+    );
+
+    let described = dynamodb
+        .describe_table()
+        .table_name(&table)
+        .send()
+        .await
+        .expect("describe");
+    let stream = described
+        .table()
+        .and_then(|t| t.stream_specification())
+        .expect("the template's stream");
+    assert!(stream.stream_enabled());
+    assert_eq!(
+        stream.stream_view_type().map(|v| v.as_str()),
+        Some("NEW_IMAGE")
+    );
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(&queue.url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes
+        .expect("attributes");
+    assert_eq!(attrs[&QueueAttributeName::VisibilityTimeout], "120");
+    let redrive: serde_json::Value =
+        serde_json::from_str(&attrs[&QueueAttributeName::RedrivePolicy]).expect("redrive JSON");
+    assert_eq!(
+        redrive["maxReceiveCount"].to_string().trim_matches('"'),
+        "4"
+    );
+
+    // An item written between the runs survives the second run: what exists is kept, not recreated.
+    dynamodb
+        .put_item()
+        .table_name(&table)
+        .item(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S("kept".into()),
+        )
+        .item("sk", aws_sdk_dynamodb::types::AttributeValue::S("1".into()))
+        .send()
+        .await
+        .expect("put");
+    let second = LocalStack::create(&sqs, &dynamodb, spec, options)
+        .await
+        .expect("second run on the same names");
+    assert_eq!(second.queues["ProbeQueue"].url, queue.url);
+    let item = dynamodb
+        .get_item()
+        .table_name(&table)
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S("kept".into()),
+        )
+        .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("1".into()))
+        .send()
+        .await
+        .expect("get");
+    assert!(item.item().is_some(), "the table was kept with its item");
+}
+
+/// `sqsafe-local resources` (what `make local-resources` runs), as a user runs it.
+fn resources_command(endpoint: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sqsafe-local"));
+    command
+        .arg("resources")
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1");
+    command
+}
+
+#[test]
+fn sqsafe_local_resources_creates_the_template_names_and_can_run_twice() {
+    let endpoint = sqsafe_testkit::endpoint();
+    for run in ["first", "second"] {
+        let out = resources_command(&endpoint)
+            .output()
+            .expect("run sqsafe-local");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{run} run: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in [
+            "table  idempotency  (IdempotencyTable)",
+            "table  ledger  (LedgerTable)",
+            "table  outbox  (OutboxTable)",
+        ] {
+            assert!(stdout.contains(line), "{run} run lacks {line:?}:\n{stdout}");
+        }
+        for (queue, logical) in [
+            ("/charge-payment", "ChargePaymentQueue"),
+            ("/charge-payment-dlq", "ChargePaymentDeadLetterQueue"),
+            ("/apply-ledger.fifo", "ApplyLedgerQueue"),
+        ] {
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with("queue  ")
+                        && l.ends_with(&format!("{queue}  ({logical})"))),
+                "{run} run lacks the queue {queue}:\n{stdout}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sqsafe_local_resources_refuses_an_endpoint_that_is_not_local() {
+    let out = resources_command("https://dynamodb.us-east-1.amazonaws.com")
+        .output()
+        .expect("run sqsafe-local");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("AWS_ENDPOINT_URL must point at the local moto server"),
+        "{stderr}"
+    );
 }

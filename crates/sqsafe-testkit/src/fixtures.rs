@@ -77,6 +77,9 @@ pub fn unique_name(prefix: &str) -> String {
 
 /// Creates an on-demand table with a String partition key (and optional String sort key), TTL on `expiration`.
 ///
+/// For a library test's own tables (other key names, a business table). A function's tables and queues, as
+/// template.yaml defines them, come from `sqsafe_local::stack::LocalStack::for_function` instead.
+///
 /// # Panics
 /// When the server refuses (a test fixture: failing loudly is the point).
 pub async fn create_table(
@@ -127,6 +130,8 @@ pub async fn create_table(
 }
 
 /// Creates a queue named `unique_name(prefix)` (FIFO: with the `.fifo` suffix) and returns its URL.
+///
+/// For a library test's own queues; a function's come from the template (see [`create_table`]).
 ///
 /// # Panics
 /// When the server refuses.

@@ -9,9 +9,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde::Deserialize;
 use sqsafe::{App, Context, Env, Intent, RecordError, Setup, Transact, TransactConsumer};
-use sqsafe_testkit::{
-    RequestCounter, create_queue, create_table, event_file, invocation, sdk_config, unique_name,
-};
+use sqsafe_local::stack::{LocalStack, StackOptions};
+use sqsafe_testkit::{RequestCounter, event_file, invocation, sdk_config, unique_name};
 
 struct Fixture {
     dynamodb: aws_sdk_dynamodb::Client,
@@ -35,18 +34,26 @@ async fn fixture() -> Fixture {
     let dynamodb = sqsafe_testkit::dynamodb_at(&proxy.endpoint(), &RequestCounter::default()).await;
     let aws = sdk_config().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    let idempotency_table = unique_name("idem");
-    let ledger_table = unique_name("ledger");
-    let dlq_url = create_queue(&sqs, "apply-ledger-dlq", true).await;
-    let queue_url = create_queue(&sqs, "apply-ledger", true).await;
-    create_table(&dynamodb, &idempotency_table, "pk", None).await;
-    create_table(&dynamodb, &ledger_table, "pk", Some("sk")).await;
-    let env = Env::from_pairs([
-        ("IDEMPOTENCY_TABLE", idempotency_table.clone()),
-        ("LEDGER_TABLE", ledger_table.clone()),
-        ("DLQ_URL", dlq_url.clone()),
-        ("QUEUE_URL", queue_url),
-    ]);
+    // The function's tables and queues as template.yaml defines them, and its environment as the template sets it.
+    let stack = LocalStack::for_function(
+        &sqs,
+        &dynamodb,
+        "apply-ledger",
+        StackOptions {
+            prefix: unique_name("al"),
+            ..StackOptions::default()
+        },
+    )
+    .await
+    .expect("the template's resources for apply-ledger");
+    let idempotency_table = stack.tables["IdempotencyTable"].clone();
+    let ledger_table = stack.tables["LedgerTable"].clone();
+    let dlq_url = stack
+        .dead_letter_queue("apply-ledger")
+        .expect("DLQ")
+        .url
+        .clone();
+    let env = Env::from_pairs(stack.function_env("apply-ledger"));
     let mut setup = Setup::new(env, aws).expect("setup");
     setup.dynamodb = dynamodb.clone();
     Fixture {

@@ -7,8 +7,10 @@ use charge_payment::{Charge, ChargePayment, PaymentV1};
 use serde::Deserialize;
 use sqsafe::{App, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
 use sqsafe_idempotency::KeyBuilder;
+use sqsafe_local::stack::{LocalStack, StackOptions};
 use sqsafe_local::{Fault, PaymentsApi, RunningPayments};
-use sqsafe_testkit::{create_queue, create_table, event_file, invocation, sdk_config, unique_name};
+use sqsafe_testkit::{event_file, invocation, sdk_config, unique_name};
+use std::collections::BTreeMap;
 
 struct Fixture {
     sqs: aws_sdk_sqs::Client,
@@ -27,16 +29,30 @@ async fn fixture() -> Fixture {
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");
-    let table = unique_name("idem");
-    create_table(&dynamodb, &table, "pk", None).await;
-    let dlq_url = create_queue(&sqs, "charge-payment-dlq", false).await;
-    let queue_url = create_queue(&sqs, "charge-payment", false).await;
-    let env = Env::from_pairs([
-        ("IDEMPOTENCY_TABLE", table),
-        ("PAYMENTS_API_URL", payments.base_url()),
-        ("DLQ_URL", dlq_url.clone()),
-        ("QUEUE_URL", queue_url.clone()),
-    ]);
+    // The function's table and queues as template.yaml defines them, and its environment as the template sets it.
+    let stack = LocalStack::for_function(
+        &sqs,
+        &dynamodb,
+        "charge-payment",
+        StackOptions {
+            prefix: unique_name("cp"),
+            parameters: BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
+            ..StackOptions::default()
+        },
+    )
+    .await
+    .expect("the template's resources for charge-payment");
+    let dlq_url = stack
+        .dead_letter_queue("charge-payment")
+        .expect("DLQ")
+        .url
+        .clone();
+    let queue_url = stack
+        .source_queue("charge-payment")
+        .expect("queue")
+        .url
+        .clone();
+    let env = Env::from_pairs(stack.function_env("charge-payment"));
     let setup = Setup::new(env, aws).expect("setup");
     Fixture {
         sqs,

@@ -111,7 +111,7 @@ pub async fn run() -> Result<DemoReport, String> {
             prefix: format!("demo{i}"),
             visibility_timeout: Some(Duration::from_secs(2)),
             parameters: BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
-            max_receive_count: None,
+            ..StackOptions::default()
         };
         let stack = LocalStack::create(&sqs, &dynamodb, spec.clone(), options)
             .await

@@ -80,6 +80,7 @@ async fn pipeline(seed: u64, prefix: &str, parameters: BTreeMap<String, String>)
         visibility_timeout: Some(Duration::from_secs(3)),
         parameters,
         max_receive_count: Some(10),
+        ..StackOptions::default()
     };
     let stack = LocalStack::create(&sqs, &dynamodb, spec, options)
         .await

@@ -1,3 +1,6 @@
+//! `sqsafe-local resources`: template.yaml's tables and queues in a running moto server, named as the functions' READMEs
+//! use them.
+//!
 //! `sqsafe-local up`: the whole local pipeline for hands-on use. Starts moto server, creates template.yaml's tables and
 //! queues in it, starts the local payments API, runs every function of the template (its binary from `--bin-dir`,
 //! default `target/debug`) under the local Lambda Runtime API with `--pollers` event source mappings each, prints how
@@ -12,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::{Parser, Subcommand};
 use sqsafe_local::PaymentsApi;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec};
@@ -22,91 +26,107 @@ use sqsafe_local::stack::{
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
-const USAGE: &str = "usage: sqsafe-local up [--watch] [--template FILE] [--bin-dir DIR] [--pollers N] [--visibility-timeout SECONDS]
+/// The local AWS pipeline of template.yaml: `up` runs it, `resources` only creates its tables and queues.
+#[derive(Debug, Parser)]
+#[command(name = "sqsafe-local", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-Runs template.yaml's functions locally: moto server (SQS, DynamoDB), the payments API, the functions under a local
-Lambda Runtime API, and an SQS event source mapping per poller. --visibility-timeout shortens the source queues'
-visibility timeout and scales the functions' backoff and visibility heartbeat to it. --template defaults to the
-workspace's template.yaml. Build the functions first (make local does).
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs template.yaml's functions locally: moto server (SQS, DynamoDB), the payments API, the functions under a
+    /// local Lambda Runtime API, and an SQS event source mapping per poller. Build the functions first (make local
+    /// does). Runs until Ctrl-C or SIGTERM, then stops everything it started.
+    Up(Args),
+    /// Creates template.yaml's tables and queues in the moto server at AWS_ENDPOINT_URL (`make moto`), named as the
+    /// template names them without a stack name (`idempotency`, `charge-payment`), for running a function by hand
+    /// as its README shows. What exists is kept. Prints the table names and queue URLs.
+    Resources {
+        /// The template.
+        #[arg(long, default_value_os_t = template_path())]
+        template: PathBuf,
+    },
+}
 
---watch runs each function under `cargo lambda watch` instead (the pinned one in .venv), one per function on its own
-port, built from the template's workspace: a saved change is rebuilt and runs from the next delivery, with no
-restart. It builds each function first (--bin-dir is not used) and runs one mapping and one process per function
-(--pollers is for the local Runtime API).";
-
+#[derive(Debug, clap::Args)]
 struct Args {
+    /// The template.
+    #[arg(long, default_value_os_t = template_path())]
     template: PathBuf,
+    /// Where the function binaries are (not used with --watch).
+    #[arg(long, default_value_os_t = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug"))]
     bin_dir: PathBuf,
-    pollers: usize,
+    /// Event source mappings (pollers) per function, for the local Runtime API.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..), conflicts_with = "watch")]
+    pollers: u16,
+    /// Shortens the source queues' visibility timeout (seconds) and scales the functions' backoff and visibility
+    /// heartbeat to it.
+    #[arg(long = "visibility-timeout", value_name = "SECONDS", value_parser = parse_seconds)]
     visibility: Option<Duration>,
+    /// Runs each function under `cargo lambda watch` instead (the pinned one in .venv), one per function on its own
+    /// port, built from the template's workspace: a saved change is rebuilt and runs from the next delivery, with
+    /// no restart. One mapping and one process per function.
+    #[arg(long)]
     watch: bool,
 }
 
-fn parse(args: &[String]) -> Result<Args, String> {
-    let mut parsed = Args {
-        template: template_path(),
-        bin_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug"),
-        pollers: 1,
-        visibility: None,
-        watch: false,
-    };
-    let mut it = args.iter();
-    match it.next().map(String::as_str) {
-        Some("up") => {}
-        _ => return Err(USAGE.to_owned()),
-    }
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value\n\n{USAGE}"))
-        };
-        match flag.as_str() {
-            "--bin-dir" => parsed.bin_dir = PathBuf::from(value()?),
-            "--watch" => parsed.watch = true,
-            "--template" => parsed.template = PathBuf::from(value()?),
-            "--pollers" => {
-                parsed.pollers = value()?
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or("--pollers takes a number >= 1")?
-            }
-            "--visibility-timeout" => {
-                let s: u64 = value()?
-                    .parse()
-                    .map_err(|_| "--visibility-timeout takes seconds")?;
-                parsed.visibility = Some(Duration::from_secs(s));
-            }
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
-        }
-    }
-    if parsed.watch && parsed.pollers != 1 {
-        return Err(format!(
-            "--pollers is for the local Runtime API; --watch runs one mapping per function\n\n{USAGE}"
-        ));
-    }
-    Ok(parsed)
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.parse()
+        .map(Duration::from_secs)
+        .map_err(|_| format!("{text:?} is not a number of seconds"))
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let args = match parse(&args) {
-        Ok(a) => a,
-        Err(message) => {
-            eprintln!("{message}");
-            return std::process::ExitCode::from(2);
-        }
+    let done = match Cli::parse().command {
+        Command::Up(args) => up(args).await,
+        Command::Resources { template } => resources(&template).await,
     };
-    match up(args).await {
+    match done {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sqsafe-local: {e}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `sqsafe-local resources`: the template's tables and queues in the moto server the user runs.
+async fn resources(template: &std::path::Path) -> Result<(), String> {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
+    let host = endpoint
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split([':', '/']).next())
+        .unwrap_or_default();
+    if !matches!(host, "127.0.0.1" | "localhost") {
+        return Err(format!(
+            "AWS_ENDPOINT_URL must point at the local moto server (got {endpoint:?}): run `make moto` and apply the \
+             export lines it prints"
+        ));
+    }
+    let spec = TemplateSpec::read(template).map_err(|e| e.to_string())?;
+    let config = sqsafe_aws::local_config_loader(&endpoint).load().await;
+    let options = StackOptions {
+        template_names: true,
+        ..StackOptions::default()
+    };
+    let stack = LocalStack::create(
+        &aws_sdk_sqs::Client::new(&config),
+        &aws_sdk_dynamodb::Client::new(&config),
+        spec,
+        options,
+    )
+    .await
+    .map_err(|e| format!("{e} (is moto server running at {endpoint}?)"))?;
+    for (logical, table) in &stack.tables {
+        println!("table  {table}  ({logical})");
+    }
+    for (logical, queue) in &stack.queues {
+        println!("queue  {}  ({logical})", queue.url);
+    }
+    Ok(())
 }
 
 async fn up(args: Args) -> Result<(), String> {
@@ -152,7 +172,7 @@ async fn up(args: Args) -> Result<(), String> {
         prefix: "local".into(),
         visibility_timeout: args.visibility,
         parameters: BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
-        max_receive_count: None,
+        ..StackOptions::default()
     };
     let stack = LocalStack::create(&sqs, &dynamodb, spec.clone(), options)
         .await
@@ -233,7 +253,7 @@ async fn up(args: Args) -> Result<(), String> {
                 timeout: Duration::from_secs(30),
                 log_dir: log_dir.clone(),
             };
-            let instance = FunctionInstance::start(spec, i)
+            let instance = FunctionInstance::start(spec, usize::from(i))
                 .await
                 .map_err(|e| e.to_string())?;
             let mapping = MappingConfig {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    TimeToLiveSpecification,
+    StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 
@@ -59,8 +59,13 @@ pub struct LocalQueue {
 /// Choices that differ from the template on purpose, for tests that wait on real timeouts.
 #[derive(Debug, Clone, Default)]
 pub struct StackOptions {
-    /// Prefix of every name (unique per run).
+    /// Prefix of every name (unique per run): `{prefix}-{LogicalId}`. Ignored with `template_names`.
     pub prefix: String,
+    /// Names as the template's, without a stack name, for running functions by hand (`sqsafe-local resources`, the
+    /// functions' READMEs): a queue's `QueueName` without `${AWS::StackName}-` (`charge-payment`), a table's logical
+    /// id in kebab case without `Table` (`IdempotencyTable` is `idempotency`). What exists already under such a name
+    /// is kept as it is, so that creating twice is harmless.
+    pub template_names: bool,
     /// Replaces every source queue's visibility timeout (the template's is minutes; tests want seconds). The
     /// functions' own visibility settings are not changed by this: add [`scaled_visibility_env`] to their
     /// environment for that.
@@ -117,8 +122,8 @@ impl LocalStack {
     ) -> Result<Self, StackError> {
         let mut tables = BTreeMap::new();
         for table in spec.tables.values() {
-            let name = format!("{}-{}", options.prefix, table.logical_id);
-            create_table(dynamodb, &name, table).await?;
+            let name = table_name(table, &options);
+            create_table(dynamodb, &name, table, options.template_names).await?;
             tables.insert(table.logical_id.clone(), name);
         }
         let mut queues: BTreeMap<String, LocalQueue> = BTreeMap::new();
@@ -150,6 +155,20 @@ impl LocalStack {
             queues,
             options,
         })
+    }
+
+    /// The workspace template's resources for one function ([`TemplateSpec::only_for`]): what its tests need,
+    /// created as the template defines them. Its environment is then [`LocalStack::function_env`].
+    pub async fn for_function(
+        sqs: &aws_sdk_sqs::Client,
+        dynamodb: &aws_sdk_dynamodb::Client,
+        binary: &str,
+        options: StackOptions,
+    ) -> Result<Self, StackError> {
+        let spec = TemplateSpec::read(&template_path())?
+            .only_for(binary)
+            .ok_or_else(|| TemplateError(format!("no function of the template builds {binary}")))?;
+        Self::create(sqs, dynamodb, spec, options).await
     }
 
     /// The function spec whose binary is `binary`.
@@ -204,10 +223,41 @@ impl LocalStack {
     }
 }
 
+/// `IdempotencyTable` → `idempotency`, `SendInvoiceTable` → `send-invoice`.
+fn kebab(logical_id: &str) -> String {
+    let base = logical_id.strip_suffix("Table").unwrap_or(logical_id);
+    let mut out = String::with_capacity(base.len() + 4);
+    for (i, c) in base.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+fn table_name(table: &TableSpec, options: &StackOptions) -> String {
+    if options.template_names {
+        kebab(&table.logical_id)
+    } else {
+        format!("{}-{}", options.prefix, table.logical_id)
+    }
+}
+
+fn queue_name(q: &QueueSpec, options: &StackOptions) -> String {
+    let fifo = if q.fifo { ".fifo" } else { "" };
+    match (&q.name, options.template_names) {
+        (Some(name), true) => name.clone(),
+        (None, true) => format!("{}{fifo}", kebab(&q.logical_id)),
+        (_, false) => format!("{}-{}{fifo}", options.prefix, q.logical_id),
+    }
+}
+
 async fn create_table(
     client: &aws_sdk_dynamodb::Client,
     name: &str,
     table: &TableSpec,
+    keep_existing: bool,
 ) -> Result<(), StackError> {
     let attribute = |n: &str| {
         AttributeDefinition::builder()
@@ -232,7 +282,25 @@ async fn create_table(
             .attribute_definitions(attribute(sk).map_err(|e| aws(name, e))?)
             .key_schema(key(sk, KeyType::Range).map_err(|e| aws(name, e))?);
     }
-    create.send().await.map_err(|e| aws(name, e))?;
+    if let Some(view) = &table.stream_view_type {
+        let stream = StreamSpecification::builder()
+            .stream_enabled(true)
+            .stream_view_type(StreamViewType::from(view.as_str()))
+            .build()
+            .map_err(|e| aws(name, e))?;
+        create = create.stream_specification(stream);
+    }
+    match create.send().await {
+        Ok(_) => {}
+        Err(e)
+            if keep_existing
+                && e.as_service_error()
+                    .is_some_and(|e| e.is_resource_in_use_exception()) =>
+        {
+            return Ok(());
+        }
+        Err(e) => return Err(aws(name, e)),
+    }
     if let Some(ttl) = &table.ttl_attribute {
         let spec = TimeToLiveSpecification::builder()
             .attribute_name(ttl)
@@ -256,12 +324,7 @@ async fn create_queue(
     existing: &BTreeMap<String, LocalQueue>,
     options: &StackOptions,
 ) -> Result<LocalQueue, StackError> {
-    let name = format!(
-        "{}-{}{}",
-        options.prefix,
-        q.logical_id,
-        if q.fifo { ".fifo" } else { "" }
-    );
+    let name = queue_name(q, options);
     let mut visibility = q.visibility_timeout;
     let mut create = sqs.create_queue().queue_name(&name);
     let mut spec = q.clone();
@@ -286,7 +349,7 @@ async fn create_queue(
             create = create.attributes(QueueAttributeName::ContentBasedDeduplication, "true");
         }
     }
-    let url = create
+    let created = create
         .attributes(
             QueueAttributeName::VisibilityTimeout,
             visibility.to_string(),
@@ -296,10 +359,25 @@ async fn create_queue(
             q.retention.to_string(),
         )
         .send()
-        .await
-        .map_err(|e| aws(&name, e))?
-        .queue_url
-        .ok_or_else(|| aws(&name, "no queue url"))?;
+        .await;
+    let url = match created {
+        Ok(out) => out.queue_url.ok_or_else(|| aws(&name, "no queue url"))?,
+        // Already there with other attributes (an earlier template): kept, as `template_names` promises.
+        Err(e)
+            if options.template_names
+                && e.as_service_error()
+                    .is_some_and(|e| e.is_queue_name_exists()) =>
+        {
+            sqs.get_queue_url()
+                .queue_name(&name)
+                .send()
+                .await
+                .map_err(|e| aws(&name, e))?
+                .queue_url
+                .ok_or_else(|| aws(&name, "no queue url"))?
+        }
+        Err(e) => return Err(aws(&name, e)),
+    };
     let attributes = sqs
         .get_queue_attributes()
         .queue_url(&url)

@@ -16,6 +16,8 @@ pub struct TableSpec {
     pub sort_key: Option<String>,
     /// TTL attribute, if enabled.
     pub ttl_attribute: Option<String>,
+    /// The stream's view type (`NEW_IMAGE`, ...), if the table has a stream.
+    pub stream_view_type: Option<String>,
 }
 
 /// An SQS queue of the template.
@@ -23,6 +25,9 @@ pub struct TableSpec {
 pub struct QueueSpec {
     /// Logical id.
     pub logical_id: String,
+    /// `QueueName` without its `${AWS::StackName}-` prefix (`charge-payment`, `apply-ledger.fifo`), if the template
+    /// names the queue.
+    pub name: Option<String>,
     /// FIFO.
     pub fifo: bool,
     /// Content-based deduplication (FIFO).
@@ -80,11 +85,11 @@ pub struct TemplateError(pub String);
 fn tagged<'a>(v: &'a Value, tag: &str) -> Option<&'a Value> {
     match v {
         Value::Tagged(t) if t.tag == tag => Some(&t.value),
-        Value::Mapping(m) if m.len() == 1 => m.get(
-            tag.trim_start_matches('!')
-                .replace("GetAtt", "Fn::GetAtt")
-                .as_str(),
-        ),
+        // The JSON form: `{"Ref": X}`, `{"Fn::GetAtt": X}`, `{"Fn::Sub": X}`.
+        Value::Mapping(m) if m.len() == 1 => match tag.trim_start_matches('!') {
+            "Ref" => m.get("Ref"),
+            function => m.get(format!("Fn::{function}").as_str()),
+        },
         _ => None,
     }
 }
@@ -166,6 +171,9 @@ impl TemplateSpec {
                                 .ok_or_else(|| err(format!("{id}: no HASH key")))?,
                             sort_key: key("RANGE"),
                             ttl_attribute: ttl.and_then(|t| scalar(t.get("AttributeName")?)),
+                            stream_view_type: props
+                                .get("StreamSpecification")
+                                .and_then(|s| scalar(s.get("StreamViewType")?)),
                         },
                     );
                 }
@@ -188,6 +196,10 @@ impl TemplateSpec {
                         id.clone(),
                         QueueSpec {
                             logical_id: id.clone(),
+                            name: props.get("QueueName").and_then(|n| {
+                                let text = scalar(tagged(n, "!Sub").unwrap_or(n))?;
+                                Some(text.trim_start_matches("${AWS::StackName}-").to_owned())
+                            }),
                             fifo: flag("FifoQueue"),
                             content_based_deduplication: flag("ContentBasedDeduplication"),
                             visibility_timeout: num("VisibilityTimeout", 30),
@@ -281,5 +293,46 @@ impl TemplateSpec {
     /// The function whose binary is `binary`.
     pub fn function_by_binary(&self, binary: &str) -> Option<&FunctionSpec> {
         self.functions.values().find(|f| f.binary == binary)
+    }
+
+    /// Only what the function whose binary is `binary` uses: itself, its source queue and that queue's DLQ, and the
+    /// tables and queues its environment refers to (`None` when the template has no such function). A test of one
+    /// function creates exactly the template's resources for it, no more.
+    pub fn only_for(&self, binary: &str) -> Option<TemplateSpec> {
+        let function = self.function_by_binary(binary)?;
+        let refs: Vec<&String> = function
+            .env
+            .values()
+            .filter_map(|source| match source {
+                EnvSource::Ref(r) => Some(r),
+                EnvSource::Literal(_) => None,
+            })
+            .collect();
+        let mut queues: Vec<&String> = std::iter::once(&function.queue)
+            .chain(refs.iter().copied())
+            .filter(|id| self.queues.contains_key(*id))
+            .collect();
+        // And the DLQ of each (a queue is created after the queue it redrives to).
+        let dlqs: Vec<&String> = queues
+            .iter()
+            .filter_map(|id| self.queues.get(*id)?.redrive.as_ref().map(|(dlq, _)| dlq))
+            .collect();
+        queues.extend(dlqs);
+        Some(TemplateSpec {
+            tables: self
+                .tables
+                .iter()
+                .filter(|(id, _)| refs.contains(id))
+                .map(|(id, t)| (id.clone(), t.clone()))
+                .collect(),
+            queues: self
+                .queues
+                .iter()
+                .filter(|(id, _)| queues.contains(id))
+                .map(|(id, q)| (id.clone(), q.clone()))
+                .collect(),
+            functions: BTreeMap::from([(function.logical_id.clone(), function.clone())]),
+            parameters: self.parameters.clone(),
+        })
     }
 }
