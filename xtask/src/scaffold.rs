@@ -264,17 +264,17 @@ fn main_rs(spec: &Spec) -> &'static str {
     if spec.transact {
         r#"//! `{{name}}`: wiring only. The consumer is in `handler.rs`.
 
-#[tokio::main]
-async fn main() -> Result<(), sqsafe::Error> {
-    sqsafe::run_transact::<{{snake}}::{{Pascal}}>().await
+// `sqsafe::main_transact` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
+fn main() -> Result<(), sqsafe::Error> {
+    sqsafe::main_transact::<{{snake}}::{{Pascal}}>()
 }
 "#
     } else {
         r#"//! `{{name}}`: wiring only. The consumer is in `handler.rs`.
 
-#[tokio::main]
-async fn main() -> Result<(), sqsafe::Error> {
-    sqsafe::run::<{{snake}}::{{Pascal}}>().await
+// `sqsafe::main` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
+fn main() -> Result<(), sqsafe::Error> {
+    sqsafe::main::<{{snake}}::{{Pascal}}>()
 }
 "#
     }

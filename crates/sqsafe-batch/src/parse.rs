@@ -35,6 +35,10 @@ pub(crate) fn from_json_with_raw<T: DeserializeOwned>(
 ) -> Result<(T, serde_json::Value), String> {
     let raw: serde_json::Value =
         serde_json::from_str(body).map_err(|e| describe(type_name, None, &e))?;
+    // The common case first, without tracking the path; only a body that does not match is read again for it.
+    if let Ok(value) = T::deserialize(&raw) {
+        return Ok((value, raw));
+    }
     match serde_path_to_error::deserialize::<_, T>(&raw) {
         Ok(value) => Ok((value, raw)),
         Err(e) => Err(describe(type_name, Some(e.path()), e.inner())),

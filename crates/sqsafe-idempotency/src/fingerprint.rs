@@ -16,26 +16,26 @@ pub struct Fingerprint(String);
 impl Fingerprint {
     /// Fingerprint of `payload` restricted to `fields`.
     pub fn of_value(payload: &Value, fields: &FingerprintFields) -> Self {
-        let mut canonical = String::with_capacity(128);
+        let mut canonical = Vec::with_capacity(256);
         match fields {
             FingerprintFields::All => write_canonical(payload, &mut canonical),
             FingerprintFields::Only(pointers) => {
                 let mut picked: Vec<(&str, &Value)> = pointers
                     .iter()
-                    .filter_map(|p| payload.pointer(p).map(|v| (p.as_str(), v)))
+                    .filter_map(|p| lookup(payload, p).map(|v| (p.as_str(), v)))
                     .collect();
-                picked.sort_by(|a, b| a.0.cmp(b.0));
+                picked.sort_unstable_by(|a, b| a.0.cmp(b.0));
                 picked.dedup_by(|a, b| a.0 == b.0);
-                canonical.push('{');
+                canonical.push(b'{');
                 for (i, (pointer, value)) in picked.into_iter().enumerate() {
                     if i > 0 {
-                        canonical.push(',');
+                        canonical.push(b',');
                     }
                     write_string(pointer, &mut canonical);
-                    canonical.push(':');
+                    canonical.push(b':');
                     write_canonical(value, &mut canonical);
                 }
-                canonical.push('}');
+                canonical.push(b'}');
             }
             FingerprintFields::Except(pointers) => {
                 let mut trimmed = payload.clone();
@@ -45,7 +45,7 @@ impl Fingerprint {
                 write_canonical(&trimmed, &mut canonical);
             }
         }
-        Self(sha256_hex(canonical.as_bytes()))
+        Self(sha256_hex(&canonical))
     }
 
     /// Fingerprint of any serialisable payload.
@@ -126,6 +126,37 @@ impl FingerprintFields {
     }
 }
 
+/// `value.pointer(pointer)` (RFC 6901, as serde_json reads it) without allocating for tokens that need no unescaping:
+/// a fingerprint looks its fields up for every record.
+fn lookup<'v>(value: &'v Value, pointer: &str) -> Option<&'v Value> {
+    if pointer.is_empty() {
+        return Some(value);
+    }
+    pointer
+        .strip_prefix('/')?
+        .split('/')
+        .try_fold(value, |target, token| {
+            let token: std::borrow::Cow<'_, str> = if token.contains('~') {
+                token.replace("~1", "/").replace("~0", "~").into()
+            } else {
+                token.into()
+            };
+            match target {
+                Value::Object(map) => map.get(token.as_ref()),
+                Value::Array(items) => array_index(&token).and_then(|i| items.get(i)),
+                _ => None,
+            }
+        })
+}
+
+/// An array index token: digits, no sign, no leading zero (as serde_json's own pointer lookup).
+fn array_index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
+        return None;
+    }
+    token.parse().ok()
+}
+
 fn remove_pointer(value: &mut Value, pointer: &str) {
     let Some((parent, last)) = pointer.rsplit_once('/') else {
         return;
@@ -142,41 +173,41 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
 }
 
 /// Sorted keys, no whitespace, integral numbers written as integers.
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Number(n) => write_number(n, out),
         Value::String(s) => write_string(s, out),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
             for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_string(k, out);
-                out.push(':');
+                out.push(b':');
                 write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
     }
 }
 
-fn write_number(n: &serde_json::Number, out: &mut String) {
-    use std::fmt::Write;
+fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) {
+    use std::io::Write;
     const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: integers up to here are exact in f64
     if let Some(f) = n.as_f64().filter(|_| !n.is_i64() && !n.is_u64())
         && f.is_finite()
@@ -191,9 +222,9 @@ fn write_number(n: &serde_json::Number, out: &mut String) {
     let _ = write!(out, "{n}");
 }
 
-fn write_string(s: &str, out: &mut String) {
-    // serde_json's escaping is deterministic for a given string.
-    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    // serde_json's escaping is deterministic for a given string; writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(out, s);
 }
 
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
@@ -218,6 +249,35 @@ mod tests {
 
     fn fp(v: &Value) -> String {
         Fingerprint::of_value(v, &FingerprintFields::All).0
+    }
+
+    #[test]
+    fn lookup_reads_pointers_as_serde_json_does() {
+        let doc = json!({
+            "a": {"b": [10, {"c": "d"}]}, "x/y": 1, "t~n": 2, "": 3, "01": 4, "list": [0, 1, 2],
+        });
+        for pointer in [
+            "",
+            "/a",
+            "/a/b",
+            "/a/b/0",
+            "/a/b/1/c",
+            "/a/b/2",
+            "/x~1y",
+            "/t~0n",
+            "/",
+            "/01",
+            "/list/01",
+            "/list/+1",
+            "/list/2",
+            "/list/-",
+            "/missing",
+            "/a/b/c",
+            "a",
+            "/a/b/1/c/d",
+        ] {
+            assert_eq!(lookup(&doc, pointer), doc.pointer(pointer), "{pointer:?}");
+        }
     }
 
     #[test]

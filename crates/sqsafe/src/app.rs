@@ -226,6 +226,40 @@ pub async fn run_transact<C: TransactConsumer>() -> Result<(), Error> {
     consumer::<C>().run_transact().await
 }
 
+/// Runs consumer `C` with every default on a Tokio runtime fitted to Lambda ([`runtime`]), from a plain `fn main`:
+/// `fn main() -> Result<(), sqsafe::Error> { sqsafe::main::<ChargePayment>() }`.
+pub fn main<C: Consumer>() -> Result<(), Error> {
+    runtime()?.block_on(run::<C>())
+}
+
+/// [`main`] for a [`TransactConsumer`].
+pub fn main_transact<C: TransactConsumer>() -> Result<(), Error> {
+    runtime()?.block_on(run_transact::<C>())
+}
+
+/// The Tokio runtime a function runs on: one thread when Lambda hands the process one invocation at a time (the
+/// default; `AWS_LAMBDA_MAX_CONCURRENCY` unset or 1), the multi-threaded runtime when it hands it several at once.
+/// With one invocation at a time, a record's requests are all I/O waits on one task set: a second worker thread only
+/// adds wake-ups across threads (measured in bench/RESULTS.md, figure 4).
+pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    runtime_for(std::env::var("AWS_LAMBDA_MAX_CONCURRENCY").ok().as_deref())
+}
+
+fn runtime_for(max_concurrency: Option<&str>) -> Result<tokio::runtime::Runtime, Error> {
+    let concurrent = max_concurrency
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .is_some_and(|n| n > 1);
+    let mut builder = if concurrent {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(e.into()))
+}
+
 /// Logging first (so that a bad setting is logged as JSON too), then the settings and the clients.
 async fn setup_from_env() -> Result<Setup, Error> {
     match sqsafe_telemetry::init() {
@@ -394,5 +428,29 @@ impl<C: TransactConsumer> RunRecord for Transact<C> {
 
     fn consumer(&self) -> &C {
         &self.consumer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::runtime::RuntimeFlavor;
+
+    use super::runtime_for;
+
+    #[test]
+    fn one_invocation_at_a_time_runs_on_one_thread() {
+        for setting in [None, Some("1"), Some(" 1 "), Some("0"), Some("many")] {
+            let runtime = runtime_for(setting).expect("runtime");
+            assert_eq!(
+                runtime.handle().runtime_flavor(),
+                RuntimeFlavor::CurrentThread,
+                "{setting:?}"
+            );
+        }
+        let runtime = runtime_for(Some("4")).expect("runtime");
+        assert_eq!(
+            runtime.handle().runtime_flavor(),
+            RuntimeFlavor::MultiThread
+        );
     }
 }

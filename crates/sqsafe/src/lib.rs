@@ -8,7 +8,8 @@ mod error;
 mod settings;
 
 pub use app::{
-    App, ConsumerBuilder, Effect, RunRecord, Setup, Transact, consumer, run, run_transact,
+    App, ConsumerBuilder, Effect, RunRecord, Setup, Transact, consumer, main, main_transact, run,
+    run_transact, runtime,
 };
 pub use clients::Clients;
 pub use consumer::{Consumer, Context, Intent, TransactConsumer};

@@ -1,6 +1,6 @@
 //! `apply-ledger`: wiring only. The consumer is in `handler.rs`.
 
-#[tokio::main]
-async fn main() -> Result<(), sqsafe::Error> {
-    sqsafe::run_transact::<apply_ledger::ApplyLedger>().await
+// `sqsafe::main_transact` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
+fn main() -> Result<(), sqsafe::Error> {
+    sqsafe::main_transact::<apply_ledger::ApplyLedger>()
 }

@@ -1,6 +1,6 @@
 //! `charge-payment`: wiring only. The consumer is in `handler.rs`.
 
-#[tokio::main]
-async fn main() -> Result<(), sqsafe::Error> {
-    sqsafe::run::<charge_payment::ChargePayment>().await
+// `sqsafe::main` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
+fn main() -> Result<(), sqsafe::Error> {
+    sqsafe::main::<charge_payment::ChargePayment>()
 }

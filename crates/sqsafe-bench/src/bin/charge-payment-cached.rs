@@ -3,10 +3,10 @@
 
 use sqsafe::layers::idempotency::CacheConfig;
 
-#[tokio::main]
-async fn main() -> Result<(), sqsafe::Error> {
-    sqsafe::consumer::<charge_payment::ChargePayment>()
-        .idempotency(|i| i.cache(CacheConfig::default()))
-        .run()
-        .await
+fn main() -> Result<(), sqsafe::Error> {
+    sqsafe::runtime()?.block_on(
+        sqsafe::consumer::<charge_payment::ChargePayment>()
+            .idempotency(|i| i.cache(CacheConfig::default()))
+            .run(),
+    )
 }
