@@ -40,8 +40,9 @@ pub(crate) enum Peer {
     SqsafeCached,
     /// charge-payment with logs at `error` (none in the happy path): what its JSON logs cost.
     SqsafeQuiet,
-    /// charge-payment on one Tokio worker thread (`TOKIO_WORKER_THREADS=1`): what the second worker costs.
-    SqsafeOneWorker,
+    /// charge-payment on Tokio's multi-threaded runtime (`SQSAFE_TOKIO_RUNTIME=multi-thread`) instead of the
+    /// one-thread runtime `sqsafe::main` picks: what the worker threads cost.
+    SqsafeMultiThread,
     /// Powertools for AWS Lambda (Python): BatchProcessor + idempotent_function on DynamoDB.
     Powertools,
     /// The same with `use_local_cache=True`.
@@ -55,7 +56,7 @@ impl Peer {
             Peer::Sqsafe => "sqsafe",
             Peer::SqsafeCached => "sqsafe-cached",
             Peer::SqsafeQuiet => "sqsafe-quiet",
-            Peer::SqsafeOneWorker => "sqsafe-one-worker",
+            Peer::SqsafeMultiThread => "sqsafe-multi-thread",
             Peer::Powertools => "powertools",
             Peer::PowertoolsCached => "powertools-cached",
         }
@@ -70,7 +71,7 @@ impl Peer {
     pub(crate) const fn table(self) -> Option<&'static str> {
         match self {
             Peer::Naive => None,
-            Peer::Sqsafe | Peer::SqsafeCached | Peer::SqsafeQuiet | Peer::SqsafeOneWorker => {
+            Peer::Sqsafe | Peer::SqsafeCached | Peer::SqsafeQuiet | Peer::SqsafeMultiThread => {
                 Some(SQSAFE_TABLE)
             }
             Peer::Powertools | Peer::PowertoolsCached => Some(POWERTOOLS_TABLE),
@@ -133,9 +134,9 @@ impl Bed {
         let (program, own): (PathBuf, Vec<(&str, String)>) = match peer {
             Peer::Naive => (p.bins.join("naive-rust"), vec![]),
             Peer::Sqsafe | Peer::SqsafeQuiet => (p.bins.join("charge-payment"), vec![]),
-            Peer::SqsafeOneWorker => (
+            Peer::SqsafeMultiThread => (
                 p.bins.join("charge-payment"),
-                vec![("TOKIO_WORKER_THREADS", "1".to_owned())],
+                vec![("SQSAFE_TOKIO_RUNTIME", "multi-thread".to_owned())],
             ),
             Peer::SqsafeCached => (p.bins.join("charge-payment-cached"), vec![]),
             Peer::Powertools | Peer::PowertoolsCached => (

@@ -36,7 +36,7 @@ impl Role {
         match peer {
             Peer::Naive | Peer::Sqsafe | Peer::Powertools => Role::Main,
             Peer::SqsafeCached | Peer::PowertoolsCached => Role::Cached,
-            Peer::SqsafeQuiet | Peer::SqsafeOneWorker => Role::Variant,
+            Peer::SqsafeQuiet | Peer::SqsafeMultiThread => Role::Variant,
         }
     }
 }

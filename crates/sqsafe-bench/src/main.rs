@@ -167,7 +167,7 @@ async fn figures(bench: &mut Bench<'_>) -> Result<(), String> {
         Peer::SqsafeCached,
         Peer::PowertoolsCached,
         Peer::SqsafeQuiet,
-        Peer::SqsafeOneWorker,
+        Peer::SqsafeMultiThread,
     ] {
         bench.peer(peer).await?;
     }

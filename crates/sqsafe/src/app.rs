@@ -17,7 +17,7 @@ use sqsafe_idempotency::{
 
 use crate::consumer::{Consumer, Context, TransactConsumer};
 use crate::error::Error;
-use crate::settings::{Env, Settings};
+use crate::settings::{ConfigError, Env, Settings};
 
 /// What a consumer is built from: the settings, the environment (for settings of its own), and the AWS clients
 /// (configured with timeouts, endpoints from the environment).
@@ -239,17 +239,42 @@ pub fn main_transact<C: TransactConsumer>() -> Result<(), Error> {
 
 /// The Tokio runtime a function runs on: one thread when Lambda hands the process one invocation at a time (the
 /// default; `AWS_LAMBDA_MAX_CONCURRENCY` unset or 1), the multi-threaded runtime when it hands it several at once.
-/// With one invocation at a time, a record's requests are all I/O waits on one task set: a second worker thread only
-/// adds wake-ups across threads (measured in bench/RESULTS.md, figure 4).
+/// With one invocation at a time, a batch's records are I/O waits on one task set: a second worker thread only adds
+/// wake-ups across threads (bench/RESULTS.md, figure 4). `SQSAFE_TOKIO_RUNTIME=multi-thread` (or `current-thread`)
+/// overrides the choice, for a consumer whose records are CPU-heavy on a function with several vCPUs.
+///
+/// # Errors
+///
+/// [`Error::Config`] for another value of `SQSAFE_TOKIO_RUNTIME`; [`Error::Runtime`] when Tokio cannot start.
 pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
-    runtime_for(std::env::var("AWS_LAMBDA_MAX_CONCURRENCY").ok().as_deref())
+    runtime_for(
+        std::env::var("SQSAFE_TOKIO_RUNTIME").ok().as_deref(),
+        std::env::var("AWS_LAMBDA_MAX_CONCURRENCY").ok().as_deref(),
+    )
 }
 
-fn runtime_for(max_concurrency: Option<&str>) -> Result<tokio::runtime::Runtime, Error> {
+fn runtime_for(
+    flavour: Option<&str>,
+    max_concurrency: Option<&str>,
+) -> Result<tokio::runtime::Runtime, Error> {
     let concurrent = max_concurrency
         .and_then(|v| v.trim().parse::<u32>().ok())
         .is_some_and(|n| n > 1);
-    let mut builder = if concurrent {
+    let multi_thread = match flavour.map(str::trim) {
+        None | Some("") => concurrent,
+        Some("multi-thread") => true,
+        Some("current-thread") => false,
+        Some(other) => {
+            return Err(Error::Config(ConfigError {
+                variable: "SQSAFE_TOKIO_RUNTIME".to_owned(),
+                value: Some(other.to_owned()),
+                reason: "`current-thread` or `multi-thread` (unset: one thread unless \
+                         AWS_LAMBDA_MAX_CONCURRENCY > 1)"
+                    .to_owned(),
+            }));
+        }
+    };
+    let mut builder = if multi_thread {
         tokio::runtime::Builder::new_multi_thread()
     } else {
         tokio::runtime::Builder::new_current_thread()
@@ -439,18 +464,29 @@ mod tests {
 
     #[test]
     fn one_invocation_at_a_time_runs_on_one_thread() {
+        let flavour = |f, c| {
+            runtime_for(f, c)
+                .expect("runtime")
+                .handle()
+                .runtime_flavor()
+        };
         for setting in [None, Some("1"), Some(" 1 "), Some("0"), Some("many")] {
-            let runtime = runtime_for(setting).expect("runtime");
             assert_eq!(
-                runtime.handle().runtime_flavor(),
+                flavour(None, setting),
                 RuntimeFlavor::CurrentThread,
                 "{setting:?}"
             );
         }
-        let runtime = runtime_for(Some("4")).expect("runtime");
+        assert_eq!(flavour(None, Some("4")), RuntimeFlavor::MultiThread);
         assert_eq!(
-            runtime.handle().runtime_flavor(),
+            flavour(Some("multi-thread"), None),
             RuntimeFlavor::MultiThread
         );
+        assert_eq!(
+            flavour(Some("current-thread"), Some("4")),
+            RuntimeFlavor::CurrentThread
+        );
+        let err = runtime_for(Some("green-threads"), None).expect_err("refused");
+        assert!(err.to_string().contains("SQSAFE_TOKIO_RUNTIME"), "{err}");
     }
 }
