@@ -162,7 +162,7 @@ def render(data, criterion, md_path, png_path):
       "payments API are reached through the bench proxy, which adds the latency and counts the requests.\n")
     w("| peer | what |\n|---|---|")
     w("| naive Rust (floor) | `bench/peers/naive-rust`: `lambda_runtime`, records concurrently, no idempotency record, no logs |")
-    w("| sqsafe | `functions/charge-payment`, as deployed (`sqsafe::run`): batch processor, idempotency layer on DynamoDB, JSON logs, EMF |")
+    w("| sqsafe | `functions/charge-payment`, as deployed (`sqsafe::main`): batch processor, idempotency layer on DynamoDB, JSON logs, EMF |")
     w("| sqsafe, local cache on / logs off / multi-threaded Tokio | the same function with the idempotency layer's local cache (façade hook) / with `AWS_LAMBDA_LOG_LEVEL=ERROR` / with `SQSAFE_TOKIO_RUNTIME=multi-thread` (a worker per core instead of the one thread `sqsafe::main` runs on) |")
     w("| Powertools | `bench/peers/powertools`: `BatchProcessor` + `idempotent_function` on `DynamoDBPersistenceLayer`, Logger; awslambdaric as runtime client; `use_local_cache` off (on for the cached variant) |")
     w("")

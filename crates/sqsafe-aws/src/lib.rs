@@ -32,6 +32,7 @@ mod local;
 
 use std::time::Duration;
 
+use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, ConfigLoader, SdkConfig};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
@@ -174,10 +175,15 @@ pub fn config_loader() -> ConfigLoader {
 }
 
 /// [`config_loader`] with other timeouts.
+///
+/// The SDK's stalled-stream protection is off: DynamoDB's and SQS's bodies are a few kilobytes of JSON, and the read
+/// and attempt timeouts above already end a response that stops arriving. Its throughput checks cost a timer per
+/// body poll (bench/RESULTS.md, figure 4).
 pub fn config_loader_with(timeouts: Timeouts) -> ConfigLoader {
     aws_config::defaults(BehaviorVersion::latest())
         .http_client(http_client())
         .timeout_config(timeouts.to_timeout_config())
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
 }
 
 /// Loads the configuration from the environment, with [`Timeouts::default`].

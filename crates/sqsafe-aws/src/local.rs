@@ -37,6 +37,13 @@ mod tests {
             config.timeout_config(),
             Some(&Timeouts::LOCAL_TOOLS.to_timeout_config())
         );
+        assert!(
+            !config
+                .stalled_stream_protection()
+                .expect("set by sqsafe's loader")
+                .is_enabled(),
+            "the timeouts end a stalled response; the SDK's throughput checks are off"
+        );
     }
 
     #[test]
