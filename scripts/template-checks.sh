@@ -13,8 +13,10 @@
 # `source scripts/aws-env.sh && aws_env_export "$(cat .run/moto.port)"`, then this script.
 #
 # Build architecture: the template deploys arm64. Building arm64 needs the aarch64-unknown-linux-gnu Rust standard
-# library; when `rustup target list --installed` lacks it (a fresh CI machine cannot reliably download it), the
-# functions are built for x86_64 instead (parameter Architecture=x86_64, for this build only) and the script says so.
+# library, which rust-toolchain.toml lists: rustup installs it with the toolchain on a machine without 1.95.0, and
+# this script adds it (`rustup target add`, bounded to 2 minutes) where the toolchain came without it. When that
+# download fails (a machine without access to static.rust-lang.org), the functions are built for x86_64 instead
+# (parameter Architecture=x86_64, for this build only) and the script says so.
 # SQSAFE_BUILD_ARCH=arm64|x86_64 forces one. Outputs stay in .aws-sam/ (ignored by git); cargo-lambda builds in
 # target/<triple>/release and target/lambda/, apart from the dev build in target/debug.
 set -euo pipefail
@@ -99,9 +101,13 @@ if [[ -n "${arch}" ]]; then
 elif rustup target list --installed 2>/dev/null | grep -qx 'aarch64-unknown-linux-gnu'; then
   arch="arm64"
   reason="the aarch64-unknown-linux-gnu Rust std is installed"
+elif echo "adding the aarch64-unknown-linux-gnu Rust std (rust-toolchain.toml lists it)" \
+  && timeout 120 rustup target add aarch64-unknown-linux-gnu; then
+  arch="arm64"
+  reason="the aarch64-unknown-linux-gnu Rust std was added now"
 else
   arch="x86_64"
-  reason="the aarch64-unknown-linux-gnu Rust std is not installed (rustup target add aarch64-unknown-linux-gnu), so this build is x86_64; template.yaml still deploys arm64"
+  reason="the aarch64-unknown-linux-gnu Rust std is not installed and could not be downloaded (rustup target add aarch64-unknown-linux-gnu), so this build is x86_64; template.yaml still deploys arm64"
 fi
 case "${arch}" in
   arm64 | x86_64) ;;
