@@ -96,11 +96,15 @@ async fn main() -> std::process::ExitCode {
 /// `sqsafe-local resources`: the template's tables and queues in the moto server the user runs.
 async fn resources(template: &std::path::Path) -> Result<(), String> {
     let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
-    let host = endpoint
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split([':', '/']).next())
-        .unwrap_or_default();
-    if !matches!(host, "127.0.0.1" | "localhost") {
+    let uri = endpoint.parse::<hyper::Uri>().ok();
+    let loopback = uri.as_ref().and_then(hyper::Uri::host).is_some_and(|host| {
+        host == "localhost"
+            || host
+                .trim_matches(['[', ']'])
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    if !loopback || uri.as_ref().and_then(hyper::Uri::scheme_str) != Some("http") {
         return Err(format!(
             "AWS_ENDPOINT_URL must point at the local moto server (got {endpoint:?}): run `make moto` and apply the \
              export lines it prints"

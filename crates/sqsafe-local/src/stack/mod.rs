@@ -225,15 +225,11 @@ impl LocalStack {
 
 /// `IdempotencyTable` → `idempotency`, `SendInvoiceTable` → `send-invoice`.
 fn kebab(logical_id: &str) -> String {
-    let base = logical_id.strip_suffix("Table").unwrap_or(logical_id);
-    let mut out = String::with_capacity(base.len() + 4);
-    for (i, c) in base.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('-');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
+    use heck::ToKebabCase;
+    logical_id
+        .strip_suffix("Table")
+        .unwrap_or(logical_id)
+        .to_kebab_case()
 }
 
 fn table_name(table: &TableSpec, options: &StackOptions) -> String {
