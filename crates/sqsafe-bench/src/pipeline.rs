@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -202,22 +202,9 @@ impl Bench<'_> {
 
 /// Messages visible, in flight or delayed.
 async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<u64, String> {
-    let out = sqs
-        .get_queue_attributes()
-        .queue_url(queue_url)
-        .attribute_names(QueueAttributeName::All)
-        .send()
+    sqsafe_local::stack::queue_depth(sqs, queue_url)
         .await
-        .map_err(|e| format!("queue attributes: {e:?}"))?;
-    let attributes = out.attributes.unwrap_or_default();
-    Ok([
-        QueueAttributeName::ApproximateNumberOfMessages,
-        QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
-        QueueAttributeName::ApproximateNumberOfMessagesDelayed,
-    ]
-    .iter()
-    .filter_map(|a| attributes.get(a).and_then(|v| v.parse::<u64>().ok()))
-    .sum())
+        .map_err(|e| format!("queue attributes: {e}"))
 }
 
 async fn publish(sqs: &aws_sdk_sqs::Client, queue_url: &str, ids: &[String]) -> Result<(), String> {

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 
 use crate::workspace_root;
 
@@ -125,23 +125,9 @@ pub async fn publish(
 /// # Panics
 /// When the attributes cannot be read.
 pub async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> u64 {
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(queue_url)
-        .attribute_names(QueueAttributeName::All)
-        .send()
+    sqsafe_local::stack::queue_depth(sqs, queue_url)
         .await
         .expect("queue attributes")
-        .attributes
-        .unwrap_or_default();
-    [
-        QueueAttributeName::ApproximateNumberOfMessages,
-        QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
-        QueueAttributeName::ApproximateNumberOfMessagesDelayed,
-    ]
-    .iter()
-    .filter_map(|a| attributes.get(a).and_then(|v| v.parse::<u64>().ok()))
-    .sum()
 }
 
 /// Waits until every queue in `urls` is empty; `false` when `limit` passed first.

@@ -223,6 +223,27 @@ impl LocalStack {
     }
 }
 
+/// Messages a queue holds: visible, in flight and delayed (SQS's approximate counts).
+pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<u64, StackError> {
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .map_err(|e| aws(queue_url, e))?
+        .attributes
+        .unwrap_or_default();
+    Ok([
+        QueueAttributeName::ApproximateNumberOfMessages,
+        QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+    ]
+    .iter()
+    .filter_map(|a| attributes.get(a).and_then(|v| v.parse::<u64>().ok()))
+    .sum())
+}
+
 /// `IdempotencyTable` → `idempotency`, `SendInvoiceTable` → `send-invoice`.
 fn kebab(logical_id: &str) -> String {
     use heck::ToKebabCase;
