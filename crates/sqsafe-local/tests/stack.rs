@@ -252,14 +252,20 @@ async fn template_names_are_the_deployed_ones_and_a_second_run_keeps_what_exists
     );
 
     // An item written between the runs survives the second run: what exists is kept, not recreated.
+    let kept = std::collections::HashMap::from([
+        (
+            "pk".to_owned(),
+            aws_sdk_dynamodb::types::AttributeValue::S("kept".into()),
+        ),
+        (
+            "sk".to_owned(),
+            aws_sdk_dynamodb::types::AttributeValue::S("1".into()),
+        ),
+    ]);
     dynamodb
         .put_item()
         .table_name(&table)
-        .item(
-            "pk",
-            aws_sdk_dynamodb::types::AttributeValue::S("kept".into()),
-        )
-        .item("sk", aws_sdk_dynamodb::types::AttributeValue::S("1".into()))
+        .set_item(Some(kept.clone()))
         .send()
         .await
         .expect("put");
@@ -270,11 +276,7 @@ async fn template_names_are_the_deployed_ones_and_a_second_run_keeps_what_exists
     let item = dynamodb
         .get_item()
         .table_name(&table)
-        .key(
-            "pk",
-            aws_sdk_dynamodb::types::AttributeValue::S("kept".into()),
-        )
-        .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("1".into()))
+        .set_key(Some(kept))
         .send()
         .await
         .expect("get");
