@@ -4,6 +4,7 @@
 mod config;
 pub mod correlation;
 mod error;
+mod json;
 mod logging;
 pub mod metrics;
 mod spans;

@@ -10,6 +10,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::config::{DEFAULT_LEVEL, LogConfig, LogFormat};
 use crate::error::{Error, Result};
+use crate::json::JsonLayer;
 use crate::spans::SPAN_TARGET;
 use crate::timestamp::Rfc3339Millis;
 
@@ -88,15 +89,7 @@ where
         .unwrap_or_else(|_| EnvFilter::builder().parse_lossy(directives(DEFAULT_LEVEL)))
         .and(filter_fn(not_the_runtime_span));
     match config.format {
-        LogFormat::Json => {
-            let mut json = json_subscriber::JsonLayer::new(writer);
-            json.with_timer("timestamp", Rfc3339Millis::new(clock))
-                .with_level("level")
-                .with_target("target")
-                .with_top_level_flattened_span_list()
-                .with_flattened_event_with_renames(rename_event_field, ());
-            json.with_filter(filter).boxed()
-        }
+        LogFormat::Json => JsonLayer::new(writer, clock).with_filter(filter).boxed(),
         LogFormat::Text => fmt::layer()
             .with_writer(writer)
             .with_ansi(false)
@@ -117,35 +110,6 @@ fn not_the_runtime_span(meta: &Metadata<'_>) -> bool {
 }
 
 const RUNTIME_SPAN_NAME: &str = "Lambda runtime invoke";
-
-/// The top-level keys this layer writes itself (`name` is the innermost span's name), or takes from this crate's
-/// spans. An event field of the same name
-/// (`tracing::info!(message_id = ..)` inside a record) is written as `event.<name>` instead, so a line never holds
-/// the same key twice.
-const RESERVED: [(&str, &str); 15] = [
-    ("timestamp", "event.timestamp"),
-    ("name", "event.name"),
-    ("level", "event.level"),
-    ("target", "event.target"),
-    ("request_id", "event.request_id"),
-    ("cold_start", "event.cold_start"),
-    ("function_name", "event.function_name"),
-    ("xray_trace_id", "event.xray_trace_id"),
-    ("tenant_id", "event.tenant_id"),
-    ("message_id", "event.message_id"),
-    ("correlation_id", "event.correlation_id"),
-    ("receive_count", "event.receive_count"),
-    ("queue", "event.queue"),
-    ("group_id", "event.group_id"),
-    ("idempotency_key", "event.idempotency_key"),
-];
-
-fn rename_event_field<'a>(name: &'a str, (): &'a ()) -> &'a str {
-    RESERVED
-        .iter()
-        .find(|(reserved, _)| *reserved == name)
-        .map_or(name, |(_, renamed)| renamed)
-}
 
 /// The function name given to [`init_with`], if any.
 pub(crate) fn configured_function_name() -> Option<&'static str> {

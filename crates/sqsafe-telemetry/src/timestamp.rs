@@ -18,6 +18,11 @@ where
     pub(crate) fn new(clock: C) -> Self {
         Self { clock }
     }
+
+    /// Reads the clock and writes the time.
+    pub(crate) fn write(&self, w: &mut impl fmt::Write) -> fmt::Result {
+        write_rfc3339_millis(w, (self.clock)())
+    }
 }
 
 impl<C> FormatTime for Rfc3339Millis<C>

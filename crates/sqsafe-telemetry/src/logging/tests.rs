@@ -355,3 +355,93 @@ fn target_directives_are_honoured() {
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["target"], "chatty");
 }
+
+#[test]
+fn strings_are_escaped_and_come_back_unchanged() {
+    let nasty =
+        "quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} unicode é 🦀 \u{2028}";
+    let out = capture(&LogConfig::default(), || {
+        let _span = tracing::info_span!("handler", note = nasty).entered();
+        tracing::info!(detail = nasty, debugged = ?nasty, "msg {nasty}");
+    });
+    let text = out.text();
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "one line, newlines escaped: {text:?}"
+    );
+    let line = &out.json_lines()[0];
+    assert_eq!(line["note"], nasty);
+    assert_eq!(line["detail"], nasty);
+    assert_eq!(line["debugged"], format!("{nasty:?}"));
+    assert_eq!(line["message"], format!("msg {nasty}"));
+}
+
+#[test]
+fn values_keep_their_json_types() {
+    let error = std::io::Error::other("disk \"full\"");
+    let out = capture(&LogConfig::default(), || {
+        tracing::info!(
+            unsigned = u64::MAX,
+            signed = -7_i64,
+            big = u128::MAX,
+            ratio = 0.25_f64,
+            nan = f64::NAN,
+            flag = false,
+            shown = %"display",
+            error = &error as &(dyn std::error::Error + 'static),
+            "typed"
+        );
+    });
+    let line = &out.json_lines()[0];
+    assert_eq!(line["unsigned"], u64::MAX);
+    assert_eq!(line["signed"], -7);
+    assert!(
+        out.text().contains(&format!("\"big\":{}", u128::MAX)),
+        "{}",
+        out.text()
+    );
+    assert_eq!(line["ratio"], 0.25);
+    assert_eq!(line["nan"], "NaN");
+    assert_eq!(line["flag"], false);
+    assert_eq!(line["shown"], "display");
+    assert_eq!(line["error"], "disk \"full\"");
+}
+
+#[test]
+fn no_key_is_written_twice_whatever_the_fields_are_called() {
+    let out = capture(&LogConfig::default(), || {
+        let _record = record_span(&RECORD).entered();
+        // A handler span with a field of its own and one named like a line key.
+        let _handler = tracing::info_span!("charge", attempt = 1, level = "gold").entered();
+        tracing::info!(attempt = 2, target_queue = "q", "retrying");
+    });
+    let text = out.text();
+    for key in ["\"attempt\"", "\"level\"", "\"message_id\"", "\"name\""] {
+        assert_eq!(text.matches(key).count(), 1, "{key} in {text}");
+    }
+    let line = &out.json_lines()[0];
+    assert_eq!(line["attempt"], 1, "the span's value keeps the key");
+    assert_eq!(line["event.attempt"], 2);
+    assert_eq!(line["span.level"], "gold");
+    assert_eq!(line["level"], "INFO");
+    assert_eq!(line["name"], "charge");
+    assert_eq!(line["target_queue"], "q");
+}
+
+#[test]
+fn a_field_recorded_twice_keeps_its_latest_value_once() {
+    let out = capture(&LogConfig::default(), || {
+        let record = record_span(&RECORD);
+        let _entered = record.enter();
+        record.record("idempotency_key", "k-1");
+        record.record("idempotency_key", "k-2");
+        tracing::info!("claimed");
+    });
+    let text = out.text();
+    assert_eq!(text.matches("idempotency_key").count(), 1, "{text}");
+    let line = &out.json_lines()[0];
+    assert_eq!(line["idempotency_key"], "k-2");
+    assert_eq!(line["message_id"], RECORD.message_id);
+    assert_eq!(line["queue"], "payments");
+}
