@@ -123,6 +123,8 @@ impl KeyBuilder {
     /// The key, or a typed error: [`Error::Config`] for a bad consumer or namespace, [`Error::MissingKey`] for an
     /// empty part or a missing intent id.
     pub fn build(self) -> Result<IdempotencyKey> {
+        use std::fmt::Write as _;
+
         check_name("consumer name", &self.consumer)?;
         let (namespace, id) = match (self.intent, self.fallback_message_id) {
             (Some((ns, id)), _) => {
@@ -133,17 +135,24 @@ impl KeyBuilder {
             (None, None) => return Err(Error::MissingKey { what: "intent id" }),
         };
         let tenant = match self.tenant {
-            Some(t) => escape(&non_empty(t, "tenant")?),
-            None => String::new(),
+            Some(t) => Some(non_empty(t, "tenant")?),
+            None => None,
         };
-        let full = format!(
-            "{}#v{}#{}#{}:{}",
-            self.consumer,
-            self.version,
-            tenant,
-            namespace,
-            escape(&id)
+        // One buffer for the whole key: `consumer#v<version>#<tenant>#<namespace>:<id>`.
+        let tenant = tenant.as_deref().unwrap_or_default();
+        let mut full = String::with_capacity(
+            self.consumer.len() + tenant.len() + namespace.len() + id.len() + 16,
         );
+        full.push_str(&self.consumer);
+        full.push_str("#v");
+        // Writing to a String cannot fail.
+        let _ = write!(full, "{}", self.version);
+        full.push('#');
+        push_escaped(&mut full, tenant);
+        full.push('#');
+        full.push_str(&namespace);
+        full.push(':');
+        push_escaped(&mut full, &id);
         if full.len() <= MAX_KEY_BYTES {
             return Ok(IdempotencyKey(full));
         }
@@ -179,11 +188,19 @@ fn non_empty(value: String, what: &'static str) -> Result<String> {
     }
 }
 
-fn escape(part: &str) -> String {
-    if !part.contains(['%', '#']) {
-        return part.to_owned();
+/// Appends `part` with `%` and `#` percent-encoded, so that no two different part lists give the same key.
+fn push_escaped(out: &mut String, part: &str) {
+    let mut rest = part;
+    while let Some(at) = rest.find(['%', '#']) {
+        out.push_str(&rest[..at]);
+        out.push_str(if rest.as_bytes()[at] == b'%' {
+            "%25"
+        } else {
+            "%23"
+        });
+        rest = &rest[at + 1..];
     }
-    part.replace('%', "%25").replace('#', "%23")
+    out.push_str(rest);
 }
 
 #[cfg(test)]

@@ -200,6 +200,11 @@ pub fn http_header(id: &CorrelationId) -> (&'static str, String) {
 
 /// Removes control characters and surrounding whitespace, and cuts to [`MAX_CHARS`].
 fn clean(raw: &str) -> String {
+    let trimmed = raw.trim();
+    // The usual case, a short clean id: what the steps below would give, without building three strings.
+    if trimmed.len() <= MAX_CHARS && !trimmed.chars().any(char::is_control) {
+        return trimmed.to_owned();
+    }
     let without_controls: String = raw.chars().filter(|c| !c.is_control()).collect();
     let cut: String = without_controls.trim().chars().take(MAX_CHARS).collect();
     cut.trim_end().to_owned()
