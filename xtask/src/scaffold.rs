@@ -264,6 +264,10 @@ fn main_rs(spec: &Spec) -> &'static str {
     if spec.transact {
         r#"//! `{{name}}`: wiring only. The consumer is in `handler.rs`.
 
+// mimalloc: about a fifth less CPU per record than the system allocator (see `sqsafe::Allocator`).
+#[global_allocator]
+static ALLOCATOR: sqsafe::Allocator = sqsafe::Allocator;
+
 // `sqsafe::main_transact` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
 fn main() -> Result<(), sqsafe::Error> {
     sqsafe::main_transact::<{{snake}}::{{Pascal}}>()
@@ -271,6 +275,10 @@ fn main() -> Result<(), sqsafe::Error> {
 "#
     } else {
         r#"//! `{{name}}`: wiring only. The consumer is in `handler.rs`.
+
+// mimalloc: about a fifth less CPU per record than the system allocator (see `sqsafe::Allocator`).
+#[global_allocator]
+static ALLOCATOR: sqsafe::Allocator = sqsafe::Allocator;
 
 // `sqsafe::main` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
 fn main() -> Result<(), sqsafe::Error> {

@@ -1,8 +1,9 @@
 //! Toolkit CPU per message, without I/O: batches of 10 `PaymentRequested` records through sqsafe's batch processor
 //! and idempotency layer on the in-memory store, record by record as the façade runs charge-payment (the event
 //! parsed from JSON, each body parsed once, validated, keyed, fingerprinted on the intent fields, claimed, the
-//! effect, completed, one `record handled` line), with logs off and with the JSON logs a function writes (at
-//! `info`, formatted, written to a sink rather than a pipe). Figures are per batch: divide by 10.
+//! effect, completed, one `record handled` line), on the functions' allocator (`sqsafe::Allocator`), with logs off
+//! and with the JSON logs a function writes (at `info`, formatted, written to a sink rather than a pipe). Figures
+//! are per batch: divide by 10.
 //!
 //! `make bench` runs it (`cargo bench -p sqsafe-bench --bench toolkit`) and reports it in bench/RESULTS.md.
 
@@ -16,6 +17,10 @@ use sqsafe_batch::{BatchProcessor, Processed, Record, RecordError};
 use sqsafe_idempotency::{Fingerprint, FingerprintFields, Idempotency, InMemoryStore, KeyBuilder};
 use sqsafe_telemetry::LogConfig;
 use tracing_subscriber::layer::SubscriberExt;
+
+// The allocator the deployed functions run with.
+#[global_allocator]
+static ALLOCATOR: sqsafe::Allocator = sqsafe::Allocator;
 
 /// Batches timed on one store; a new store for the next ones keeps memory flat however long criterion runs.
 const BATCHES_PER_STORE: u64 = 500;

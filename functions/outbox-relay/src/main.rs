@@ -2,6 +2,10 @@
 
 use lambda_runtime::{LambdaEvent, service_fn};
 
+// mimalloc: about a fifth less CPU per record than the system allocator (see `sqsafe::Allocator`).
+#[global_allocator]
+static ALLOCATOR: sqsafe::Allocator = sqsafe::Allocator;
+
 fn main() -> Result<(), sqsafe::Error> {
     // The runtime sqsafe's consumers run on: one thread while Lambda sends one invocation at a time.
     sqsafe::runtime()?.block_on(async {

@@ -3,6 +3,10 @@
 
 use sqsafe::layers::idempotency::CacheConfig;
 
+// As the deployed function.
+#[global_allocator]
+static ALLOCATOR: sqsafe::Allocator = sqsafe::Allocator;
+
 fn main() -> Result<(), sqsafe::Error> {
     sqsafe::runtime()?.block_on(
         sqsafe::consumer::<charge_payment::ChargePayment>()
