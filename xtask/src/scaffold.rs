@@ -572,7 +572,7 @@ const TEST_RS: &str = r##"//! {{name}} against DynamoDB's and SQS's real APIs (m
 
 use sqsafe::{Env, Setup};
 use sqsafe_local::stack::{LocalStack, StackOptions};
-use sqsafe_testkit::{event_file, invocation, sdk_config, unique_name};
+use sqsafe_testkit::{dlq_context, event_file, invocation, sdk_config, unique_name};
 
 /// Its tables and queues as template.yaml defines them, its environment as the template sets it; and its DLQ's URL.
 async fn setup() -> (Setup, String) {
@@ -625,12 +625,10 @@ async fn a_bad_body_goes_to_the_dlq_with_its_context() {
         .send()
         .await
         .expect("receive");
-    let kind = received.messages().first().and_then(|m| {
-        m.message_attributes()?
-            .get("sqsafe.error_kind")?
-            .string_value()
-            .map(str::to_owned)
-    });
+    let kind = received
+        .messages()
+        .first()
+        .and_then(|m| dlq_context(m, "error_kind"));
     assert_eq!(kind.as_deref(), Some("bad_payload"));
 }
 "##;

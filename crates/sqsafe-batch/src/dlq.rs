@@ -7,32 +7,41 @@ use aws_sdk_sqs::types::MessageAttributeValue;
 use futures::future::BoxFuture;
 use sqsafe_idempotency::{BoxError, ErrorClass};
 
+use crate::context::DeadLetterContext;
 use crate::error::{BatchError, class_name};
 use crate::redrive::RedriveContext;
 
-/// Message attribute names the dead-letter copy carries (besides the correlation id attribute).
 pub mod attributes {
-    /// Error label, e.g. `payload_mismatch`.
+    //! Message attribute names of a dead-letter copy.
+    //!
+    //! A copy carries [`CONTEXT`] and the correlation id attribute. The others, from [`ERROR_KIND`] to [`REDRIVE`],
+    //! are the legacy layout: copies written by sqsafe before [`CONTEXT`] carried the context one fact per attribute,
+    //! and DLQs may still hold some, so `sqsafe dlq inspect` and `sqsafe dlq redrive` read them. Nothing writes them
+    //! now.
+
+    /// The whole sqsafe context, as compact JSON ([`DeadLetterContext`](crate::DeadLetterContext)).
+    pub const CONTEXT: &str = "sqsafe.context";
+    /// Legacy: error label, e.g. `payload_mismatch` (now the context's `error_kind`).
     pub const ERROR_KIND: &str = "sqsafe.error_kind";
-    /// `transient` or `permanent`.
+    /// Legacy: `transient` or `permanent` (now the context's `error_class`).
     pub const ERROR_CLASS: &str = "sqsafe.error_class";
-    /// The error message (at most 1,024 characters).
+    /// Legacy: the error message, `-` when empty (now the context's `error`).
     pub const ERROR_MESSAGE: &str = "sqsafe.error";
-    /// Delivery attempts made (`ApproximateReceiveCount` of the last one).
+    /// Legacy: delivery attempts made (now the context's `attempts`).
     pub const ATTEMPTS: &str = "sqsafe.attempts";
-    /// Consumer name.
+    /// Legacy: consumer name (now the context's `consumer`).
     pub const CONSUMER: &str = "sqsafe.consumer";
-    /// Consumer (effect) version.
+    /// Legacy: consumer (effect) version (now the context's `consumer_version`).
     pub const CONSUMER_VERSION: &str = "sqsafe.consumer_version";
-    /// Message id of the original message, to find it by.
+    /// Legacy: message id of the original message (now the context's `original_message_id`).
     pub const ORIGINAL_MESSAGE_ID: &str = "sqsafe.original_message_id";
-    /// What a redrive needs: the source queue's ARN, when the message was first sent, and until when its idempotency
-    /// record protects it ([`RedriveContext`](crate::RedriveContext), as JSON). Carried only when SQS's limit of 10
-    /// attributes leaves room after the original attributes, so its presence also says that none of the original's
-    /// string and number attributes was left out.
+    /// Legacy: [`RedriveContext`](crate::RedriveContext) as JSON (now the context's `source_queue`, `first_sent`
+    /// and `expires`). It was carried only when SQS's limit of 10 attributes and the message size left room after
+    /// the original attributes, so a legacy copy without it may have lost some of them.
     pub const REDRIVE: &str = "sqsafe.redrive";
     /// Put on a redriven message by `sqsafe dlq redrive`: when its first copy was sent (RFC 3339). A later
-    /// dead-lettering counts the message's age and idempotency expiry from it, not from the redrive.
+    /// dead-lettering counts the message's age and idempotency expiry from it, not from the redrive (it becomes the
+    /// context's `first_sent`).
     pub const FIRST_SENT: &str = "sqsafe.first_sent";
     /// Every attribute sqsafe writes starts with this. Such attributes are never copied from the original message
     /// (they would be stale).
@@ -42,7 +51,7 @@ pub mod attributes {
 /// SQS allows at most 10 message attributes per message.
 const MAX_ATTRIBUTES: usize = 10;
 const MAX_ERROR_CHARS: usize = 1024;
-/// A shortened `sqsafe.error` keeps at least this many bytes (else it is dropped as a whole).
+/// A shortened `error` keeps at least this many bytes (else it is dropped as a whole).
 const MIN_ERROR_BYTES: usize = 32;
 const ELLIPSIS: &str = "…";
 
@@ -106,33 +115,43 @@ impl<T: DeadLetterQueue> DynDeadLetterQueue for T {
     }
 }
 
-/// A dead-letter queue in SQS: the body unchanged, the context as message attributes.
+/// A dead-letter queue in SQS: the body unchanged, the context in one message attribute.
 ///
-/// The copy carries [`attributes`]' seven context attributes plus the correlation id attribute, then as many of the
-/// original attributes as SQS's limit of 10 leaves room for (sorted by name; none named `sqsafe.*`), then, if there
-/// is still room, [`attributes::REDRIVE`]: the source queue, the first send and the end of the idempotency window
-/// (set with [`idempotency_window`](Self::idempotency_window)), which `sqsafe dlq redrive` uses. The original
-/// attributes come first because a redrive restores them: one left out would change the message its consumer sees,
-/// while a missing redrive context only makes the redrive ask for `--to` and `--window`. For a FIFO DLQ (URL ending
-/// in `.fifo`) the original group id is kept and the original message id is the deduplication id.
+/// # Attributes
+/// The copy carries, in this order:
+/// 1. [`attributes::CONTEXT`]: the [`DeadLetterContext`] as compact JSON: error kind, original message id, error
+///    class, error message (its first 1,024 characters), attempts, consumer and version, and what
+///    `sqsafe dlq redrive` needs: the source queue, the first send (the record's `SentTimestamp`, or the earlier
+///    [`attributes::FIRST_SENT`] a redrive put on it) and the end of the idempotency window (set with
+///    [`idempotency_window`](Self::idempotency_window)).
+/// 2. The correlation id attribute: the record's correlation id, which a redriven message keeps.
+/// 3. The original message's own attributes, sorted by name, with their data types, as many as SQS's limit of 10
+///    leaves room for: 8 besides the two above, so a message with up to 8 attributes of its own (besides the
+///    correlation id) keeps every one. An original with more loses the last ones by name, and a warning names them.
+///    None named `sqsafe.*` is copied (stale context; a carried `sqsafe.first_sent` becomes the context's
+///    `first_sent`), nor is a binary or list value (a warning names those too).
+///
+/// A redrive restores the original attributes: one left out would change the message its consumer sees. For a FIFO
+/// DLQ (URL ending in `.fifo`) the original group id is kept and the original message id is the deduplication id.
 ///
 /// # Size
 /// SQS counts a message's body and each attribute's name, data type and value against the queue's
-/// `MaximumMessageSize`, and refuses a message above it. A body near the limit leaves little room, so the context
-/// shrinks to fit [`max_message_size`](Self::max_message_size): `sqsafe.redrive` and the copied original attributes
-/// go first (last first), then `sqsafe.error` is shortened (ending in `…`), then `sqsafe.error`,
-/// `sqsafe.consumer_version`, `sqsafe.consumer`, `sqsafe.error_class`, `sqsafe.attempts` and the correlation id are
-/// dropped in that order, down to `sqsafe.original_message_id` and `sqsafe.error_kind`. A warning says what was left
-/// out.
+/// `MaximumMessageSize`, and refuses a message above it. A body near the limit leaves little room, so the copy
+/// shrinks to fit [`max_message_size`](Self::max_message_size), in this order: the context's redrive fields
+/// (`source_queue`, `first_sent`, `expires`: a redrive then asks for `--to` and `--window`), then the copied
+/// original attributes (last first), then the context's `error` is shortened (ending in `…`, keeping at least 32
+/// bytes), then `error`, `consumer_version`, `consumer`, `error_class` and `attempts` are dropped from the context,
+/// and then the correlation id attribute, down to a context of `error_kind` and `original_message_id`. A warning
+/// says what was left out.
 ///
-/// When not even those two fit (a body at the limit), the body is sent alone, with no attributes: the message is
+/// When not even that fits (a body at the limit), the body is sent alone, with no attributes: the message is
 /// kept, and the context goes to an error log line that names the copy's DLQ message id (the record's span adds
 /// the original message id and correlation id). If SQS still refuses the copy, the send fails and the record is
 /// reported, so it comes back: nothing is lost.
 ///
 /// # Default
 /// `max_message_size` 262,144 bytes ([`DEFAULT_MAX_MESSAGE_SIZE`]); correlation id attribute `correlationId`; no
-/// idempotency window (`sqsafe.redrive` then has no `expires`; the `sqsafe` façade sets it from
+/// idempotency window (the context then has no `expires`; the `sqsafe` façade sets it from
 /// `IDEMPOTENCY_WINDOW_DAYS`).
 #[derive(Debug, Clone)]
 pub struct SqsDeadLetterQueue {
@@ -155,7 +174,7 @@ impl SqsDeadLetterQueue {
         }
     }
 
-    /// The consumer's idempotency window: each copy's `sqsafe.redrive` then says until when a redrive is replayed
+    /// The consumer's idempotency window: each copy's context then says (`expires`) until when a redrive is replayed
     /// rather than applied again (the message's first send plus `window`), so that `sqsafe dlq redrive` can refuse
     /// a dead letter whose idempotency record may have expired.
     pub fn idempotency_window(mut self, window: Duration) -> Self {
@@ -225,143 +244,188 @@ impl Attribute {
     }
 }
 
+/// What a dead-letter copy carries before it is fitted into the DLQ's message size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Letter {
+    pub(crate) context: DeadLetterContext,
+    /// `None` when the record's correlation id is empty (SQS refuses an empty value).
+    pub(crate) correlation: Option<Attribute>,
+    /// The original's own attributes that fit SQS's limit, sorted by name.
+    pub(crate) originals: Vec<Attribute>,
+    /// Names of the original's attributes beyond SQS's limit, left out.
+    pub(crate) over_limit: Vec<String>,
+    /// Names of the original's binary and list attributes, which are not copied.
+    pub(crate) not_copied: Vec<String>,
+}
+
+impl Letter {
+    /// The context of `failure`, the correlation id attribute, then the original's own attributes sorted by name:
+    /// no more than SQS's 10.
+    pub(crate) fn of(
+        message: &SqsMessage,
+        failure: &FailureContext,
+        correlation_attribute: &str,
+        idempotency_window: Option<Duration>,
+    ) -> Self {
+        let error: String = failure
+            .error_message
+            .chars()
+            .take(MAX_ERROR_CHARS)
+            .collect();
+        let context = DeadLetterContext {
+            error_kind: failure.error_kind.clone(),
+            original_message_id: failure.message_id.clone(),
+            error_class: Some(class_name(failure.error_class).to_owned()),
+            error: (!error.is_empty()).then_some(error),
+            attempts: Some(failure.attempts),
+            consumer: Some(failure.consumer.clone()),
+            consumer_version: Some(failure.consumer_version),
+            redrive: RedriveContext::of(message, idempotency_window),
+        };
+        let correlation = (!failure.correlation_id.is_empty())
+            .then(|| Attribute::new(correlation_attribute, "String", &failure.correlation_id));
+        let room = MAX_ATTRIBUTES - 1 - usize::from(correlation.is_some());
+        let mut originals = Vec::new();
+        let mut over_limit = Vec::new();
+        let mut not_copied = Vec::new();
+        let mut sorted: Vec<_> = message.message_attributes.iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(b.0));
+        for (name, attr) in sorted {
+            if name == correlation_attribute || name.starts_with(attributes::PREFIX) {
+                continue;
+            }
+            let (Some(data_type), Some(value)) =
+                (attr.data_type.as_deref(), attr.string_value.as_deref())
+            else {
+                not_copied.push(name.clone());
+                continue;
+            };
+            if originals.len() < room {
+                originals.push(Attribute::new(name, data_type, value));
+            } else {
+                over_limit.push(name.clone());
+            }
+        }
+        Self {
+            context,
+            correlation,
+            originals,
+            over_limit,
+            not_copied,
+        }
+    }
+
+    /// Body and attributes as SQS counts them.
+    fn size(&self, body_bytes: usize) -> usize {
+        body_bytes
+            + context_attribute(&self.context).size()
+            + self.correlation.as_ref().map_or(0, Attribute::size)
+            + self.originals.iter().map(Attribute::size).sum::<usize>()
+    }
+}
+
+fn context_attribute(context: &DeadLetterContext) -> Attribute {
+    Attribute::new(attributes::CONTEXT, "String", context.to_attribute_value())
+}
+
 /// The attributes of a dead-letter copy after fitting, and what was left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Fitted {
+    /// The context, the correlation id, the originals; empty when not even the minimal context fits.
     pub(crate) attributes: Vec<Attribute>,
-    /// Names of the attributes left out.
+    /// Names of the attributes left out for size (originals, the correlation id attribute, and
+    /// [`attributes::CONTEXT`] itself when nothing fits).
     pub(crate) dropped: Vec<String>,
-    /// `sqsafe.error` was shortened.
+    /// Fields dropped from the context for size.
+    pub(crate) dropped_fields: Vec<&'static str>,
+    /// The context's `error` was shortened.
     pub(crate) shortened: bool,
 }
 
-/// The context the copy carries, then the originals, then the redrive context, in that order; no more than SQS's 10.
-pub(crate) fn dead_letter_attributes(
-    message: &SqsMessage,
-    failure: &FailureContext,
-    correlation_attribute: &str,
-    idempotency_window: Option<Duration>,
-) -> Vec<Attribute> {
-    let error: String = failure
-        .error_message
-        .chars()
-        .take(MAX_ERROR_CHARS)
-        .collect();
-    let mut out = vec![
-        Attribute::new(attributes::ERROR_KIND, "String", &failure.error_kind),
-        Attribute::new(
-            attributes::ORIGINAL_MESSAGE_ID,
-            "String",
-            &failure.message_id,
-        ),
-        Attribute::new(
-            attributes::ERROR_CLASS,
-            "String",
-            class_name(failure.error_class),
-        ),
-        Attribute::new(
-            attributes::ERROR_MESSAGE,
-            "String",
-            if error.is_empty() {
-                "-".to_owned()
-            } else {
-                error
-            },
-        ),
-        Attribute::new(attributes::ATTEMPTS, "Number", failure.attempts.to_string()),
-        Attribute::new(attributes::CONSUMER, "String", &failure.consumer),
-        Attribute::new(
-            attributes::CONSUMER_VERSION,
-            "Number",
-            failure.consumer_version.to_string(),
-        ),
-        Attribute::new(correlation_attribute, "String", &failure.correlation_id),
-    ];
-    let mut originals: Vec<_> = message.message_attributes.iter().collect();
-    originals.sort_by(|a, b| a.0.cmp(b.0));
-    for (name, attr) in originals {
-        if out.len() >= MAX_ATTRIBUTES {
-            break;
-        }
-        if out.iter().any(|a| &a.name == name) || name.starts_with(attributes::PREFIX) {
-            continue;
-        }
-        let (Some(data_type), Some(value)) =
-            (attr.data_type.as_deref(), attr.string_value.as_deref())
-        else {
-            continue; // binary and list values are not copied
-        };
-        out.push(Attribute::new(name, data_type, value));
-    }
-    let redrive = RedriveContext::of(message, idempotency_window);
-    if out.len() < MAX_ATTRIBUTES && !redrive.is_empty() {
-        out.push(Attribute::new(
-            attributes::REDRIVE,
-            "String",
-            redrive.to_attribute_value(),
-        ));
-    }
-    out
-}
+/// Removes one field from a context; true when it was there.
+type DropField = fn(&mut DeadLetterContext) -> bool;
 
-/// Fits `attributes` (context first, as [`dead_letter_attributes`] orders them) beside a body of `body_bytes` into
-/// `limit` bytes, shrinking in the documented order. Empty when not even the error kind and original message id fit.
-pub(crate) fn fit(
-    body_bytes: usize,
-    mut attributes: Vec<Attribute>,
-    correlation_attribute: &str,
-    limit: usize,
-) -> Fitted {
-    const CONTEXT: usize = 8;
-    let size = |a: &[Attribute]| body_bytes + a.iter().map(Attribute::size).sum::<usize>();
+/// The context's optional fields, in the order they are dropped for size (after the redrive fields).
+const DROPPED_IN_ORDER: [(&str, DropField); 5] = [
+    ("error", |c| c.error.take().is_some()),
+    ("consumer_version", |c| c.consumer_version.take().is_some()),
+    ("consumer", |c| c.consumer.take().is_some()),
+    ("error_class", |c| c.error_class.take().is_some()),
+    ("attempts", |c| c.attempts.take().is_some()),
+];
+
+/// Fits `letter` beside a body of `body_bytes` into `limit` bytes, shrinking in the documented order.
+pub(crate) fn fit(body_bytes: usize, mut letter: Letter, limit: usize) -> Fitted {
     let mut dropped = Vec::new();
+    let mut dropped_fields = Vec::new();
     let mut shortened = false;
-    // 1. The redrive context and the copied originals, last first.
-    while size(&attributes) > limit && attributes.len() > CONTEXT {
-        if let Some(a) = attributes.pop() {
-            dropped.push(a.name);
+    // 1. The redrive fields.
+    if letter.size(body_bytes) > limit {
+        let redrive = std::mem::take(&mut letter.context.redrive);
+        for (field, known) in [
+            ("source_queue", redrive.source_queue.is_some()),
+            ("first_sent", redrive.first_sent.is_some()),
+            ("expires", redrive.expires.is_some()),
+        ] {
+            if known {
+                dropped_fields.push(field);
+            }
         }
     }
-    // 2. A shorter error message.
-    let over = size(&attributes).saturating_sub(limit);
+    // 2. The copied originals, last first.
+    while letter.size(body_bytes) > limit {
+        let Some(a) = letter.originals.pop() else {
+            break;
+        };
+        dropped.push(a.name);
+    }
+    // 3. A shorter error message. JSON escapes make a character take at least as many bytes in the attribute as in
+    // the message, so cutting the message by the excess is enough.
+    let over = letter.size(body_bytes).saturating_sub(limit);
     if over > 0
-        && let Some(error) = attributes
-            .iter_mut()
-            .find(|a| a.name == attributes::ERROR_MESSAGE)
+        && let Some(error) = letter.context.error.as_mut()
     {
-        let keep = error.value.len().saturating_sub(over + ELLIPSIS.len());
+        let keep = error.len().saturating_sub(over + ELLIPSIS.len());
         if keep >= MIN_ERROR_BYTES {
             let mut end = keep;
-            while !error.value.is_char_boundary(end) {
+            while !error.is_char_boundary(end) {
                 end -= 1;
             }
-            error.value.truncate(end);
-            error.value.push_str(ELLIPSIS);
+            error.truncate(end);
+            error.push_str(ELLIPSIS);
             shortened = true;
         }
     }
-    // 3. The optional context, down to the error kind and the original message id.
-    for name in [
-        attributes::ERROR_MESSAGE,
-        attributes::CONSUMER_VERSION,
-        attributes::CONSUMER,
-        attributes::ERROR_CLASS,
-        attributes::ATTEMPTS,
-        correlation_attribute,
-    ] {
-        if size(&attributes) <= limit {
+    // 4. The optional context, then the correlation id, down to the error kind and the original message id.
+    for (field, drop) in DROPPED_IN_ORDER {
+        if letter.size(body_bytes) <= limit {
             break;
         }
-        if let Some(at) = attributes.iter().position(|a| a.name == name) {
-            dropped.push(attributes.remove(at).name);
+        if drop(&mut letter.context) {
+            dropped_fields.push(field);
         }
     }
-    if size(&attributes) > limit {
-        dropped.extend(attributes.drain(..).map(|a| a.name));
+    if letter.size(body_bytes) > limit
+        && let Some(correlation) = letter.correlation.take()
+    {
+        dropped.push(correlation.name);
     }
+    if letter.size(body_bytes) > limit {
+        dropped.push(attributes::CONTEXT.to_owned());
+        return Fitted {
+            attributes: Vec::new(),
+            dropped,
+            dropped_fields,
+            shortened,
+        };
+    }
+    let mut out = vec![context_attribute(&letter.context)];
+    out.extend(letter.correlation);
+    out.extend(letter.originals);
     Fitted {
-        attributes,
+        attributes: out,
         dropped,
+        dropped_fields,
         shortened,
     }
 }
@@ -369,17 +433,15 @@ pub(crate) fn fit(
 impl DeadLetterQueue for SqsDeadLetterQueue {
     async fn send(&self, message: &SqsMessage, failure: &FailureContext) -> Result<(), BoxError> {
         let body = message.body.clone().unwrap_or_default();
-        let fitted = fit(
-            body.len(),
-            dead_letter_attributes(
-                message,
-                failure,
-                &self.correlation_attribute,
-                self.idempotency_window,
-            ),
+        let letter = Letter::of(
+            message,
+            failure,
             &self.correlation_attribute,
-            self.max_message_size,
+            self.idempotency_window,
         );
+        let over_limit = letter.over_limit.clone();
+        let not_copied = letter.not_copied.clone();
+        let fitted = fit(body.len(), letter, self.max_message_size);
         let attributes = fitted
             .attributes
             .iter()
@@ -399,6 +461,22 @@ impl DeadLetterQueue for SqsDeadLetterQueue {
         }
         let sent = send.send().await?;
         let dlq_message_id = sent.message_id().unwrap_or_default();
+        if !over_limit.is_empty() {
+            tracing::warn!(
+                dlq_message_id,
+                left_out = ?over_limit,
+                "original attributes left out of the dead-letter copy: SQS allows 10 message attributes, and the \
+                 context and correlation id take two; a redrive of it sends the message without them"
+            );
+        }
+        if !not_copied.is_empty() {
+            tracing::warn!(
+                dlq_message_id,
+                not_copied = ?not_copied,
+                "binary and list attributes are not copied to the dead-letter copy; a redrive of it sends the \
+                 message without them"
+            );
+        }
         if fitted.attributes.is_empty() {
             tracing::error!(
                 dlq_message_id,
@@ -411,13 +489,17 @@ impl DeadLetterQueue for SqsDeadLetterQueue {
                 "dead-lettered without context: the body leaves no room for it within the DLQ's message size; \
                  the context is in this line"
             );
-        } else if !fitted.dropped.is_empty() || fitted.shortened {
+        } else if !fitted.dropped.is_empty()
+            || !fitted.dropped_fields.is_empty()
+            || fitted.shortened
+        {
             tracing::warn!(
                 dlq_message_id,
                 dropped = ?fitted.dropped,
+                dropped_context_fields = ?fitted.dropped_fields,
                 error_shortened = fitted.shortened,
                 max_message_size = self.max_message_size,
-                "dead-letter context shrunk to fit the DLQ's message size"
+                "dead-letter copy shrunk to fit the DLQ's message size"
             );
         }
         Ok(())
@@ -428,9 +510,11 @@ impl DeadLetterQueue for SqsDeadLetterQueue {
 mod tests {
     use super::*;
 
+    const ID: &str = "059f36b4-87a3-44ab-83d2-661975830a7d";
+
     fn failure(error: &str) -> FailureContext {
         FailureContext {
-            message_id: "059f36b4-87a3-44ab-83d2-661975830a7d".into(),
+            message_id: ID.into(),
             error_kind: "precondition".into(),
             error_class: ErrorClass::Permanent,
             error_message: error.into(),
@@ -441,104 +525,20 @@ mod tests {
         }
     }
 
+    fn string_attribute(value: &str) -> aws_lambda_events::sqs::SqsMessageAttribute {
+        let mut a = aws_lambda_events::sqs::SqsMessageAttribute::default();
+        a.data_type = Some("String".into());
+        a.string_value = Some(value.into());
+        a
+    }
+
     fn message_with(originals: &[(&str, &str)]) -> SqsMessage {
         let mut m = SqsMessage::default();
         for (name, value) in originals {
-            let mut a = aws_lambda_events::sqs::SqsMessageAttribute::default();
-            a.data_type = Some("String".into());
-            a.string_value = Some((*value).into());
-            m.message_attributes.insert((*name).into(), a);
+            m.message_attributes
+                .insert((*name).into(), string_attribute(value));
         }
         m
-    }
-
-    fn names(f: &Fitted) -> Vec<&str> {
-        f.attributes.iter().map(|a| a.name.as_str()).collect()
-    }
-
-    fn total(body: usize, f: &Fitted) -> usize {
-        body + f.attributes.iter().map(Attribute::size).sum::<usize>()
-    }
-
-    const LIMIT: usize = 262_144;
-
-    #[test]
-    fn a_small_body_keeps_all_context_and_originals() {
-        let attrs = dead_letter_attributes(
-            &message_with(&[("b", "2"), ("a", "1")]),
-            &failure("insufficient balance"),
-            "correlationId",
-            None,
-        );
-        let fitted = fit(100, attrs, "correlationId", LIMIT);
-        assert!(fitted.dropped.is_empty() && !fitted.shortened);
-        assert_eq!(fitted.attributes.len(), 10);
-        assert_eq!(&names(&fitted)[8..], ["a", "b"]);
-    }
-
-    #[test]
-    fn context_shrinks_in_order_down_to_kind_and_original_id() {
-        let error = "e".repeat(1500);
-        let attrs = || {
-            dead_letter_attributes(
-                &message_with(&[("a", &"x".repeat(300)), ("b", &"y".repeat(300))]),
-                &failure(&error),
-                "correlationId",
-                None,
-            )
-        };
-        let full = total(0, &fit(0, attrs(), "correlationId", LIMIT));
-        // Room for everything but the last original.
-        let f = fit(LIMIT - full + 10, attrs(), "correlationId", LIMIT);
-        assert_eq!(f.dropped, ["b"]);
-        assert!(!f.shortened);
-        // No original fits, and the error must give up 500 bytes.
-        let f = fit(LIMIT - full + 800, attrs(), "correlationId", LIMIT);
-        assert_eq!(f.dropped, ["b", "a"]);
-        assert!(f.shortened);
-        let error_value = &f.attributes[3].value;
-        assert!(error_value.ends_with(ELLIPSIS) && error_value.len() < 1024);
-        assert!(total(LIMIT - full + 800, &f) <= LIMIT);
-        // Nothing optional fits.
-        let minimal = attributes::ERROR_KIND.len()
-            + "String".len() * 2
-            + "precondition".len()
-            + attributes::ORIGINAL_MESSAGE_ID.len()
-            + "059f36b4-87a3-44ab-83d2-661975830a7d".len();
-        let f = fit(LIMIT - minimal, attrs(), "correlationId", LIMIT);
-        assert_eq!(
-            names(&f),
-            [attributes::ERROR_KIND, attributes::ORIGINAL_MESSAGE_ID]
-        );
-        assert_eq!(
-            f.dropped,
-            [
-                "b",
-                "a",
-                attributes::ERROR_MESSAGE,
-                attributes::CONSUMER_VERSION,
-                attributes::CONSUMER,
-                attributes::ERROR_CLASS,
-                attributes::ATTEMPTS,
-                "correlationId"
-            ]
-        );
-        assert_eq!(total(LIMIT - minimal, &f), LIMIT);
-        // One byte more: nothing fits.
-        let f = fit(LIMIT - minimal + 1, attrs(), "correlationId", LIMIT);
-        assert!(f.attributes.is_empty());
-        assert_eq!(f.dropped.len(), 10);
-    }
-
-    #[test]
-    fn a_shortened_error_ends_on_a_character_boundary() {
-        let error = "é".repeat(600); // 2 bytes each
-        let attrs = dead_letter_attributes(&message_with(&[]), &failure(&error), "c", None);
-        let full = total(0, &fit(0, attrs.clone(), "c", LIMIT));
-        let f = fit(LIMIT - full + 301, attrs, "c", LIMIT);
-        assert!(f.shortened);
-        assert!(f.attributes[3].value.ends_with(ELLIPSIS));
-        assert!(total(LIMIT - full + 301, &f) <= LIMIT);
     }
 
     /// A record as Lambda hands it over: source queue ARN and `SentTimestamp` (2025-06-15T15:06:40.123Z).
@@ -550,84 +550,282 @@ mod tests {
         m
     }
 
-    fn value<'a>(f: &'a Fitted, name: &str) -> Option<&'a str> {
-        f.attributes
-            .iter()
-            .find(|a| a.name == name)
-            .map(|a| a.value.as_str())
+    fn letter(message: &SqsMessage, error: &str, window: Option<Duration>) -> Letter {
+        Letter::of(message, &failure(error), "correlationId", window)
     }
 
+    fn names(f: &Fitted) -> Vec<&str> {
+        f.attributes.iter().map(|a| a.name.as_str()).collect()
+    }
+
+    fn total(body: usize, f: &Fitted) -> usize {
+        body + f.attributes.iter().map(Attribute::size).sum::<usize>()
+    }
+
+    /// The context a fitted copy carries.
+    fn context(f: &Fitted) -> DeadLetterContext {
+        let first = f.attributes.first().expect("attributes");
+        assert_eq!(first.name, attributes::CONTEXT);
+        DeadLetterContext::parse(&first.value).expect("sqsafe's JSON")
+    }
+
+    const LIMIT: usize = 262_144;
     const DAY: Duration = Duration::from_secs(86_400);
 
     #[test]
-    fn the_redrive_context_follows_the_originals_when_there_is_room() {
-        let attrs = dead_letter_attributes(
-            &record_with(&[("tenant", "acme")]),
-            &failure("insufficient balance"),
-            "correlationId",
-            Some(30 * DAY),
-        );
-        let fitted = fit(100, attrs, "correlationId", LIMIT);
-        assert_eq!(&names(&fitted)[8..], ["tenant", attributes::REDRIVE]);
-        let redrive = RedriveContext::parse(value(&fitted, attributes::REDRIVE).expect("redrive"))
-            .expect("sqsafe's JSON");
+    fn every_original_is_kept_up_to_the_limit() {
+        let own = [
+            ("h", "8"),
+            ("g", "7"),
+            ("f", "6"),
+            ("e", "5"),
+            ("d", "4"),
+            ("c", "3"),
+            ("b", "2"),
+            ("a", "1"),
+        ];
+        let mut m = record_with(&own);
+        m.message_attributes
+            .insert("correlationId".into(), string_attribute("checkout-7"));
+        let l = letter(&m, "insufficient balance", Some(DAY));
+        assert!(l.over_limit.is_empty() && l.not_copied.is_empty());
+        let fitted = fit(100, l, LIMIT);
+        assert!(fitted.dropped.is_empty() && fitted.dropped_fields.is_empty() && !fitted.shortened);
         assert_eq!(
-            redrive.source_queue.as_deref(),
-            Some("arn:aws:sqs:us-east-1:123456789012:ledger")
+            names(&fitted),
+            [
+                attributes::CONTEXT,
+                "correlationId",
+                "a",
+                "b",
+                "c",
+                "d",
+                "e",
+                "f",
+                "g",
+                "h"
+            ]
         );
-        let sent = std::time::UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
-        assert_eq!(redrive.first_sent, Some(sent));
-        assert_eq!(redrive.expires, Some(sent + 30 * DAY));
+        assert_eq!(fitted.attributes[1].value, "checkout-7");
+        assert_eq!(fitted.attributes[2].data_type, "String");
+    }
 
-        // Two originals fill SQS's 10: they are kept, the redrive context is not (a redrive then asks for --to).
-        let attrs = dead_letter_attributes(
-            &record_with(&[("tenant", "acme"), ("traceparent", "00-ab")]),
-            &failure("x"),
-            "correlationId",
+    #[test]
+    fn originals_beyond_the_limit_are_left_out_last_by_name_and_named() {
+        let nine: Vec<(String, String)> =
+            (1..=9).map(|n| (format!("a{n}"), n.to_string())).collect();
+        let nine: Vec<(&str, &str)> = nine.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        let mut m = message_with(&nine);
+        m.message_attributes
+            .insert("correlationId".into(), string_attribute("checkout-7"));
+        let l = letter(&m, "x", None);
+        assert_eq!(l.over_limit, ["a9"]);
+        assert_eq!(l.originals.len(), 8);
+        assert_eq!(fit(100, l, LIMIT).attributes.len(), MAX_ATTRIBUTES);
+
+        // Ten of its own and no correlation id attribute: the record's correlation id still takes one.
+        let mut m = message_with(&nine);
+        m.message_attributes
+            .insert("a0".into(), string_attribute("0"));
+        assert_eq!(letter(&m, "x", None).over_limit, ["a8", "a9"]);
+
+        // No correlation id to write: its room goes to the originals.
+        let mut f = failure("x");
+        f.correlation_id.clear();
+        let l = Letter::of(&m, &f, "correlationId", None);
+        assert_eq!(
+            (l.correlation.as_ref(), l.over_limit.as_slice()),
+            (None, &["a9".to_owned()][..])
+        );
+        assert_eq!(fit(100, l, LIMIT).attributes.len(), MAX_ATTRIBUTES);
+    }
+
+    #[test]
+    fn binary_and_list_values_are_not_copied_and_named() {
+        let mut m = message_with(&[("tenant", "acme")]);
+        let mut binary = aws_lambda_events::sqs::SqsMessageAttribute::default();
+        binary.data_type = Some("Binary".into());
+        let mut bytes = aws_lambda_events::encodings::Base64Data::default();
+        bytes.extend([1, 2, 3]);
+        binary.binary_value = Some(bytes);
+        m.message_attributes.insert("thumbnail".into(), binary);
+        let l = letter(&m, "x", None);
+        assert_eq!(l.not_copied, ["thumbnail"]);
+        assert_eq!(
+            names(&fit(100, l, LIMIT)),
+            [attributes::CONTEXT, "correlationId", "tenant"]
+        );
+    }
+
+    #[test]
+    fn the_context_carries_the_failure_and_the_redrive_facts() {
+        let l = letter(
+            &record_with(&[("tenant", "acme")]),
+            "insufficient balance",
             Some(30 * DAY),
         );
+        let c = context(&fit(100, l, LIMIT));
+        let sent = std::time::UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
         assert_eq!(
-            &names(&fit(100, attrs, "correlationId", LIMIT))[8..],
-            ["tenant", "traceparent"]
+            c,
+            DeadLetterContext {
+                error_kind: "precondition".into(),
+                original_message_id: ID.into(),
+                error_class: Some("permanent".into()),
+                error: Some("insufficient balance".into()),
+                attempts: Some(3),
+                consumer: Some("apply-ledger".into()),
+                consumer_version: Some(2),
+                redrive: RedriveContext {
+                    source_queue: Some("arn:aws:sqs:us-east-1:123456789012:ledger".into()),
+                    first_sent: Some(sent),
+                    expires: Some(sent + 30 * DAY),
+                },
+            }
         );
+        // An empty error is left out; a long one keeps its first 1,024 characters.
+        let c = context(&fit(100, letter(&message_with(&[]), "", None), LIMIT));
+        assert_eq!((c.error, c.redrive.is_empty()), (None, true));
+        let c = context(&fit(
+            100,
+            letter(&message_with(&[]), &"é".repeat(2000), None),
+            LIMIT,
+        ));
+        assert_eq!(c.error.map(|e| e.chars().count()), Some(MAX_ERROR_CHARS));
     }
 
     #[test]
     fn sqsafe_attributes_of_the_original_are_not_copied_but_its_first_send_is_kept() {
-        // A message redriven earlier, still carrying the attributes a move task keeps and the first send.
-        let attrs = dead_letter_attributes(
+        // A message redriven earlier, with the first send a redrive puts on it, and stale context.
+        let l = letter(
             &record_with(&[
                 (attributes::FIRST_SENT, "2025-06-01T00:00:00Z"),
+                (attributes::CONTEXT, "{}"),
                 (attributes::REDRIVE, "{}"),
                 ("sqsafe.error", "stale"),
             ]),
-            &failure("fresh"),
-            "correlationId",
+            "fresh",
             Some(DAY),
         );
-        let fitted = fit(100, attrs, "correlationId", LIMIT);
-        assert_eq!(fitted.attributes.len(), 9, "{:?}", names(&fitted));
-        assert_eq!(value(&fitted, attributes::ERROR_MESSAGE), Some("fresh"));
-        let redrive = RedriveContext::parse(value(&fitted, attributes::REDRIVE).expect("redrive"))
-            .expect("sqsafe's JSON");
+        assert!(l.over_limit.is_empty() && l.not_copied.is_empty());
+        let fitted = fit(100, l, LIMIT);
+        assert_eq!(names(&fitted), [attributes::CONTEXT, "correlationId"]);
+        let c = context(&fitted);
+        assert_eq!(c.error.as_deref(), Some("fresh"));
         let first: jiff::Timestamp = "2025-06-01T00:00:00Z".parse().expect("time");
-        assert_eq!(redrive.first_sent, Some(std::time::SystemTime::from(first)));
+        assert_eq!(
+            c.redrive.first_sent,
+            Some(std::time::SystemTime::from(first))
+        );
     }
 
     #[test]
-    fn the_redrive_context_is_the_first_to_go_when_the_body_is_large() {
-        let attrs = || {
-            dead_letter_attributes(
-                &record_with(&[("tenant", "acme")]),
-                &failure("insufficient balance"),
-                "correlationId",
-                Some(DAY),
-            )
-        };
-        let full = total(0, &fit(0, attrs(), "correlationId", LIMIT));
-        let f = fit(LIMIT - full + 1, attrs(), "correlationId", LIMIT);
-        assert_eq!(f.dropped, [attributes::REDRIVE]);
-        assert!(names(&f).contains(&"tenant"));
+    fn the_copy_shrinks_in_order_down_to_kind_and_original_id() {
+        let error = "e".repeat(1500);
+        let message = record_with(&[("a", &"x".repeat(300)), ("b", &"y".repeat(300))]);
+        let l = || letter(&message, &error, Some(DAY));
+        let full = total(0, &fit(0, l(), LIMIT));
+        // One byte over: the redrive fields go, nothing else.
+        let f = fit(LIMIT - full + 1, l(), LIMIT);
+        assert_eq!(f.dropped_fields, ["source_queue", "first_sent", "expires"]);
+        assert!(f.dropped.is_empty() && !f.shortened);
+        assert_eq!(names(&f), [attributes::CONTEXT, "correlationId", "a", "b"]);
+        assert!(context(&f).redrive.is_empty());
+        let mut without_redrive = l();
+        without_redrive.context.redrive = RedriveContext::default();
+        let rest = without_redrive.size(0);
+        // Then the originals, last first.
+        let f = fit(LIMIT - rest + 10, l(), LIMIT);
+        assert_eq!(f.dropped, ["b"]);
+        assert!(!f.shortened);
+        // No original fits, and the error must give up 200 bytes more.
+        let body = LIMIT - rest + 800;
+        let f = fit(body, l(), LIMIT);
+        assert_eq!(f.dropped, ["b", "a"]);
+        assert!(f.shortened);
+        assert_eq!(f.dropped_fields.len(), 3, "only the redrive fields");
+        let shortened = context(&f).error.expect("error");
+        assert!(shortened.ends_with(ELLIPSIS) && shortened.len() < MAX_ERROR_CHARS);
+        assert!(total(body, &f) <= LIMIT);
+        // Nothing optional fits.
+        let minimal = attributes::CONTEXT.len()
+            + "String".len()
+            + format!(r#"{{"error_kind":"precondition","original_message_id":"{ID}"}}"#).len();
+        let f = fit(LIMIT - minimal, l(), LIMIT);
+        assert_eq!(names(&f), [attributes::CONTEXT]);
+        assert_eq!(f.dropped, ["b", "a", "correlationId"]);
+        assert_eq!(
+            f.dropped_fields,
+            [
+                "source_queue",
+                "first_sent",
+                "expires",
+                "error",
+                "consumer_version",
+                "consumer",
+                "error_class",
+                "attempts"
+            ]
+        );
+        assert_eq!(
+            context(&f),
+            DeadLetterContext {
+                error_kind: "precondition".into(),
+                original_message_id: ID.into(),
+                ..DeadLetterContext::default()
+            }
+        );
+        assert_eq!(total(LIMIT - minimal, &f), LIMIT);
+        // One byte more: nothing fits.
+        let f = fit(LIMIT - minimal + 1, l(), LIMIT);
+        assert!(f.attributes.is_empty());
+        assert_eq!(
+            f.dropped.last().map(String::as_str),
+            Some(attributes::CONTEXT)
+        );
+    }
+
+    #[test]
+    fn a_body_at_the_limit_goes_alone() {
+        let l = letter(
+            &record_with(&[("tenant", "acme")]),
+            "insufficient balance",
+            Some(DAY),
+        );
+        let f = fit(LIMIT, l, LIMIT);
+        assert!(f.attributes.is_empty());
+        assert_eq!(total(LIMIT, &f), LIMIT);
+        assert_eq!(f.dropped, ["tenant", "correlationId", attributes::CONTEXT]);
+    }
+
+    #[test]
+    fn a_shortened_error_ends_on_a_character_boundary() {
+        let error = "é".repeat(600); // 2 bytes each
+        let l = || letter(&message_with(&[]), &error, None);
+        let full = total(0, &fit(0, l(), LIMIT));
+        let f = fit(LIMIT - full + 301, l(), LIMIT);
+        assert!(f.shortened);
+        assert!(context(&f).error.is_some_and(|e| e.ends_with(ELLIPSIS)));
+        assert!(total(LIMIT - full + 301, &f) <= LIMIT);
+    }
+
+    #[test]
+    fn a_shortened_error_fits_with_its_json_escapes() {
+        // 500 bytes, 1,200 in the JSON: each quote takes two bytes there, each control character six.
+        let error = "\"q\" \u{1}".repeat(100);
+        let l = || letter(&message_with(&[]), &error, None);
+        let full = total(0, &fit(0, l(), LIMIT));
+        for over in [1, 100, 465] {
+            let f = fit(LIMIT - full + over, l(), LIMIT);
+            assert!(f.shortened, "{over}");
+            assert!(total(LIMIT - full + over, &f) <= LIMIT, "{over}");
+        }
+        // The cut is counted in the message's bytes: less than 32 of them left, the error goes whole.
+        let f = fit(LIMIT - full + 466, l(), LIMIT);
+        assert_eq!(
+            (f.shortened, f.dropped_fields.as_slice()),
+            (false, &["error"][..])
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use sqsafe_idempotency::{BoxError, RunError};
 /// Why one record failed, and whether it should come back.
 ///
 /// `kind` is a short stable label (`bad_payload`, `payload_mismatch`, `downstream_5xx`, …) for logs, metrics and the
-/// DLQ's `sqsafe.error_kind` attribute; `message` is for people. Neither ever quotes the message body.
+/// dead-letter context (`error_kind`); `message` is for people. Neither ever quotes the message body.
 ///
 /// A transient error may say when a retry can first succeed ([`RecordError::retry_not_before`]): the batch processor
 /// then keeps the message invisible until that time instead of applying its backoff.

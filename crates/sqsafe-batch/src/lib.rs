@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+mod context;
 mod dlq;
 mod error;
 mod parse;
@@ -9,6 +10,7 @@ mod record;
 mod redrive;
 mod visibility;
 
+pub use context::DeadLetterContext;
 pub use dlq::{
     DEFAULT_MAX_MESSAGE_SIZE, DeadLetterQueue, FailureContext, MAX_MESSAGE_SIZE_LIMIT,
     SqsDeadLetterQueue, attributes,

@@ -1,7 +1,7 @@
 //! Payload errors that say where and what, never the value.
 //!
 //! serde's messages quote the offending value (`invalid type: string "4111-1111-1111-1111", expected u64`), and a
-//! record's error reaches the logs and the DLQ's `sqsafe.error`. These functions keep the field path (from
+//! record's error reaches the logs and the dead-letter context (`error`). These functions keep the field path (from
 //! `serde_path_to_error`), the kind of value found and the type expected, and drop the rest.
 
 use serde::de::DeserializeOwned;

@@ -1,5 +1,7 @@
-//! What a redrive of a dead letter needs to know, carried on the dead-letter copy as one attribute
-//! ([`attributes::REDRIVE`](crate::attributes::REDRIVE)).
+//! What a redrive of a dead letter needs to know, carried on the dead-letter copy in its context
+//! ([`DeadLetterContext::redrive`](crate::DeadLetterContext::redrive), in the attribute
+//! [`attributes::CONTEXT`](crate::attributes::CONTEXT)); copies written before that carry it alone, in the legacy
+//! attribute [`attributes::REDRIVE`](crate::attributes::REDRIVE).
 //!
 //! SQS's own redrive (`StartMessageMoveTask`) only knows the source of messages its redrive policy moved
 //! (`DeadLetterQueueSourceArn`); for a copy that sqsafe sent to the DLQ itself it fails with
@@ -18,8 +20,11 @@ use crate::dlq::attributes;
 /// The redrive facts of one dead letter. Every field is optional: a message without an event source ARN or a
 /// `SentTimestamp`, or a DLQ without an idempotency window, leaves the field out.
 ///
-/// Its attribute value is compact JSON with RFC 3339 times, readable in the console:
+/// Its JSON form has RFC 3339 times, readable in the console:
 /// `{"source_queue":"arn:aws:sqs:eu-west-1:123456789012:orders","first_sent":"2025-06-01T10:00:00.123Z","expires":"2025-07-01T10:00:00.123Z"}`.
+/// The same fields appear in [`DeadLetterContext`](crate::DeadLetterContext)'s JSON (serde: this struct flattened
+/// into it); [`to_attribute_value`](Self::to_attribute_value) and [`parse`](Self::parse) are the legacy attribute
+/// [`attributes::REDRIVE`](crate::attributes::REDRIVE) on its own.
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -35,7 +40,8 @@ use crate::dlq::attributes;
 /// assert!(value.contains(r#""first_sent":"2025-06-15T15:06:40Z""#));
 /// assert_eq!(RedriveContext::parse(&value), Some(context));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "Wire", try_from = "Wire")]
 pub struct RedriveContext {
     /// The ARN of the queue the message was consumed from (the record's `eventSourceARN`).
     pub source_queue: Option<String>,
@@ -56,6 +62,34 @@ struct Wire {
     first_sent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     expires: Option<String>,
+}
+
+impl From<RedriveContext> for Wire {
+    fn from(c: RedriveContext) -> Self {
+        Self {
+            source_queue: c.source_queue,
+            first_sent: c.first_sent.map(format_time),
+            expires: c.expires.map(format_time),
+        }
+    }
+}
+
+impl TryFrom<Wire> for RedriveContext {
+    type Error = String;
+
+    fn try_from(wire: Wire) -> Result<Self, Self::Error> {
+        let time = |field: &str, t: Option<String>| match t {
+            Some(t) => parse_time(&t)
+                .map(Some)
+                .ok_or_else(|| format!("{field}: not an RFC 3339 time: {t:?}")),
+            None => Ok(None),
+        };
+        Ok(Self {
+            source_queue: wire.source_queue,
+            first_sent: time("first_sent", wire.first_sent)?,
+            expires: time("expires", wire.expires)?,
+        })
+    }
 }
 
 impl RedriveContext {
@@ -91,35 +125,22 @@ impl RedriveContext {
         }
     }
 
-    /// True when no fact is known (the attribute is then left out).
+    /// True when no fact is known.
     pub fn is_empty(&self) -> bool {
         self.source_queue.is_none() && self.first_sent.is_none() && self.expires.is_none()
     }
 
-    /// The attribute value: compact JSON.
+    /// Compact JSON, as the legacy attribute [`attributes::REDRIVE`](crate::attributes::REDRIVE) carried it.
     pub fn to_attribute_value(&self) -> String {
-        let wire = Wire {
-            source_queue: self.source_queue.clone(),
-            first_sent: self.first_sent.map(format_time),
-            expires: self.expires.map(format_time),
-        };
         // Serialising a struct of strings cannot fail.
-        serde_json::to_string(&wire).unwrap_or_default()
+        serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// Reads an attribute value written by [`to_attribute_value`](Self::to_attribute_value); `None` when it is not
-    /// in that form (unknown fields are ignored, so later versions may add some).
+    /// Reads a value written by [`to_attribute_value`](Self::to_attribute_value) (a legacy
+    /// [`attributes::REDRIVE`](crate::attributes::REDRIVE)); `None` when it is not in that form (unknown fields are
+    /// ignored, so later versions may add some).
     pub fn parse(value: &str) -> Option<Self> {
-        let wire: Wire = serde_json::from_str(value).ok()?;
-        let time = |t: Option<String>| match t {
-            Some(t) => parse_time(&t).map(Some),
-            None => Some(None),
-        };
-        Some(Self {
-            source_queue: wire.source_queue,
-            first_sent: time(wire.first_sent)?,
-            expires: time(wire.expires)?,
-        })
+        serde_json::from_str(value).ok()
     }
 }
 

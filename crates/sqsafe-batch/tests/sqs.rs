@@ -11,8 +11,8 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use common::{event, in_group, message, with_attribute, with_receive_count};
 use sqsafe_batch::{
-    BatchProcessor, Processed, Record, RecordError, SqsDeadLetterQueue, SqsVisibility,
-    VisibilityControl, attributes,
+    BatchProcessor, DeadLetterContext, Processed, Record, RecordError, SqsDeadLetterQueue,
+    SqsVisibility, VisibilityControl, attributes,
 };
 use sqsafe_idempotency::{Claim, Idempotency, InMemoryStore, KeyBuilder};
 
@@ -31,8 +31,16 @@ async fn poison(record: Record) -> Result<Processed, RecordError> {
     ))
 }
 
+/// The sqsafe context a DLQ copy carries.
+fn context_of(copy: &aws_sdk_sqs::types::Message) -> DeadLetterContext {
+    let value =
+        sqsafe_testkit::message_attribute(copy, attributes::CONTEXT).expect("sqsafe.context");
+    DeadLetterContext::parse(&value).expect("sqsafe's JSON")
+}
+
 #[tokio::test]
-async fn a_poison_record_reaches_the_dlq_with_its_context_as_attributes() {
+async fn a_poison_record_reaches_the_dlq_with_its_context_and_the_originals_that_fit() {
+    let (logs, _guard) = common::Logs::capture();
     let sqs = client().await;
     let dlq_url = queue(&sqs, "dlq", false).await;
     let processor = BatchProcessor::builder("apply-ledger", 2)
@@ -41,8 +49,9 @@ async fn a_poison_record_reaches_the_dlq_with_its_context_as_attributes() {
         .expect("config");
     let mut m = with_receive_count(message("msg-1", r#"{"account":"a-1","amount":500}"#), 4);
     m = with_attribute(m, "correlationId", "corr-7");
-    for extra in ["aa", "bb", "cc", "dd"] {
-        m = with_attribute(m, extra, "v"); // more originals than SQS's 10-attribute limit leaves room for
+    // SQS's 10 on the original: one more of its own than the copy has room for beside the context.
+    for extra in ["aa", "bb", "cc", "dd", "ee", "ff", "gg", "hh", "ii"] {
+        m = with_attribute(m, extra, "v");
     }
     let report = processor
         .process(event(vec![m]), None, &poison)
@@ -53,44 +62,125 @@ async fn a_poison_record_reaches_the_dlq_with_its_context_as_attributes() {
         "dead-lettered, so acknowledged"
     );
 
-    let received = sqs
-        .receive_message()
-        .queue_url(&dlq_url)
-        .message_attribute_names("All")
-        .max_number_of_messages(10)
-        .send()
-        .await
-        .expect("receive")
-        .messages
-        .unwrap_or_default();
+    let received = receive_all(&sqs, &dlq_url).await;
     assert_eq!(received.len(), 1);
     let copy = &received[0];
     assert_eq!(copy.body(), Some(r#"{"account":"a-1","amount":500}"#));
+    let context = context_of(copy);
+    assert_eq!(context.error_kind, "precondition");
+    assert_eq!(context.error_class.as_deref(), Some("permanent"));
+    assert_eq!(
+        context.error.as_deref(),
+        Some("insufficient balance for msg-1")
+    );
+    assert_eq!(context.attempts, Some(4));
+    assert_eq!(context.consumer.as_deref(), Some("apply-ledger"));
+    assert_eq!(context.consumer_version, Some(2));
+    assert_eq!(context.original_message_id, "msg-1");
+    assert_eq!(
+        sqsafe_testkit::message_attribute(copy, "correlationId").as_deref(),
+        Some("corr-7")
+    );
     let attrs = copy.message_attributes().expect("attributes");
-    let get = |name: &str| {
-        attrs
-            .get(name)
-            .and_then(|a| a.string_value())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    assert_eq!(get(attributes::ERROR_KIND), "precondition");
-    assert_eq!(get(attributes::ERROR_CLASS), "permanent");
-    assert_eq!(
-        get(attributes::ERROR_MESSAGE),
-        "insufficient balance for msg-1"
+    assert_eq!(attrs.len(), 10, "SQS's limit");
+    assert!(attrs.contains_key("aa") && attrs.contains_key("hh") && !attrs.contains_key("ii"));
+    let warning = logs
+        .lines()
+        .into_iter()
+        .find(|l| l["left_out"].is_string())
+        .expect("a warning names what was left out");
+    assert_eq!(warning["level"], "WARN");
+    assert!(
+        warning["left_out"]
+            .as_str()
+            .is_some_and(|s| s.contains("\"ii\"")),
+        "{warning}"
     );
-    assert_eq!(get(attributes::ATTEMPTS), "4");
-    assert_eq!(get(attributes::CONSUMER), "apply-ledger");
-    assert_eq!(get(attributes::CONSUMER_VERSION), "2");
-    assert_eq!(get(attributes::ORIGINAL_MESSAGE_ID), "msg-1");
-    assert_eq!(get("correlationId"), "corr-7");
+}
+
+/// `(data type, string value)` of each attribute, by name.
+fn typed(
+    attrs: &std::collections::HashMap<String, aws_sdk_sqs::types::MessageAttributeValue>,
+) -> std::collections::BTreeMap<String, (String, String)> {
+    attrs
+        .iter()
+        .map(|(name, a)| {
+            let value = a.string_value().unwrap_or_default().to_owned();
+            (name.clone(), (a.data_type().to_owned(), value))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_poison_record_with_many_attributes_keeps_every_one_and_the_whole_context() {
+    let sqs = client().await;
+    let dlq_url = queue(&sqs, "dlq", false).await;
+    let processor = BatchProcessor::builder("apply-ledger", 2)
+        .dead_letter_queue(
+            SqsDeadLetterQueue::new(sqs.clone(), &dlq_url)
+                .idempotency_window(Duration::from_secs(30 * 86_400)),
+        )
+        .build()
+        .expect("config");
+    let mut m = with_receive_count(message("msg-many", r#"{"account":"a-1"}"#), 4);
+    // 2025-06-15T15:06:40.123Z
+    m.attributes
+        .insert("SentTimestamp".into(), "1750000000123".into());
+    m = with_attribute(m, "correlationId", "corr-7");
+    let own = [
+        ("tenant", "String", "acme"),
+        (
+            "traceparent",
+            "String",
+            "00-4bf92f3577b34da6-00f067aa0ba902b7-01",
+        ),
+        ("schema", "String.v2", "ledger-entry"),
+        ("priority", "Number", "5"),
+        ("region", "String", "eu-west-1"),
+        ("source", "String", "checkout"),
+    ];
+    for (name, data_type, value) in own {
+        m = with_attribute(m, name, value);
+        if let Some(a) = m.message_attributes.get_mut(name) {
+            a.data_type = Some(data_type.to_owned());
+        }
+    }
+    let report = processor
+        .process(event(vec![m]), None, &poison)
+        .await
+        .expect("batch");
+    assert!(report.response.batch_item_failures.is_empty());
+
+    let received = receive_all(&sqs, &dlq_url).await;
+    assert_eq!(received.len(), 1);
+    let copy = &received[0];
+    assert_eq!(copy.body(), Some(r#"{"account":"a-1"}"#));
+    let mut attrs = typed(copy.message_attributes().expect("attributes"));
+    let context = attrs.remove("sqsafe.context");
+    let mut expected: std::collections::BTreeMap<String, (String, String)> = own
+        .iter()
+        .map(|(n, t, v)| ((*n).to_owned(), ((*t).to_owned(), (*v).to_owned())))
+        .collect();
+    expected.insert("correlationId".into(), ("String".into(), "corr-7".into()));
+    assert_eq!(attrs, expected, "every original attribute, none lost");
+    let context = context.expect("sqsafe.context");
+    assert_eq!(context.0, "String");
+    let context: serde_json::Value = serde_json::from_str(&context.1).expect("JSON");
     assert_eq!(
-        attrs.len(),
-        10,
-        "SQS's limit: the context first, then the originals that fit"
+        context,
+        serde_json::json!({
+            "error_kind": "precondition",
+            "original_message_id": "msg-many",
+            "error_class": "permanent",
+            "error": "insufficient balance for msg-many",
+            "attempts": 4,
+            "consumer": "apply-ledger",
+            "consumer_version": 2,
+            "source_queue": common::STANDARD_ARN,
+            "first_sent": "2025-06-15T15:06:40.123Z",
+            "expires": "2025-07-15T15:06:40.123Z",
+        })
     );
-    assert!(attrs.contains_key("aa") && attrs.contains_key("bb") && !attrs.contains_key("dd"));
 }
 
 #[tokio::test]
@@ -332,16 +422,13 @@ async fn a_body_near_the_size_limit_keeps_the_context_that_fits() {
     assert_eq!(copy.body().map(str::len), Some(body.len()));
     assert!(counted_size(copy) <= limit, "{} bytes", counted_size(copy));
     let attrs = copy.message_attributes().expect("attributes");
-    let get = |name: &str| {
-        attrs
-            .get(name)
-            .and_then(|a| a.string_value())
-            .unwrap_or_default()
-    };
-    assert_eq!(get(attributes::ERROR_KIND), "precondition");
-    assert_eq!(get(attributes::ORIGINAL_MESSAGE_ID), "msg-big");
-    assert!(!attrs.contains_key("tenant"), "copied originals go first");
-    let error = get(attributes::ERROR_MESSAGE);
+    let context = context_of(copy);
+    assert_eq!(context.error_kind, "precondition");
+    assert_eq!(context.original_message_id, "msg-big");
+    assert!(context.redrive.is_empty(), "the redrive fields go first");
+    assert!(!attrs.contains_key("tenant"), "then the copied originals");
+    assert!(attrs.contains_key("correlationId"));
+    let error = context.error.unwrap_or_default();
     assert!(
         error.starts_with("msg-big: refused;") && error.ends_with('…'),
         "shortened, not dropped: {error}"
@@ -405,10 +492,7 @@ async fn a_mistyped_value_does_not_reach_the_dlq_attributes() {
         let value = value.string_value().unwrap_or_default();
         assert!(!value.contains(secret), "{name} carries the value: {value}");
     }
-    let error = attrs
-        .get(attributes::ERROR_MESSAGE)
-        .and_then(|a| a.string_value())
-        .unwrap_or_default();
+    let error = context_of(&received[0]).error.unwrap_or_default();
     assert!(
         error.contains("`amount`") && error.contains("expected u64"),
         "{error}"

@@ -57,7 +57,7 @@ pub struct Report {
 /// The dead letters of one error kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KindGroup {
-    /// `sqsafe.error_kind`, or `no_context`.
+    /// The context's `error_kind`, or `no_context`.
     pub kind: String,
     /// `permanent` or `transient` when every entry says the same.
     pub class: Option<String>,
@@ -102,7 +102,8 @@ pub struct Listed {
     pub expires: Option<String>,
     /// `expires` has passed.
     pub expired: Option<bool>,
-    /// The copy has SQS's 10 attributes and no redrive context: original attributes may have been left out.
+    /// Original attributes may have been left out of the copy (SQS's limit of 10, or the DLQ's message size): see
+    /// [`DeadLetter::attributes_may_be_missing`](crate::DeadLetter::attributes_may_be_missing).
     pub attributes_may_be_missing: bool,
 }
 
@@ -314,7 +315,8 @@ fn write_entry(out: &mut dyn Write, e: &Listed) -> std::io::Result<()> {
     if e.attributes_may_be_missing {
         writeln!(
             out,
-            "    some original attributes may be missing (SQS keeps 10 per message)"
+            "    some original attributes may be missing (SQS keeps 10 per message; a body near the size limit \
+             leaves less room)"
         )?;
     }
     if e.copies > 1 {

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use aws_sdk_sqs::types::{Message, MessageAttributeValue, MessageSystemAttributeName};
 use jiff::{SignedDuration, Timestamp};
-use sqsafe_batch::{RedriveContext, attributes};
+use sqsafe_batch::{DeadLetterContext, RedriveContext, attributes};
 
 /// The kind shown for a message without sqsafe's context: SQS's redrive policy moved it (the function crashed or
 /// timed out on every delivery), or it was sent to the DLQ by something else.
@@ -14,39 +14,48 @@ pub const NO_CONTEXT: &str = "no_context";
 const MAX_ATTRIBUTES: usize = 10;
 
 /// One DLQ message, read.
+///
+/// sqsafe's context comes from the copy's `sqsafe.context` ([`DeadLetterContext`]) or, for a copy written before it,
+/// from the legacy attributes, one per fact (`sqsafe.error_kind`, ..., `sqsafe.redrive`; see
+/// [`attributes`](sqsafe_batch::attributes)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeadLetter {
     /// The DLQ copy's message id.
     pub dlq_message_id: String,
-    /// The message id the consumer saw (`sqsafe.original_message_id`; without context, the DLQ message's own id, which
-    /// SQS's redrive policy keeps).
+    /// The message id the consumer saw (the context's `original_message_id`; without context, the DLQ message's own
+    /// id, which SQS's redrive policy keeps).
     pub original_message_id: String,
-    /// `sqsafe.error_kind`, or [`NO_CONTEXT`].
+    /// The context's `error_kind`, or [`NO_CONTEXT`].
     pub kind: String,
-    /// `sqsafe.error_class`: `permanent` or `transient`.
+    /// The context's `error_class`: `permanent` or `transient`.
     pub class: Option<String>,
-    /// `sqsafe.error`.
+    /// The context's `error`.
     pub error: Option<String>,
-    /// `sqsafe.attempts`.
+    /// The context's `attempts`.
     pub attempts: Option<u32>,
-    /// `sqsafe.consumer`.
+    /// The context's `consumer`.
     pub consumer: Option<String>,
-    /// `sqsafe.consumer_version`.
+    /// The context's `consumer_version`.
     pub consumer_version: Option<u32>,
     /// The correlation id attribute.
     pub correlation_id: Option<String>,
-    /// The source queue's ARN: from `sqsafe.redrive`, else SQS's `DeadLetterQueueSourceArn`.
+    /// The source queue's ARN: the context's `source_queue`, else SQS's `DeadLetterQueueSourceArn`.
     pub source_queue: Option<String>,
-    /// When the original was first sent (`sqsafe.redrive`).
+    /// When the original was first sent (the context's `first_sent`).
     pub first_sent: Option<Timestamp>,
-    /// When the original's idempotency protection ends (`sqsafe.redrive`).
+    /// When the original's idempotency protection ends (the context's `expires`).
     pub expires: Option<Timestamp>,
     /// When this copy was sent to the DLQ (its `SentTimestamp`; for a message SQS moved to a standard DLQ, the
     /// original's).
     pub sent: Option<Timestamp>,
     /// `MessageGroupId` of a copy in a FIFO DLQ (the original's group).
     pub group_id: Option<String>,
-    /// The copy has SQS's 10 attributes and no `sqsafe.redrive`: some original attributes may have been left out.
+    /// Some of the original's attributes may have been left out of the copy. sqsafe leaves originals out at SQS's
+    /// limit of 10 attributes, so true when the copy has 10; and to fit the DLQ's message size, but only after the
+    /// context's redrive fields, so true when the context has none of `source_queue`, `first_sent`, `expires` (as
+    /// also for a record that came without an event source ARN or `SentTimestamp`, outside Lambda). A legacy copy:
+    /// true without `sqsafe.redrive`, which went before any original for either reason. False without sqsafe's
+    /// context. Binary and list attributes are never copied, and not counted here (a warning named them).
     pub attributes_may_be_missing: bool,
     /// The body, unchanged.
     pub body: String,
@@ -64,7 +73,6 @@ impl DeadLetter {
                 .and_then(|a| a.string_value())
                 .map(str::to_owned)
         };
-        let number = |name: &str| text(name).and_then(|v| v.trim().parse().ok());
         let system = |name: MessageSystemAttributeName| {
             message
                 .attributes()
@@ -72,40 +80,49 @@ impl DeadLetter {
                 .map(String::as_str)
         };
         let dlq_message_id = message.message_id().unwrap_or_default().to_owned();
-        let kind = text(attributes::ERROR_KIND);
-        let redrive = text(attributes::REDRIVE)
-            .and_then(|v| RedriveContext::parse(&v))
-            .unwrap_or_default();
+        let (context, may_be_missing) =
+            match text(attributes::CONTEXT).and_then(|v| DeadLetterContext::parse(&v)) {
+                Some(context) => {
+                    let missing = attributes.len() >= MAX_ATTRIBUTES || context.redrive.is_empty();
+                    (Some(context), missing)
+                }
+                None => {
+                    let legacy = legacy_context(text);
+                    let missing = legacy.is_some() && !attributes.contains_key(attributes::REDRIVE);
+                    (legacy, missing)
+                }
+            };
+        let context = context.unwrap_or_default();
         let time = |t: Option<std::time::SystemTime>| t.and_then(|t| Timestamp::try_from(t).ok());
+        let nonempty = |s: String| (!s.is_empty()).then_some(s);
         Self {
-            original_message_id: text(attributes::ORIGINAL_MESSAGE_ID)
+            original_message_id: nonempty(context.original_message_id)
                 .unwrap_or_else(|| dlq_message_id.clone()),
-            kind: kind.clone().unwrap_or_else(|| NO_CONTEXT.to_owned()),
-            class: text(attributes::ERROR_CLASS),
-            error: text(attributes::ERROR_MESSAGE),
-            attempts: number(attributes::ATTEMPTS),
-            consumer: text(attributes::CONSUMER),
-            consumer_version: number(attributes::CONSUMER_VERSION),
+            kind: nonempty(context.error_kind).unwrap_or_else(|| NO_CONTEXT.to_owned()),
+            class: context.error_class,
+            error: context.error,
+            attempts: context.attempts,
+            consumer: context.consumer,
+            consumer_version: context.consumer_version,
             correlation_id: text(correlation_attribute),
-            source_queue: redrive.source_queue.clone().or_else(|| {
+            source_queue: context.redrive.source_queue.clone().or_else(|| {
                 system(MessageSystemAttributeName::DeadLetterQueueSourceArn).map(str::to_owned)
             }),
-            first_sent: time(redrive.first_sent),
-            expires: time(redrive.expires),
+            first_sent: time(context.redrive.first_sent),
+            expires: time(context.redrive.expires),
             sent: system(MessageSystemAttributeName::SentTimestamp)
                 .and_then(|ms| ms.parse().ok())
                 .and_then(|ms| Timestamp::from_millisecond(ms).ok()),
             group_id: system(MessageSystemAttributeName::MessageGroupId).map(str::to_owned),
-            attributes_may_be_missing: kind.is_some()
-                && attributes.len() >= MAX_ATTRIBUTES
-                && !attributes.contains_key(attributes::REDRIVE),
+            attributes_may_be_missing: may_be_missing,
             body: message.body().unwrap_or_default().to_owned(),
             dlq_message_id,
             attributes,
         }
     }
 
-    /// The attributes a redriven message carries: the copy's, without sqsafe's failure context.
+    /// The attributes a redriven message carries: the copy's, without sqsafe's context (any `sqsafe.*` attribute,
+    /// the legacy ones included).
     pub fn original_attributes(&self) -> HashMap<String, MessageAttributeValue> {
         self.attributes
             .iter()
@@ -113,6 +130,24 @@ impl DeadLetter {
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect()
     }
+}
+
+/// The context of a copy in the legacy layout (one attribute per fact, written before `sqsafe.context`), read by
+/// `text`; `None` without `sqsafe.error_kind`. Its original message id may be missing (empty).
+fn legacy_context(text: impl Fn(&str) -> Option<String>) -> Option<DeadLetterContext> {
+    let number = |name: &str| text(name).and_then(|v| v.trim().parse().ok());
+    Some(DeadLetterContext {
+        error_kind: text(attributes::ERROR_KIND)?,
+        original_message_id: text(attributes::ORIGINAL_MESSAGE_ID).unwrap_or_default(),
+        error_class: text(attributes::ERROR_CLASS),
+        error: text(attributes::ERROR_MESSAGE),
+        attempts: number(attributes::ATTEMPTS),
+        consumer: text(attributes::CONSUMER),
+        consumer_version: number(attributes::CONSUMER_VERSION),
+        redrive: text(attributes::REDRIVE)
+            .and_then(|v| RedriveContext::parse(&v))
+            .unwrap_or_default(),
+    })
 }
 
 /// One copy of a dead letter in the DLQ.
@@ -218,8 +253,52 @@ pub(crate) mod tests {
             .expect("attribute")
     }
 
+    /// The context sqsafe writes for `original`, failed with `kind` (no redrive facts).
+    pub(crate) fn context(original: &str, kind: &str) -> DeadLetterContext {
+        DeadLetterContext {
+            error_kind: kind.into(),
+            original_message_id: original.into(),
+            error_class: Some("permanent".into()),
+            error: Some("no such account".into()),
+            attempts: Some(3),
+            consumer: Some("apply-ledger".into()),
+            consumer_version: Some(2),
+            redrive: RedriveContext::default(),
+        }
+    }
+
+    /// A DLQ copy as sqsafe writes it, with `context`, sent to the DLQ at `sent_ms`.
+    pub(crate) fn copy_with(
+        dlq_id: &str,
+        context: &DeadLetterContext,
+        sent_ms: i64,
+    ) -> aws_sdk_sqs::types::builders::MessageBuilder {
+        let original = &context.original_message_id;
+        Message::builder()
+            .message_id(dlq_id)
+            .receipt_handle(format!("rh-{dlq_id}"))
+            .body(format!(r#"{{"id":"{original}"}}"#))
+            .message_attributes(attributes::CONTEXT, attr(&context.to_attribute_value()))
+            .message_attributes("correlationId", attr(&format!("corr-{original}")))
+            .message_attributes("tenant", attr("acme"))
+            .attributes(
+                MessageSystemAttributeName::SentTimestamp,
+                sent_ms.to_string(),
+            )
+    }
+
     /// A DLQ copy as sqsafe writes it, sent to the DLQ at `sent_ms`.
     pub(crate) fn copy(
+        dlq_id: &str,
+        original: &str,
+        kind: &str,
+        sent_ms: i64,
+    ) -> aws_sdk_sqs::types::builders::MessageBuilder {
+        copy_with(dlq_id, &context(original, kind), sent_ms)
+    }
+
+    /// A DLQ copy as sqsafe wrote it before `sqsafe.context` (one attribute per fact), sent at `sent_ms`.
+    pub(crate) fn legacy_copy(
         dlq_id: &str,
         original: &str,
         kind: &str,
@@ -244,15 +323,11 @@ pub(crate) mod tests {
             )
     }
 
-    #[test]
-    fn the_context_is_read_from_the_attributes() {
-        let m = copy("d-1", "o-1", "precondition", 1_750_000_100_000)
-            .message_attributes(
-                attributes::REDRIVE,
-                attr(r#"{"source_queue":"arn:aws:sqs:us-east-1:123456789012:ledger.fifo","first_sent":"2025-06-15T15:06:40Z","expires":"2025-07-15T15:06:40Z"}"#),
-            )
-            .build();
-        let l = DeadLetter::read(&m, "correlationId");
+    const ARN: &str = "arn:aws:sqs:us-east-1:123456789012:ledger.fifo";
+    const REDRIVE: &str = r#"{"source_queue":"arn:aws:sqs:us-east-1:123456789012:ledger.fifo","first_sent":"2025-06-15T15:06:40Z","expires":"2025-07-15T15:06:40Z"}"#;
+
+    /// What both layouts say of the same dead letter.
+    fn assert_read(l: &DeadLetter) {
         assert_eq!(l.original_message_id, "o-1");
         assert_eq!(l.kind, "precondition");
         assert_eq!(l.class.as_deref(), Some("permanent"));
@@ -260,21 +335,84 @@ pub(crate) mod tests {
         assert_eq!((l.attempts, l.consumer_version), (Some(3), Some(2)));
         assert_eq!(l.consumer.as_deref(), Some("apply-ledger"));
         assert_eq!(l.correlation_id.as_deref(), Some("corr-o-1"));
-        assert_eq!(
-            l.source_queue.as_deref(),
-            Some("arn:aws:sqs:us-east-1:123456789012:ledger.fifo")
-        );
+        assert_eq!(l.source_queue.as_deref(), Some(ARN));
         assert_eq!(
             l.first_sent,
             Some(Timestamp::from_second(1_750_000_000).expect("t"))
         );
+        assert_eq!(
+            l.expires,
+            Some(Timestamp::from_second(1_752_592_000).expect("t"))
+        );
         assert!(!l.attributes_may_be_missing);
-        let kept: Vec<_> = {
-            let mut k: Vec<_> = l.original_attributes().into_keys().collect();
-            k.sort();
-            k
-        };
+        let mut kept: Vec<_> = l.original_attributes().into_keys().collect();
+        kept.sort();
         assert_eq!(kept, ["correlationId", "tenant"]);
+    }
+
+    #[test]
+    fn the_context_is_read_from_its_attribute() {
+        let mut context = context("o-1", "precondition");
+        context.redrive = RedriveContext::parse(REDRIVE).expect("redrive");
+        let m = copy_with("d-1", &context, 1_750_000_100_000).build();
+        assert_read(&DeadLetter::read(&m, "correlationId"));
+    }
+
+    #[test]
+    fn a_legacy_letter_is_read_from_its_separate_attributes() {
+        let m = legacy_copy("d-1", "o-1", "precondition", 1_750_000_100_000)
+            .message_attributes(attributes::REDRIVE, attr(REDRIVE))
+            .build();
+        assert_read(&DeadLetter::read(&m, "correlationId"));
+        // Without sqsafe.redrive (SQS's limit or the size reached): originals may have been left out.
+        let m = legacy_copy("d-1", "o-1", "precondition", 1_750_000_100_000).build();
+        let l = DeadLetter::read(&m, "correlationId");
+        assert_eq!(l.original_message_id, "o-1");
+        assert!(l.attributes_may_be_missing);
+        assert_eq!(l.expires, None);
+    }
+
+    #[test]
+    fn originals_may_be_missing_at_the_attribute_limit_or_without_redrive_fields() {
+        let mut context = context("o-1", "precondition");
+        context.redrive = RedriveContext::parse(REDRIVE).expect("redrive");
+        let read = |m: Message| DeadLetter::read(&m, "correlationId").attributes_may_be_missing;
+        let mut full = copy_with("d-1", &context, 0);
+        for n in 0..7 {
+            full = full.message_attributes(format!("own-{n}"), attr("v"));
+        }
+        assert!(read(full.build()), "10 attributes");
+        let mut nine = copy_with("d-1", &context, 0);
+        for n in 0..6 {
+            nine = nine.message_attributes(format!("own-{n}"), attr("v"));
+        }
+        assert!(!read(nine.build()), "9 attributes: every original is there");
+        assert!(
+            read(copy("d-1", "o-1", "precondition", 0).build()),
+            "the redrive fields go only after the originals"
+        );
+        let moved = Message::builder().message_id("m").body("{}").build();
+        assert!(!read(moved), "no context: nothing says");
+    }
+
+    #[test]
+    fn an_unreadable_context_is_no_context() {
+        let m = Message::builder()
+            .message_id("d-1")
+            .body("{}")
+            .message_attributes(attributes::CONTEXT, attr("not json"))
+            .message_attributes("tenant", attr("acme"))
+            .build();
+        let l = DeadLetter::read(&m, "correlationId");
+        assert_eq!(
+            (l.kind.as_str(), l.original_message_id.as_str()),
+            (NO_CONTEXT, "d-1")
+        );
+        assert_eq!(
+            l.original_attributes().len(),
+            1,
+            "sqsafe.context is never restored"
+        );
     }
 
     #[test]

@@ -237,8 +237,8 @@ fn decide(entry: &Entry, options: &RedriveOptions, now: Timestamp) -> Decision {
     if !options.force {
         let Some(expires) = entry.expires(options.window) else {
             return Decision::Refuse(
-                "its idempotency window is not recorded (no sqsafe.redrive on the DLQ copy), so nothing says a \
-                 redrive would be replayed rather than applied again: pass --window with the consumer's \
+                "its idempotency window is not recorded (no `expires` in the DLQ copy's context), so nothing says \
+                 a redrive would be replayed rather than applied again: pass --window with the consumer's \
                  IDEMPOTENCY_WINDOW_DAYS (e.g. --window 30d), or --force"
                     .to_owned(),
             );
@@ -250,10 +250,15 @@ fn decide(entry: &Entry, options: &RedriveOptions, now: Timestamp) -> Decision {
             return Decision::Refuse(refusal(entry, expires, options, now));
         }
     }
-    match options.to.clone().or_else(|| entry.letter.source_queue.clone()) {
+    match options
+        .to
+        .clone()
+        .or_else(|| entry.letter.source_queue.clone())
+    {
         Some(target) => Decision::Move(target),
         None => Decision::Refuse(
-            "its source queue is not recorded (no sqsafe.redrive, no DeadLetterQueueSourceArn): pass --to <queue>"
+            "its source queue is not recorded (no `source_queue` in the DLQ copy's context, no \
+             DeadLetterQueueSourceArn): pass --to <queue>"
                 .to_owned(),
         ),
     }
@@ -306,8 +311,9 @@ fn deduplication_id(original_message_id: &str) -> String {
     format!("sqsafe-redrive-{hex}")
 }
 
-/// The attributes the redriven message carries: the original's (sqsafe's failure context removed) and, when known
-/// and there is room, when it was first sent (so that a second dead-lettering keeps counting from there).
+/// The attributes the redriven message carries: the original's, as the copy kept them (sqsafe's context removed:
+/// `sqsafe.context`, or the legacy attributes) and, when known and there is room, when it was first sent (so that a
+/// second dead-lettering keeps counting from there).
 fn redrive_attributes(entry: &Entry) -> HashMap<String, MessageAttributeValue> {
     let mut out = entry.letter.original_attributes();
     if let Some((origin, _)) = entry.origin()
@@ -467,15 +473,18 @@ async fn move_one(sqs: &Client, scanned: &mut Scanned, entry: &Entry, target: &Q
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::letter::tests::{attr, copy};
+    use sqsafe_batch::RedriveContext;
+
+    use crate::letter::tests::{attr, context, copy_with, legacy_copy};
 
     const SENT_MS: i64 = 1_750_000_000_000;
 
     fn entry(redrive: Option<&str>) -> Entry {
-        let mut m = copy("d-1", "o-1", "precondition", SENT_MS + 3_600_000);
+        let mut context = context("o-1", "precondition");
         if let Some(r) = redrive {
-            m = m.message_attributes(attributes::REDRIVE, attr(r));
+            context.redrive = RedriveContext::parse(r).expect("redrive JSON");
         }
+        let m = copy_with("d-1", &context, SENT_MS + 3_600_000);
         entries(&[m.build()], "correlationId").remove(0)
     }
 
@@ -591,5 +600,18 @@ mod tests {
             attrs[attributes::FIRST_SENT].string_value(),
             Some("2025-06-15T15:06:40Z")
         );
+        assert_eq!(attrs["tenant"].data_type(), "String");
+
+        // A legacy copy: every sqsafe.* attribute stripped the same way.
+        let legacy = legacy_copy("d-1", "o-1", "precondition", SENT_MS)
+            .message_attributes(
+                attributes::REDRIVE,
+                attr(r#"{"source_queue":"arn:aws:sqs:us-east-1:123456789012:ledger","first_sent":"2025-06-15T15:06:40Z"}"#),
+            )
+            .build();
+        let attrs = redrive_attributes(&entries(&[legacy], "correlationId").remove(0));
+        let mut names: Vec<_> = attrs.keys().map(String::as_str).collect();
+        names.sort();
+        assert_eq!(names, ["correlationId", attributes::FIRST_SENT, "tenant"]);
     }
 }

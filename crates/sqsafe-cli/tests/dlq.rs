@@ -4,10 +4,12 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use common::{Seeded, attributes, days_ago, seed, sqs, system, visible};
 use jiff::{SignedDuration, Timestamp};
-use sqsafe_batch::attributes as context;
+use sqsafe_batch::{DeadLetterContext, attributes as context};
 use sqsafe_cli::{
     InspectOptions, NO_CONTEXT, Outcome, RedriveOptions, ScanOptions, Stopped, inspect, redrive,
     scan as scan_queue,
@@ -33,8 +35,9 @@ fn ids(messages: &[aws_sdk_sqs::types::Message]) -> Vec<String> {
         .iter()
         .map(|m| {
             attributes(m)
-                .get(context::ORIGINAL_MESSAGE_ID)
-                .cloned()
+                .get(context::CONTEXT)
+                .and_then(|v| DeadLetterContext::parse(v))
+                .map(|c| c.original_message_id)
                 .unwrap_or_else(|| m.message_id().unwrap_or_default().to_owned())
         })
         .collect();
@@ -223,6 +226,79 @@ async fn redrive_moves_at_most_max_of_a_kind_with_the_original_body_and_attribut
         "o-bad, o-last and the SQS-moved one stay: {left:?}"
     );
     assert!(left.contains(&"o-last".to_owned()) && left.contains(&"o-bad".to_owned()));
+}
+
+/// `(data type, string value)` of each attribute of `m`, by name.
+fn typed(m: &aws_sdk_sqs::types::Message) -> BTreeMap<String, (String, String)> {
+    m.message_attributes()
+        .into_iter()
+        .flatten()
+        .map(|(name, a)| {
+            let value = a.string_value().unwrap_or_default().to_owned();
+            (name.clone(), (a.data_type().to_owned(), value))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_redrive_restores_every_attribute_of_a_message_with_many() {
+    let sqs = sqs().await;
+    let now = Timestamp::now();
+    let source = common::queue(&sqs, "charge-payment", false).await;
+    let dlq = common::queue(&sqs, "charge-payment-dlq", false).await;
+    let body = r#"{"payment_id":"p-9","amount":500,"fail":"downstream_unavailable"}"#;
+    // common::record's correlationId and tenant, and five more of its own.
+    let mut record = common::record("o-many", body, &source, days_ago(now, 1), None);
+    for (name, data_type, value) in [
+        (
+            "traceparent",
+            "String",
+            "00-4bf92f3577b34da6-00f067aa0ba902b7-01",
+        ),
+        ("schema", "String.v2", "payment-requested"),
+        ("priority", "Number", "5"),
+        ("region", "String", "eu-west-1"),
+        ("channel", "String", "web"),
+    ] {
+        let mut a = aws_lambda_events::sqs::SqsMessageAttribute::default();
+        a.data_type = Some(data_type.to_owned());
+        a.string_value = Some(value.to_owned());
+        record.message_attributes.insert(name.to_owned(), a);
+    }
+    let original: BTreeMap<String, (String, String)> = record
+        .message_attributes
+        .iter()
+        .map(|(name, a)| {
+            let data_type = a.data_type.clone().unwrap_or_default();
+            (
+                name.clone(),
+                (data_type, a.string_value.clone().unwrap_or_default()),
+            )
+        })
+        .collect();
+    assert_eq!(original.len(), 7);
+    common::dead_letter(&sqs, &dlq, vec![record]).await;
+
+    let mut out = Vec::new();
+    let report = redrive(&sqs, &dlq.url, &options(), &move || now, &mut out)
+        .await
+        .expect("redrive");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert_eq!(report.moved(), 1, "{text}");
+    let moved = visible(&sqs, &source.url).await;
+    assert_eq!(moved.len(), 1, "{text}");
+    assert_eq!(moved[0].body(), Some(body));
+    let mut attrs = typed(&moved[0]);
+    let first_sent = attrs
+        .remove(context::FIRST_SENT)
+        .expect("sqsafe.first_sent");
+    let sent = Timestamp::from_millisecond(days_ago(now, 1).as_millisecond()).expect("t");
+    assert_eq!(first_sent, ("String".to_owned(), sent.to_string()));
+    assert_eq!(
+        attrs, original,
+        "exactly the original attributes, sqsafe's context stripped"
+    );
+    assert!(visible(&sqs, &dlq.url).await.is_empty());
 }
 
 #[tokio::test]

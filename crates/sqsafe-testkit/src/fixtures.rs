@@ -161,6 +161,21 @@ pub fn message_attribute(message: &aws_sdk_sqs::types::Message, name: &str) -> O
         .map(str::to_owned)
 }
 
+/// A field of the sqsafe context a dead-letter copy carries (its `sqsafe.context` attribute, compact JSON): a
+/// string as it is, a number as its decimal text. `None` when the message has no context (SQS's redrive policy moved
+/// it) or its context lacks the field (left out when unknown, or to fit the DLQ's message size).
+///
+/// The name is spelled here rather than taken from `sqsafe-batch`, which depends on this crate for its tests: a test
+/// that reads it checks the format a DLQ holds.
+pub fn dlq_context(message: &aws_sdk_sqs::types::Message, field: &str) -> Option<String> {
+    let context: serde_json::Value =
+        serde_json::from_str(&message_attribute(message, "sqsafe.context")?).ok()?;
+    match context.get(field)? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
 /// An item's string attribute (`S`), empty when absent or of another type.
 pub fn item_string(
     item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,

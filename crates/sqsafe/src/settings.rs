@@ -146,7 +146,7 @@ fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
 /// | `DLQ_URL` | required | the dead-letter queue sqsafe sends failed records to, with their context |
 /// | `QUEUE_URL` | required | the queue consumed; backoff, in-progress waits and the visibility heartbeat change visibility there |
 /// | `MAX_ATTEMPTS` | 5 (1..=1000) | deliveries before a record that keeps failing transiently is dead-lettered |
-/// | `IDEMPOTENCY_WINDOW_DAYS` | 30 (1..=3650) | how long a completed intent suppresses its duplicates; each dead letter records when it ends (`sqsafe.redrive`), so that `sqsafe dlq redrive` refuses what it no longer covers |
+/// | `IDEMPOTENCY_WINDOW_DAYS` | 30 (1..=3650) | how long a completed intent suppresses its duplicates; each dead letter records when it ends (`expires` in its `sqsafe.context`), so that `sqsafe dlq redrive` refuses what it no longer covers |
 /// | `BACKOFF_BASE_SECONDS` | 60 (1..=43200) | first backoff delay of a transient failure |
 /// | `BACKOFF_MAX_SECONDS` | 900 (1..=43200) | longest backoff delay |
 /// | `VISIBILITY_HEARTBEAT_SECONDS` | 20 (1..=43199) | how often a running record's visibility is extended |

@@ -170,12 +170,7 @@ async fn a_consumer_of_a_few_lines_applies_once_replays_and_dead_letters_poison(
     let kinds: Vec<String> = received
         .messages()
         .iter()
-        .filter_map(|m| {
-            m.message_attributes()?
-                .get("sqsafe.error_kind")?
-                .string_value()
-                .map(str::to_owned)
-        })
+        .filter_map(|m| sqsafe_testkit::dlq_context(m, "error_kind"))
         .collect();
     assert_eq!(kinds.len(), 2, "{kinds:?}");
     assert!(
@@ -338,12 +333,11 @@ async fn dead_letters_carry_the_source_queue_and_the_window_the_records_are_writ
         .await
         .expect("receive");
     let copy = received.messages().first().expect("the dead letter");
-    let value = copy
-        .message_attributes()
-        .and_then(|a| a.get(sqsafe_batch::attributes::REDRIVE))
-        .and_then(|a| a.string_value())
-        .expect("sqsafe.redrive");
-    let redrive = sqsafe_batch::RedriveContext::parse(value).expect("sqsafe's JSON");
+    let value = sqsafe_testkit::message_attribute(copy, sqsafe_batch::attributes::CONTEXT)
+        .expect("sqsafe.context");
+    let redrive = sqsafe_batch::DeadLetterContext::parse(&value)
+        .expect("sqsafe's JSON")
+        .redrive;
     let sent = UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
     assert_eq!(redrive.source_queue.as_deref(), Some(arn));
     assert_eq!(redrive.first_sent, Some(sent));

@@ -276,23 +276,15 @@ async fn the_sample_fifo_batch_applies_each_entry_once_and_dead_letters_the_over
 
     let dead = fx.dead_letters().await;
     assert_eq!(dead.len(), 1);
-    let attrs = dead[0].message_attributes().expect("attributes");
-    let get = |n: &str| {
-        attrs
-            .get(n)
-            .and_then(|a| a.string_value())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    assert_eq!(get("sqsafe.error_kind"), "insufficient_funds");
-    assert_eq!(get("sqsafe.original_message_id"), "7c2f-0004");
-    assert_eq!(get("sqsafe.consumer"), "apply-ledger");
-    assert_eq!(get("correlationId"), "corr-b4");
-    assert!(
-        get("sqsafe.error").contains("balance 700"),
-        "{}",
-        get("sqsafe.error")
+    let get = |field: &str| sqsafe_testkit::dlq_context(&dead[0], field).unwrap_or_default();
+    assert_eq!(get("error_kind"), "insufficient_funds");
+    assert_eq!(get("original_message_id"), "7c2f-0004");
+    assert_eq!(get("consumer"), "apply-ledger");
+    assert_eq!(
+        sqsafe_testkit::message_attribute(&dead[0], "correlationId").as_deref(),
+        Some("corr-b4")
     );
+    assert!(get("error").contains("balance 700"), "{}", get("error"));
     let group = dead[0]
         .attributes()
         .and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId))
@@ -381,11 +373,8 @@ async fn a_poison_entry_goes_to_the_dlq_and_its_group_goes_on() {
     );
     let dead = fx.dead_letters().await;
     assert_eq!(dead.len(), 1);
-    let kind = dead[0]
-        .message_attributes()
-        .and_then(|a| a.get("sqsafe.error_kind"))
-        .and_then(|a| a.string_value());
-    assert_eq!(kind, Some("bad_payload"));
+    let kind = sqsafe_testkit::dlq_context(&dead[0], "error_kind");
+    assert_eq!(kind.as_deref(), Some("bad_payload"));
 }
 
 #[tokio::test]
@@ -437,14 +426,8 @@ async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_b
         .await
         .iter()
         .map(|m| {
-            let get = |n: &str| {
-                m.message_attributes()
-                    .and_then(|a| a.get(n))
-                    .and_then(|a| a.string_value())
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            (get("sqsafe.error_kind"), get("sqsafe.original_message_id"))
+            let get = |field: &str| sqsafe_testkit::dlq_context(m, field).unwrap_or_default();
+            (get("error_kind"), get("original_message_id"))
         })
         .collect();
     assert_eq!(

@@ -91,21 +91,12 @@ impl Fixture {
             .expect("receive")
             .messages
             .unwrap_or_default();
-        let get = |m: &aws_sdk_sqs::types::Message, n: &str| {
-            m.message_attributes()
-                .and_then(|a| a.get(n))
-                .and_then(|a| a.string_value())
-                .unwrap_or_default()
-                .to_owned()
+        let get = |m: &aws_sdk_sqs::types::Message, field: &str| {
+            sqsafe_testkit::dlq_context(m, field).unwrap_or_default()
         };
         messages
             .iter()
-            .map(|m| {
-                (
-                    get(m, "sqsafe.error_kind"),
-                    get(m, "sqsafe.original_message_id"),
-                )
-            })
+            .map(|m| (get(m, "error_kind"), get(m, "original_message_id")))
             .collect()
     }
 }

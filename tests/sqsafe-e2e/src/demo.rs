@@ -16,7 +16,9 @@ use sqsafe_local::{Fault, PaymentsApi, RunningPayments};
 use tokio::sync::watch;
 
 use crate::consumers::{InProcessConsumer, Protection};
-use crate::harness::{Outgoing, attribute, build_functions, drained, publish, read_all};
+use crate::harness::{
+    Outgoing, attribute, build_functions, dead_letter_context, drained, publish, read_all,
+};
 use crate::workspace_root;
 
 /// The three consumers.
@@ -41,7 +43,7 @@ pub struct ConsumerFigures {
     pub skipped_before_call: u64,
     /// Messages in its DLQ at the end.
     pub dead_lettered: u64,
-    /// The DLQ's messages: (body, context attributes).
+    /// The DLQ's messages: (body, the fields of sqsafe's context and the correlation id).
     pub dead_letters: Vec<(String, BTreeMap<String, String>)>,
 }
 
@@ -248,14 +250,10 @@ pub async fn run() -> Result<DemoReport, String> {
         let dead_letters = dead
             .iter()
             .map(|m| {
-                let context = m
-                    .message_attributes()
-                    .map(|a| {
-                        a.keys()
-                            .filter_map(|k| Some((k.clone(), attribute(m, k)?)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let mut context = dead_letter_context(m);
+                if let Some(id) = attribute(m, "correlationId") {
+                    context.insert("correlationId".to_owned(), id);
+                }
                 (m.body().unwrap_or_default().to_owned(), context)
             })
             .collect();
@@ -334,13 +332,13 @@ pub fn print(report: &DemoReport) {
         for (body, context) in &c.dead_letters {
             let shown: String = body.chars().take(70).collect();
             println!("  body: {shown}");
-            if context.keys().any(|k| k.starts_with("sqsafe.")) {
+            if context.contains_key("error_kind") {
                 for key in [
-                    "sqsafe.error_kind",
-                    "sqsafe.error",
-                    "sqsafe.attempts",
-                    "sqsafe.consumer",
-                    "sqsafe.original_message_id",
+                    "error_kind",
+                    "error",
+                    "attempts",
+                    "consumer",
+                    "original_message_id",
                     "correlationId",
                 ] {
                     if let Some(v) = context.get(key) {

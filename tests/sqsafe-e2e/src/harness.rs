@@ -1,5 +1,6 @@
 //! What the demo and the fault-injection suite share: the local AWS, the function binaries, publishing, draining.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -184,4 +185,26 @@ pub fn attribute(message: &aws_sdk_sqs::types::Message, name: &str) -> Option<St
         .get(name)?
         .string_value()
         .map(str::to_owned)
+}
+
+/// The fields of the sqsafe context a dead-letter copy carries (its `sqsafe.context` attribute, compact JSON): strings
+/// as they are, numbers as their decimal text. Empty for a message without context (SQS's redrive policy moved it).
+pub fn dead_letter_context(message: &aws_sdk_sqs::types::Message) -> BTreeMap<String, String> {
+    let Some(context) = attribute(message, "sqsafe.context")
+        .and_then(|v| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&v).ok())
+    else {
+        return BTreeMap::new();
+    };
+    context
+        .into_iter()
+        .map(|(field, value)| match value {
+            serde_json::Value::String(s) => (field, s),
+            other => (field, other.to_string()),
+        })
+        .collect()
+}
+
+/// One field of [`dead_letter_context`].
+pub fn context_field(message: &aws_sdk_sqs::types::Message, field: &str) -> Option<String> {
+    dead_letter_context(message).remove(field)
 }

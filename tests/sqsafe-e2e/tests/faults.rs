@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::json;
-use sqsafe_e2e::harness::{Outgoing, attribute, build_functions, drained, publish, read_all};
+use sqsafe_e2e::harness::{
+    Outgoing, attribute, build_functions, context_field, drained, publish, read_all,
+};
 use sqsafe_e2e::workspace_root;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, InstanceStats};
@@ -386,12 +388,12 @@ impl SelfConflicts {
     }
 }
 
-/// The kinds of dead-lettered messages: `sqsafe.error_kind`, or `(moved by SQS)` for a message without sqsafe's
+/// The kinds of dead-lettered messages: the context's `error_kind`, or `(moved by SQS)` for a message without sqsafe's
 /// context.
 fn kinds_of(messages: &[aws_sdk_sqs::types::Message]) -> BTreeMap<String, usize> {
     let mut kinds = BTreeMap::new();
     for m in messages {
-        let kind = attribute(m, "sqsafe.error_kind").unwrap_or_else(|| "(moved by SQS)".to_owned());
+        let kind = context_field(m, "error_kind").unwrap_or_else(|| "(moved by SQS)".to_owned());
         *kinds.entry(kind).or_default() += 1;
     }
     kinds
@@ -552,7 +554,7 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     let mut redriven = Vec::new();
     let mut redriven_messages = Vec::new();
     for m in read_all(&p.sqs, &dlq_url).await {
-        let kind = attribute(&m, "sqsafe.error_kind");
+        let kind = context_field(&m, "error_kind");
         let intent = serde_json::from_str::<serde_json::Value>(m.body().unwrap_or_default())
             .ok()
             .and_then(|b| b["payment_id"].as_str().map(str::to_owned))
@@ -633,10 +635,10 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     let dlq_ids: BTreeMap<String, Option<String>> = dlq
         .iter()
         .map(|m| {
-            let original = attribute(m, "sqsafe.original_message_id")
+            let original = context_field(m, "original_message_id")
                 .or_else(|| m.message_id().map(str::to_owned))
                 .unwrap_or_default();
-            (original, attribute(m, "sqsafe.error_kind"))
+            (original, context_field(m, "error_kind"))
         })
         .collect();
     let missing: Vec<_> = expected
@@ -680,7 +682,7 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     let moved: Vec<MovedBySqs> = redriven_messages
         .iter()
         .chain(&dlq)
-        .filter(|m| attribute(m, "sqsafe.error_kind").is_none())
+        .filter(|m| context_field(m, "error_kind").is_none())
         .map(|m| MovedBySqs::of(m, &logs, 10))
         .collect();
     let dead_kinds = kinds_of(&dlq);
@@ -802,7 +804,7 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     // intent (it would be a transient failure that outlived 10 deliveries, or a conflict).
     let intents_dead_lettered: Vec<_> = redriven_messages
         .iter()
-        .filter_map(|m| attribute(m, "sqsafe.error_kind"))
+        .filter_map(|m| context_field(m, "error_kind"))
         .collect();
     assert!(
         intents_dead_lettered.is_empty(),
