@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::bed::{Bed, Peer};
+use crate::instructions;
 use crate::measure::{Function, Network, last_init_ms};
 use crate::plan::{Plan, SLOW_MS};
 use crate::profile::Profiler;
@@ -19,6 +20,9 @@ const CACHE_ROUNDS: usize = 5;
 
 /// Batches of 10 per profiled run: a few thousand samples.
 const PROFILE_BATCHES: usize = 300;
+
+/// Batches of 10 per network setting under callgrind (about fifty times slower than without).
+const CALLGRIND_BATCHES: usize = 20;
 
 /// What is measured of a peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,6 +291,62 @@ impl<'a> Bench<'a> {
                 reports,
             });
         }
+        Ok(())
+    }
+
+    /// Instructions per message of sqsafe's function under each network setting, counted by callgrind in a process
+    /// of its own (module [`instructions`]); its dumps and a wrapper script go to `dir`.
+    pub(crate) async fn instructions(&mut self, dir: PathBuf) -> Result<(), String> {
+        let peer = Peer::Sqsafe;
+        eprintln!("==> {} under callgrind", peer.name());
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut spec = self.bed.spec(peer, None);
+        spec.binary = instructions::wrapper(&dir, &spec.binary)?;
+        self.instances += 1;
+        let mut function = Function::start(peer, spec, self.instances, self.tick).await?;
+        Network::MOTO.apply(&self.bed.proxy);
+        let ids = self.fresh(peer, "callgrind-warm", 10);
+        let (_, failed) = function.invoke(&ids).await?;
+        self.check(
+            format!("{} under callgrind: first batch answered", peer.name()),
+            failed == 0,
+            format!("{failed} failed"),
+        );
+        let pid = function.sample_pid()?;
+        for (n, network) in Plan::networks().into_iter().enumerate() {
+            let label = format!("{:?}-{}ms", network.backend, network.latency_ms).to_lowercase();
+            let batches =
+                self.fresh_batches(peer, &format!("callgrind-{label}"), CALLGRIND_BATCHES, 10);
+            instructions::zero(pid).await?;
+            let run = function
+                .run(
+                    &self.bed.proxy,
+                    network,
+                    Kind::Fresh,
+                    "instructions",
+                    &batches,
+                )
+                .await?;
+            let count = instructions::dump(
+                &dir,
+                pid,
+                n + 1,
+                batches.len() * 10,
+                network.backend,
+                network.latency_ms,
+            )
+            .await?;
+            self.check(
+                format!(
+                    "{} under callgrind ({label}): every record succeeded",
+                    peer.name()
+                ),
+                run.failures == 0,
+                format!("{} in batchItemFailures", run.failures),
+            );
+            self.report.instructions.push(count);
+        }
+        function.shutdown().await;
         Ok(())
     }
 

@@ -7,6 +7,7 @@
 mod bed;
 mod bench;
 mod events;
+mod instructions;
 mod measure;
 mod pipeline;
 mod plan;
@@ -49,6 +50,10 @@ struct Args {
     /// Skip the perf profiles of sqsafe (taken in a full run when `perf` is installed).
     #[arg(long)]
     no_profile: bool,
+    /// Skip counting sqsafe's instructions per message with callgrind (done in a full run when valgrind is
+    /// installed; about a minute).
+    #[arg(long)]
+    no_instructions: bool,
 }
 
 #[tokio::main]
@@ -136,7 +141,16 @@ async fn run(args: Args) -> Result<bool, String> {
             eprintln!("perf is not installed: no CPU profile (apt-get install linux-perf for one)");
         }
     }
-    let outcome = figures(&mut bench).await;
+    let mut outcome = figures(&mut bench).await;
+    if outcome.is_ok() && !plan.smoke && !args.no_instructions {
+        if instructions::available() {
+            outcome = bench.instructions(out.with_extension("callgrind")).await;
+        } else {
+            eprintln!(
+                "valgrind is not installed: no instruction counts (apt-get install valgrind for them)"
+            );
+        }
+    }
     bench.check_ledger();
     let mut report = bench.report;
     bed.shutdown().await;

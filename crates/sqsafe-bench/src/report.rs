@@ -23,6 +23,9 @@ pub(crate) struct Report {
     pub(crate) table_size_notes: Vec<String>,
     /// Where sqsafe's CPU goes: perf profiles of extra runs (none when perf is not installed, or in the smoke).
     pub(crate) profiles: Vec<Profile>,
+    /// Instructions per message by network setting, counted by callgrind (none when valgrind is not installed, or
+    /// in the smoke).
+    pub(crate) instructions: Vec<crate::instructions::Count>,
     /// What the run asserts (request counts, answers, charges): never a timing.
     pub(crate) checks: Vec<Check>,
 }
