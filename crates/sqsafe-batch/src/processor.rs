@@ -454,7 +454,7 @@ impl BatchProcessor {
             for (i, id, m) in group {
                 if let Some(first) = &blocked {
                     metrics.incr(Metric::HeldBack);
-                    let (span, _) = self.record_span(&m, &id);
+                    let (span, _) = self.record_span(&m, &id, receive_count(&m));
                     span.in_scope(|| {
                         tracing::warn!(blocked_by = %first, disposition = "held_back",
                             "not run: an earlier message of its group was reported; reported too, to keep the group's order");
@@ -493,13 +493,18 @@ impl BatchProcessor {
     }
 
     /// The record's span, with its correlation id.
-    fn record_span(&self, message: &SqsMessage, message_id: &str) -> (Span, CorrelationId) {
+    fn record_span(
+        &self,
+        message: &SqsMessage,
+        message_id: &str,
+        receive_count: u32,
+    ) -> (Span, CorrelationId) {
         let correlation = self.correlation.extract(message);
         let arn = message.event_source_arn.as_deref().unwrap_or_default();
         let span = sqsafe_telemetry::record_span(&RecordFields {
             message_id,
             correlation_id: correlation.as_str(),
-            receive_count: receive_count(message),
+            receive_count,
             queue: sqsafe_telemetry::queue_name(arn).unwrap_or_default(),
             group_id: group_id(message),
         });
@@ -531,11 +536,13 @@ impl BatchProcessor {
         handler: &H,
         metrics: &BatchMetrics,
     ) -> RecordReport {
-        let (span, correlation) = self.record_span(&message, &message_id);
+        let receive_count = receive_count(&message);
+        let (span, correlation) = self.record_span(&message, &message_id, receive_count);
         let record = Record::new(
             Arc::clone(&message),
             message_id.clone(),
             correlation,
+            receive_count,
             deadline,
             span.clone(),
         );
@@ -547,7 +554,9 @@ impl BatchProcessor {
                     metrics.incr(Metric::Deferred);
                     Err(late)
                 }
-                None => self.run_handler(&message, record, handler).await,
+                // Boxed, here and for `dispose`: the record's future stays small, so it is cheap to move into
+                // the batch's set of running records (the handler's future and a DLQ send are kilobytes).
+                None => Box::pin(self.run_handler(&message, record, handler)).await,
             };
             let disposition = match outcome {
                 Ok(processed) => {
@@ -559,7 +568,7 @@ impl BatchProcessor {
                     Disposition::Succeeded(processed)
                 }
                 Err(error) => {
-                    self.dispose(&message, &message_id, &correlation_id, error, metrics)
+                    Box::pin(self.dispose(&message, &message_id, &correlation_id, error, metrics))
                         .await
                 }
             };

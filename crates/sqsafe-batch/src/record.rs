@@ -55,10 +55,10 @@ impl Record {
         message: Arc<SqsMessage>,
         message_id: String,
         correlation_id: CorrelationId,
+        receive_count: u32,
         deadline: Option<SystemTime>,
         span: Span,
     ) -> Self {
-        let receive_count = receive_count(&message);
         Self {
             message,
             message_id,

@@ -20,17 +20,27 @@ impl Fingerprint {
         match fields {
             FingerprintFields::All => write_canonical(payload, &mut canonical),
             FingerprintFields::Only(pointers) => {
-                let mut picked: Vec<(&str, &Value)> = pointers
-                    .iter()
-                    .filter_map(|p| lookup(payload, p).map(|v| (p.as_str(), v)))
-                    .collect();
-                picked.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                picked.dedup_by(|a, b| a.0 == b.0);
+                // `only` keeps the pointers sorted and without repeats; a list built by hand may not be.
+                let resorted;
+                let pointers: &[String] = if pointers.is_sorted_by(|a, b| a < b) {
+                    pointers
+                } else {
+                    let mut copy = pointers.clone();
+                    copy.sort_unstable();
+                    copy.dedup();
+                    resorted = copy;
+                    &resorted
+                };
                 canonical.push(b'{');
-                for (i, (pointer, value)) in picked.into_iter().enumerate() {
-                    if i > 0 {
+                let mut first = true;
+                for pointer in pointers {
+                    let Some(value) = lookup(payload, pointer) else {
+                        continue;
+                    };
+                    if !first {
                         canonical.push(b',');
                     }
+                    first = false;
                     write_string(pointer, &mut canonical);
                     canonical.push(b':');
                     write_canonical(value, &mut canonical);
@@ -95,7 +105,11 @@ impl FingerprintFields {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Self::Only(pointers.into_iter().map(Into::into).collect())
+        let mut pointers: Vec<String> = pointers.into_iter().map(Into::into).collect();
+        // Sorted once here, as the canonical form orders them, rather than for every fingerprint.
+        pointers.sort_unstable();
+        pointers.dedup();
+        Self::Only(pointers)
     }
 
     /// Everything but these JSON pointers.
@@ -296,6 +310,23 @@ mod tests {
             serde_json::from_str("{ \"a\" : { \"x\" : \"s\", \"y\" : [ 1 , 2 ] },\n \"b\" : 1 }")
                 .expect("json");
         assert_eq!(fp(&a), fp(&b));
+    }
+
+    #[test]
+    fn a_pointer_list_built_by_hand_in_any_order_gives_the_fingerprint_of_only() {
+        let payload = json!({"a": 1, "b": {"c": "x"}, "d": [1, 2]});
+        let only = FingerprintFields::only(["/d", "/a", "/b/c", "/a"]);
+        assert_eq!(
+            only,
+            FingerprintFields::Only(vec!["/a".into(), "/b/c".into(), "/d".into()]),
+            "only() keeps its pointers sorted and once"
+        );
+        let by_hand =
+            FingerprintFields::Only(vec!["/d".into(), "/a".into(), "/b/c".into(), "/a".into()]);
+        assert_eq!(
+            Fingerprint::of_value(&payload, &by_hand),
+            Fingerprint::of_value(&payload, &only)
+        );
     }
 
     #[test]
