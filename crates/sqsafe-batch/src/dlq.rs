@@ -2,7 +2,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use aws_lambda_events::sqs::SqsMessage;
+use aws_lambda_events::sqs::{SqsMessage, SqsMessageAttribute};
+use aws_sdk_sqs::primitives::Blob;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use futures::future::BoxFuture;
 use sqsafe_idempotency::{BoxError, ErrorClass};
@@ -125,19 +126,22 @@ impl<T: DeadLetterQueue> DynDeadLetterQueue for T {
 ///    [`attributes::FIRST_SENT`] a redrive put on it) and the end of the idempotency window (set with
 ///    [`idempotency_window`](Self::idempotency_window)).
 /// 2. The correlation id attribute: the record's correlation id, which a redriven message keeps.
-/// 3. The original message's own attributes, sorted by name, with their data types, as many as SQS's limit of 10
-///    leaves room for: 8 besides the two above, so a message with up to 8 attributes of its own (besides the
-///    correlation id) keeps every one. An original with more loses the last ones by name, and a warning names them.
-///    None named `sqsafe.*` is copied (stale context; a carried `sqsafe.first_sent` becomes the context's
-///    `first_sent`), nor is a binary or list value (a warning names those too).
+/// 3. The original message's own attributes, sorted by name, with their data types and values (text for `String`
+///    and `Number`, the same bytes for `Binary` and `Binary.<custom>`), as many as SQS's limit of 10 leaves room
+///    for: 8 besides the two above, so a message with up to 8 attributes of its own (besides the correlation id)
+///    keeps every one. An original with more loses the last ones by name, and a warning names them. None named
+///    `sqsafe.*` is copied (stale context; a carried `sqsafe.first_sent` becomes the context's `first_sent`).
+///    Nor is a list value (`stringListValues`, `binaryListValues`), which SQS reserves and does not accept today,
+///    or an attribute without a value of its data type (a text type without `stringValue`, a binary type without
+///    `binaryValue`): neither can come from SQS, and a warning names any.
 ///
 /// A redrive restores the original attributes: one left out would change the message its consumer sees. For a FIFO
 /// DLQ (URL ending in `.fifo`) the original group id is kept and the original message id is the deduplication id.
 ///
 /// # Size
-/// SQS counts a message's body and each attribute's name, data type and value against the queue's
-/// `MaximumMessageSize`, and refuses a message above it. A body near the limit leaves little room, so the copy
-/// shrinks to fit [`max_message_size`](Self::max_message_size), in this order: the context's redrive fields
+/// SQS counts a message's body and each attribute's name, data type and value (a binary value by its bytes) against
+/// the queue's `MaximumMessageSize`, and refuses a message above it. A body near the limit leaves little room, so the
+/// copy shrinks to fit [`max_message_size`](Self::max_message_size), in this order: the context's redrive fields
 /// (`source_queue`, `first_sent`, `expires`: a redrive then asks for `--to` and `--window`), then the copied
 /// original attributes (last first), then the context's `error` is shortened (ending in `…`, keeping at least 32
 /// bytes), then `error`, `consumer_version`, `consumer`, `error_class` and `attempts` are dropped from the context,
@@ -214,21 +218,63 @@ impl SqsDeadLetterQueue {
     }
 }
 
-/// One message attribute with a string value, as SQS counts it.
+/// The value of a message attribute: SQS carries text (data types `String` and `Number`, with or without a custom
+/// label) or bytes (`Binary`, `Binary.<custom>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Value {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl Value {
+    /// Bytes SQS counts: UTF-8 bytes of text, the bytes themselves of a binary value (not their base64 on the
+    /// wire).
+    fn len(&self) -> usize {
+        match self {
+            Value::Text(text) => text.len(),
+            Value::Bytes(bytes) => bytes.len(),
+        }
+    }
+}
+
+/// Whether SQS expects a `BinaryValue` for `data_type`: `Binary`, or `Binary.` followed by a custom label.
+fn is_binary(data_type: &str) -> bool {
+    data_type
+        .strip_prefix("Binary")
+        .is_some_and(|label| label.is_empty() || label.starts_with('.'))
+}
+
+/// One message attribute, as SQS counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Attribute {
     pub(crate) name: String,
     pub(crate) data_type: String,
-    pub(crate) value: String,
+    pub(crate) value: Value,
 }
 
 impl Attribute {
-    fn new(name: impl Into<String>, data_type: &str, value: impl Into<String>) -> Self {
+    fn text(name: impl Into<String>, data_type: &str, value: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             data_type: data_type.to_owned(),
-            value: value.into(),
+            value: Value::Text(value.into()),
         }
+    }
+
+    /// An original attribute as Lambda hands it over, or `None` when it has no single value of its data type (a
+    /// list value, which SQS does not accept today, or a value that does not match the type).
+    fn of_original(name: &str, attr: &SqsMessageAttribute) -> Option<Self> {
+        let data_type = attr.data_type.as_deref()?;
+        let value = if is_binary(data_type) {
+            Value::Bytes(attr.binary_value.as_ref()?.to_vec())
+        } else {
+            Value::Text(attr.string_value.clone()?)
+        };
+        Some(Self {
+            name: name.to_owned(),
+            data_type: data_type.to_owned(),
+            value,
+        })
     }
 
     /// SQS counts the name, the data type and the value.
@@ -237,10 +283,12 @@ impl Attribute {
     }
 
     fn to_sdk(&self) -> Result<MessageAttributeValue, BoxError> {
-        Ok(MessageAttributeValue::builder()
-            .data_type(&self.data_type)
-            .string_value(&self.value)
-            .build()?)
+        let value = MessageAttributeValue::builder().data_type(&self.data_type);
+        let value = match &self.value {
+            Value::Text(text) => value.string_value(text),
+            Value::Bytes(bytes) => value.binary_value(Blob::new(bytes.as_slice())),
+        };
+        Ok(value.build()?)
     }
 }
 
@@ -254,7 +302,8 @@ pub(crate) struct Letter {
     pub(crate) originals: Vec<Attribute>,
     /// Names of the original's attributes beyond SQS's limit, left out.
     pub(crate) over_limit: Vec<String>,
-    /// Names of the original's binary and list attributes, which are not copied.
+    /// Names of the original's attributes without a single value of their data type (list values), which are not
+    /// copied.
     pub(crate) not_copied: Vec<String>,
 }
 
@@ -283,7 +332,7 @@ impl Letter {
             redrive: RedriveContext::of(message, idempotency_window),
         };
         let correlation = (!failure.correlation_id.is_empty())
-            .then(|| Attribute::new(correlation_attribute, "String", &failure.correlation_id));
+            .then(|| Attribute::text(correlation_attribute, "String", &failure.correlation_id));
         let room = MAX_ATTRIBUTES - 1 - usize::from(correlation.is_some());
         let mut originals = Vec::new();
         let mut over_limit = Vec::new();
@@ -294,14 +343,12 @@ impl Letter {
             if name == correlation_attribute || name.starts_with(attributes::PREFIX) {
                 continue;
             }
-            let (Some(data_type), Some(value)) =
-                (attr.data_type.as_deref(), attr.string_value.as_deref())
-            else {
+            let Some(original) = Attribute::of_original(name, attr) else {
                 not_copied.push(name.clone());
                 continue;
             };
             if originals.len() < room {
-                originals.push(Attribute::new(name, data_type, value));
+                originals.push(original);
             } else {
                 over_limit.push(name.clone());
             }
@@ -325,7 +372,7 @@ impl Letter {
 }
 
 fn context_attribute(context: &DeadLetterContext) -> Attribute {
-    Attribute::new(attributes::CONTEXT, "String", context.to_attribute_value())
+    Attribute::text(attributes::CONTEXT, "String", context.to_attribute_value())
 }
 
 /// The attributes of a dead-letter copy after fitting, and what was left out.
@@ -473,8 +520,8 @@ impl DeadLetterQueue for SqsDeadLetterQueue {
             tracing::warn!(
                 dlq_message_id,
                 not_copied = ?not_copied,
-                "binary and list attributes are not copied to the dead-letter copy; a redrive of it sends the \
-                 message without them"
+                "attributes without a single value of their data type (list values, which SQS does not accept) \
+                 are not copied to the dead-letter copy; a redrive of it sends the message without them"
             );
         }
         if fitted.attributes.is_empty() {
@@ -566,7 +613,19 @@ mod tests {
     fn context(f: &Fitted) -> DeadLetterContext {
         let first = f.attributes.first().expect("attributes");
         assert_eq!(first.name, attributes::CONTEXT);
-        DeadLetterContext::parse(&first.value).expect("sqsafe's JSON")
+        let Value::Text(json) = &first.value else {
+            panic!("a text value: {first:?}");
+        };
+        DeadLetterContext::parse(json).expect("sqsafe's JSON")
+    }
+
+    fn binary_attribute(data_type: &str, value: &[u8]) -> SqsMessageAttribute {
+        let mut a = SqsMessageAttribute::default();
+        a.data_type = Some(data_type.into());
+        let mut bytes = aws_lambda_events::encodings::Base64Data::default();
+        bytes.extend_from_slice(value);
+        a.binary_value = Some(bytes);
+        a
     }
 
     const LIMIT: usize = 262_144;
@@ -606,7 +665,7 @@ mod tests {
                 "h"
             ]
         );
-        assert_eq!(fitted.attributes[1].value, "checkout-7");
+        assert_eq!(fitted.attributes[1].value, Value::Text("checkout-7".into()));
         assert_eq!(fitted.attributes[2].data_type, "String");
     }
 
@@ -641,20 +700,113 @@ mod tests {
     }
 
     #[test]
-    fn binary_and_list_values_are_not_copied_and_named() {
+    fn binary_values_are_copied_as_the_same_bytes_with_their_type() {
+        let thumbnail = [0x89, b'P', b'N', b'G', 0x00, 0xff, 0x80];
         let mut m = message_with(&[("tenant", "acme")]);
-        let mut binary = aws_lambda_events::sqs::SqsMessageAttribute::default();
-        binary.data_type = Some("Binary".into());
-        let mut bytes = aws_lambda_events::encodings::Base64Data::default();
-        bytes.extend([1, 2, 3]);
-        binary.binary_value = Some(bytes);
-        m.message_attributes.insert("thumbnail".into(), binary);
+        m.message_attributes
+            .insert("thumbnail".into(), binary_attribute("Binary", &thumbnail));
+        m.message_attributes.insert(
+            "signature".into(),
+            binary_attribute("Binary.sha256", &[0; 32]),
+        );
         let l = letter(&m, "x", None);
-        assert_eq!(l.not_copied, ["thumbnail"]);
+        assert!(l.not_copied.is_empty() && l.over_limit.is_empty());
+        let fitted = fit(100, l, LIMIT);
+        assert_eq!(
+            names(&fitted),
+            [
+                attributes::CONTEXT,
+                "correlationId",
+                "signature",
+                "tenant",
+                "thumbnail"
+            ]
+        );
+        assert_eq!(
+            fitted.attributes[4],
+            Attribute {
+                name: "thumbnail".into(),
+                data_type: "Binary".into(),
+                value: Value::Bytes(thumbnail.to_vec()),
+            }
+        );
+        assert_eq!(fitted.attributes[2].data_type, "Binary.sha256");
+        // Sent as SQS's BinaryValue, with no StringValue beside it.
+        let sdk = fitted.attributes[4].to_sdk().expect("valid");
+        assert_eq!(sdk.data_type(), "Binary");
+        assert_eq!(sdk.binary_value().map(|b| b.as_ref()), Some(&thumbnail[..]));
+        assert_eq!(sdk.string_value(), None);
+        let sdk = fitted.attributes[3].to_sdk().expect("valid");
+        assert_eq!(
+            (sdk.string_value(), sdk.binary_value()),
+            (Some("acme"), None)
+        );
+    }
+
+    #[test]
+    fn list_values_and_values_of_another_type_are_not_copied_and_named() {
+        let mut m = message_with(&[("tenant", "acme")]);
+        let mut strings = SqsMessageAttribute::default();
+        strings.data_type = Some("String".into());
+        strings.string_list_values = vec!["a".into(), "b".into()];
+        m.message_attributes.insert("tags".into(), strings);
+        let mut blobs = SqsMessageAttribute::default();
+        blobs.data_type = Some("Binary".into());
+        blobs.binary_list_values.push(
+            binary_attribute("Binary", &[1])
+                .binary_value
+                .expect("bytes"),
+        );
+        m.message_attributes.insert("blobs".into(), blobs);
+        // Text where SQS expects bytes, and bytes where it expects text.
+        let mut mistyped = string_attribute("iVBORw0K");
+        mistyped.data_type = Some("Binary".into());
+        m.message_attributes.insert("image".into(), mistyped);
+        m.message_attributes
+            .insert("count".into(), binary_attribute("Number", &[7]));
+        let l = letter(&m, "x", None);
+        assert_eq!(l.not_copied, ["blobs", "count", "image", "tags"]);
         assert_eq!(
             names(&fit(100, l, LIMIT)),
             [attributes::CONTEXT, "correlationId", "tenant"]
         );
+        // A label that only starts like `Binary` is a text type.
+        assert!(is_binary("Binary") && is_binary("Binary.gzip"));
+        assert!(!is_binary("BinaryData") && !is_binary("String.Binary"));
+    }
+
+    #[test]
+    fn a_binary_value_counts_its_bytes_toward_the_size() {
+        // 300 bytes; their base64 on the wire would be 400.
+        let bytes = [0xff; 300];
+        let with_binary = || {
+            let mut m = message_with(&[]);
+            m.message_attributes
+                .insert("thumbnail".into(), binary_attribute("Binary", &bytes));
+            letter(&m, "insufficient balance", None)
+        };
+        let bare = total(
+            0,
+            &fit(
+                0,
+                letter(&message_with(&[]), "insufficient balance", None),
+                LIMIT,
+            ),
+        );
+        let full = bare + "thumbnail".len() + "Binary".len() + bytes.len();
+        assert_eq!(with_binary().size(0), full);
+        // Exactly at the limit: kept.
+        let f = fit(LIMIT - full, with_binary(), LIMIT);
+        assert_eq!(
+            names(&f),
+            [attributes::CONTEXT, "correlationId", "thumbnail"]
+        );
+        assert_eq!(total(LIMIT - full, &f), LIMIT);
+        // One byte over: the binary original goes first, nothing else.
+        let f = fit(LIMIT - full + 1, with_binary(), LIMIT);
+        assert_eq!(f.dropped, ["thumbnail"]);
+        assert!(f.dropped_fields.is_empty() && !f.shortened);
+        assert_eq!(total(LIMIT - full + 1, &f), LIMIT - full + 1 + bare);
     }
 
     #[test]

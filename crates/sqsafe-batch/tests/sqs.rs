@@ -9,7 +9,7 @@ use std::time::Duration;
 use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use common::{event, in_group, message, with_attribute, with_receive_count};
+use common::{event, in_group, message, with_attribute, with_binary_attribute, with_receive_count};
 use sqsafe_batch::{
     BatchProcessor, DeadLetterContext, Processed, Record, RecordError, SqsDeadLetterQueue,
     SqsVisibility, VisibilityControl, attributes,
@@ -180,6 +180,57 @@ async fn a_poison_record_with_many_attributes_keeps_every_one_and_the_whole_cont
             "first_sent": "2025-06-15T15:06:40.123Z",
             "expires": "2025-07-15T15:06:40.123Z",
         })
+    );
+}
+
+/// Bytes no UTF-8 text could carry: a NUL, an invalid lead byte, a lone continuation byte.
+const THUMBNAIL: &[u8] = &[0x89, b'P', b'N', b'G', 0x00, 0xff, 0x80, 0x0d, 0x0a];
+
+#[tokio::test]
+async fn a_poison_record_with_a_binary_attribute_keeps_it_byte_for_byte() {
+    let sqs = client().await;
+    let dlq_url = queue(&sqs, "dlq", false).await;
+    let processor = BatchProcessor::builder("apply-ledger", 2)
+        .dead_letter_queue(SqsDeadLetterQueue::new(sqs.clone(), &dlq_url))
+        .build()
+        .expect("config");
+    let mut m = with_attribute(message("msg-bin", r#"{"account":"a-1"}"#), "tenant", "acme");
+    m = with_binary_attribute(m, "thumbnail", "Binary", THUMBNAIL);
+    m = with_binary_attribute(m, "signature", "Binary.sha256", &[0x00; 32]);
+    let report = processor
+        .process(event(vec![m]), None, &poison)
+        .await
+        .expect("batch");
+    assert!(report.response.batch_item_failures.is_empty());
+
+    let received = receive_all(&sqs, &dlq_url).await;
+    assert_eq!(received.len(), 1);
+    let copy = &received[0];
+    assert_eq!(context_of(copy).original_message_id, "msg-bin");
+    let attrs = copy.message_attributes().expect("attributes");
+    let binary = |name: &str| {
+        attrs.get(name).map(|a| {
+            let bytes = a.binary_value().map(|b| b.as_ref().to_vec());
+            (a.data_type().to_owned(), bytes, a.string_value().is_some())
+        })
+    };
+    assert_eq!(
+        binary("thumbnail"),
+        Some(("Binary".to_owned(), Some(THUMBNAIL.to_vec()), false)),
+        "the binary value, byte for byte"
+    );
+    assert_eq!(
+        binary("signature"),
+        Some(("Binary.sha256".to_owned(), Some(vec![0x00; 32]), false))
+    );
+    assert_eq!(
+        sqsafe_testkit::message_attribute(copy, "tenant").as_deref(),
+        Some("acme")
+    );
+    assert_eq!(
+        attrs.len(),
+        5,
+        "the context, the correlation id and all three"
     );
 }
 
@@ -360,7 +411,9 @@ fn counted_size(m: &aws_sdk_sqs::types::Message) -> usize {
             attrs
                 .iter()
                 .map(|(name, a)| {
-                    name.len() + a.data_type().len() + a.string_value().unwrap_or_default().len()
+                    let value = a.string_value().map_or(0, str::len)
+                        + a.binary_value().map_or(0, |b| b.as_ref().len());
+                    name.len() + a.data_type().len() + value
                 })
                 .sum()
         })

@@ -55,7 +55,8 @@ pub struct DeadLetter {
     /// context's redrive fields, so true when the context has none of `source_queue`, `first_sent`, `expires` (as
     /// also for a record that came without an event source ARN or `SentTimestamp`, outside Lambda). A legacy copy:
     /// true without `sqsafe.redrive`, which went before any original for either reason. False without sqsafe's
-    /// context. Binary and list attributes are never copied, and not counted here (a warning named them).
+    /// context. Attributes with list values (which SQS does not accept today) are never copied, and not counted
+    /// here (a warning named them); binary values are copied like text.
     pub attributes_may_be_missing: bool,
     /// The body, unchanged.
     pub body: String,

@@ -614,4 +614,19 @@ mod tests {
         names.sort();
         assert_eq!(names, ["correlationId", attributes::FIRST_SENT, "tenant"]);
     }
+
+    #[test]
+    fn a_binary_attribute_goes_back_as_the_same_bytes() {
+        let bytes = [0x00, 0xff, 0x80, b'z'];
+        let thumbnail = MessageAttributeValue::builder()
+            .data_type("Binary.png")
+            .binary_value(aws_sdk_sqs::primitives::Blob::new(bytes.as_slice()))
+            .build()
+            .expect("attribute");
+        let m = copy_with("d-1", &context("o-1", "precondition"), SENT_MS)
+            .message_attributes("thumbnail", thumbnail.clone())
+            .build();
+        let attrs = redrive_attributes(&entries(&[m], "correlationId").remove(0));
+        assert_eq!(attrs.get("thumbnail"), Some(&thumbnail));
+    }
 }

@@ -302,6 +302,91 @@ async fn a_redrive_restores_every_attribute_of_a_message_with_many() {
 }
 
 #[tokio::test]
+async fn a_redrive_puts_back_a_binary_attribute_byte_for_byte() {
+    let sqs = sqs().await;
+    let now = Timestamp::now();
+    let source = common::queue(&sqs, "charge-payment", false).await;
+    let dlq = common::queue(&sqs, "charge-payment-dlq", false).await;
+    let body = r#"{"payment_id":"p-bin","amount":500,"fail":"downstream_unavailable"}"#;
+    // Bytes no text could carry: a NUL, an invalid lead byte, a lone continuation byte.
+    let thumbnail = [0x89, b'P', b'N', b'G', 0x00, 0xff, 0x80, 0x0d, 0x0a];
+    let signature = [0u8; 32];
+    // common::record's correlationId and tenant, and two binary ones.
+    let mut record = common::record("o-bin", body, &source, days_ago(now, 1), None);
+    for (name, data_type, value) in [
+        ("thumbnail", "Binary", &thumbnail[..]),
+        ("signature", "Binary.sha256", &signature[..]),
+    ] {
+        let mut a = aws_lambda_events::sqs::SqsMessageAttribute::default();
+        a.data_type = Some(data_type.to_owned());
+        let mut bytes = aws_lambda_events::encodings::Base64Data::default();
+        bytes.extend_from_slice(value);
+        a.binary_value = Some(bytes);
+        record.message_attributes.insert(name.to_owned(), a);
+    }
+    common::dead_letter(&sqs, &dlq, vec![record]).await;
+
+    // Inspect reads it like any other dead letter, nothing missing.
+    let report = inspect(
+        &sqs,
+        &dlq.url,
+        &InspectOptions {
+            scan: scan(),
+            ..InspectOptions::default()
+        },
+        &move || now,
+    )
+    .await
+    .expect("inspect");
+    let listed = &report.kinds[0].entries[0];
+    assert_eq!(listed.original_message_id, "o-bin");
+    assert!(!listed.attributes_may_be_missing);
+    let mut text = Vec::new();
+    report.write_text(&mut text).expect("text");
+    assert!(String::from_utf8(text).expect("utf-8").contains("o-bin"));
+    serde_json::to_string(&report).expect("JSON");
+
+    let mut out = Vec::new();
+    let report = redrive(&sqs, &dlq.url, &options(), &move || now, &mut out)
+        .await
+        .expect("redrive");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert_eq!(report.moved(), 1, "{text}");
+    let moved = visible(&sqs, &source.url).await;
+    assert_eq!(moved.len(), 1, "{text}");
+    assert_eq!(moved[0].body(), Some(body));
+    let attrs = moved[0].message_attributes().expect("attributes");
+    let binary = |name: &str| {
+        attrs.get(name).map(|a| {
+            let bytes = a.binary_value().map(|b| b.as_ref().to_vec());
+            (a.data_type().to_owned(), bytes, a.string_value())
+        })
+    };
+    assert_eq!(
+        binary("thumbnail"),
+        Some(("Binary".to_owned(), Some(thumbnail.to_vec()), None)),
+        "the same bytes, as a binary value"
+    );
+    assert_eq!(
+        binary("signature"),
+        Some(("Binary.sha256".to_owned(), Some(signature.to_vec()), None))
+    );
+    let mut names: Vec<_> = attrs.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "correlationId",
+            "signature",
+            context::FIRST_SENT,
+            "tenant",
+            "thumbnail"
+        ]
+    );
+    assert!(visible(&sqs, &dlq.url).await.is_empty());
+}
+
+#[tokio::test]
 async fn a_dry_run_says_what_would_move_and_touches_nothing() {
     let sqs = sqs().await;
     let now = Timestamp::now();
