@@ -177,88 +177,42 @@ impl fmt::Write for Escaped<'_> {
     }
 }
 
-/// Records a span's fields into its [`SpanFields`].
-struct SpanVisitor<'a>(&'a mut SpanFields);
+/// Hands each field of a span or an event to `F` as a [`Value`].
+struct Fields<F>(F);
 
-impl Visit for SpanVisitor<'_> {
+impl<F: FnMut(&'static str, Value<'_>)> Visit for Fields<F> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.set(field.name(), Value::Str(value));
+        (self.0)(field.name(), Value::Str(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.set(field.name(), Value::Bool(value));
+        (self.0)(field.name(), Value::Bool(value));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.set(field.name(), Value::I64(value));
+        (self.0)(field.name(), Value::I64(value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.set(field.name(), Value::U64(value));
+        (self.0)(field.name(), Value::U64(value));
     }
     fn record_i128(&mut self, field: &Field, value: i128) {
-        self.0.set(field.name(), Value::I128(value));
+        (self.0)(field.name(), Value::I128(value));
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
-        self.0.set(field.name(), Value::U128(value));
+        (self.0)(field.name(), Value::U128(value));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.set(field.name(), Value::F64(value));
+        (self.0)(field.name(), Value::F64(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.0.set(field.name(), Value::Error(value));
+        (self.0)(field.name(), Value::Error(value));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.set(field.name(), Value::Debug(value));
+        (self.0)(field.name(), Value::Debug(value));
     }
 }
 
-/// Writes an event's fields onto the line, renaming those already there.
-struct EventVisitor<'a> {
-    line: &'a mut String,
-    /// Keys the spans put on the line.
-    taken: &'a [&'static str],
-}
-
-impl EventVisitor<'_> {
-    fn member(&mut self, field: &Field, value: Value<'_>) {
-        let name = field.name();
-        let key = if name != "message" && (LINE_KEYS.contains(&name) || self.taken.contains(&name))
-        {
-            Key::Prefixed("event.", name)
-        } else {
-            Key::Plain(name)
-        };
-        self.line.push(',');
-        write_member(self.line, key, value);
-    }
-}
-
-impl Visit for EventVisitor<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.member(field, Value::Str(value));
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.member(field, Value::Bool(value));
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.member(field, Value::I64(value));
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.member(field, Value::U64(value));
-    }
-    fn record_i128(&mut self, field: &Field, value: i128) {
-        self.member(field, Value::I128(value));
-    }
-    fn record_u128(&mut self, field: &Field, value: u128) {
-        self.member(field, Value::U128(value));
-    }
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.member(field, Value::F64(value));
-    }
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.member(field, Value::Error(value));
-    }
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.member(field, Value::Debug(value));
-    }
+/// Records a span's fields into `fields`.
+fn span_fields(fields: &mut SpanFields) -> Fields<impl FnMut(&'static str, Value<'_>) + '_> {
+    Fields(move |name: &'static str, value: Value<'_>| fields.set(name, value))
 }
 
 fn level_name(level: &Level) -> &'static str {
@@ -291,7 +245,7 @@ where
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let mut fields = SpanFields::default();
-        attrs.record(&mut SpanVisitor(&mut fields));
+        attrs.record(&mut span_fields(&mut fields));
         span.extensions_mut().replace(fields);
     }
 
@@ -299,7 +253,7 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut extensions = span.extensions_mut();
         if let Some(fields) = extensions.get_mut::<SpanFields>() {
-            values.record(&mut SpanVisitor(fields));
+            values.record(&mut span_fields(fields));
         }
     }
 
@@ -364,10 +318,16 @@ where
             }
         }
 
-        event.record(&mut EventVisitor {
-            line,
-            taken: &taken,
-        });
+        // An event field named like a key already on the line is written as `event.<name>`.
+        event.record(&mut Fields(|name: &'static str, value: Value<'_>| {
+            let key = if name != "message" && (LINE_KEYS.contains(&name) || taken.contains(&name)) {
+                Key::Prefixed("event.", name)
+            } else {
+                Key::Plain(name)
+            };
+            line.push(',');
+            write_member(line, key, value);
+        }));
 
         if let Some(scope) = ctx.event_scope(event) {
             let mut written: Keys = SmallVec::new();
