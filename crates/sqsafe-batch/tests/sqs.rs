@@ -11,8 +11,8 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use common::{event, in_group, message, with_attribute, with_binary_attribute, with_receive_count};
 use sqsafe_batch::{
-    BatchProcessor, DeadLetterContext, Processed, Record, RecordError, SqsDeadLetterQueue,
-    SqsVisibility, VisibilityControl, attributes,
+    BatchProcessor, DeadLetterContext, Processed, Record, RecordError, RecordHandler,
+    SqsDeadLetterQueue, SqsVisibility, VisibilityControl, attributes,
 };
 use sqsafe_idempotency::{Claim, Idempotency, InMemoryStore, KeyBuilder};
 
@@ -145,15 +145,7 @@ async fn a_poison_record_with_many_attributes_keeps_every_one_and_the_whole_cont
             a.data_type = Some(data_type.to_owned());
         }
     }
-    let report = processor
-        .process(event(vec![m]), None, &poison)
-        .await
-        .expect("batch");
-    assert!(report.response.batch_item_failures.is_empty());
-
-    let received = receive_all(&sqs, &dlq_url).await;
-    assert_eq!(received.len(), 1);
-    let copy = &received[0];
+    let copy = &dead_letter_one(&processor, &poison, m, &sqs, &dlq_url).await;
     assert_eq!(copy.body(), Some(r#"{"account":"a-1"}"#));
     let mut attrs = typed(copy.message_attributes().expect("attributes"));
     let context = attrs.remove("sqsafe.context");
@@ -197,15 +189,7 @@ async fn a_poison_record_with_a_binary_attribute_keeps_it_byte_for_byte() {
     let mut m = with_attribute(message("msg-bin", r#"{"account":"a-1"}"#), "tenant", "acme");
     m = with_binary_attribute(m, "thumbnail", "Binary", THUMBNAIL);
     m = with_binary_attribute(m, "signature", "Binary.sha256", &[0x00; 32]);
-    let report = processor
-        .process(event(vec![m]), None, &poison)
-        .await
-        .expect("batch");
-    assert!(report.response.batch_item_failures.is_empty());
-
-    let received = receive_all(&sqs, &dlq_url).await;
-    assert_eq!(received.len(), 1);
-    let copy = &received[0];
+    let copy = &dead_letter_one(&processor, &poison, m, &sqs, &dlq_url).await;
     assert_eq!(context_of(copy).original_message_id, "msg-bin");
     let attrs = copy.message_attributes().expect("attributes");
     let binary = |name: &str| {
@@ -430,6 +414,28 @@ async fn dlq_with_max_size(sqs: &Client, max: usize) -> String {
         .expect("queue url")
 }
 
+/// Processes `m` alone with `handler`, checks that the batch acknowledged it (dead-lettered, not reported back), and
+/// returns its one copy in the DLQ.
+async fn dead_letter_one<H: RecordHandler>(
+    processor: &BatchProcessor,
+    handler: &H,
+    m: SqsMessage,
+    sqs: &Client,
+    dlq_url: &str,
+) -> aws_sdk_sqs::types::Message {
+    let report = processor
+        .process(event(vec![m]), None, handler)
+        .await
+        .expect("batch");
+    assert!(
+        report.response.batch_item_failures.is_empty(),
+        "dead-lettered, so acknowledged"
+    );
+    let mut received = receive_all(sqs, dlq_url).await;
+    assert_eq!(received.len(), 1);
+    received.remove(0)
+}
+
 async fn receive_all(sqs: &Client, url: &str) -> Vec<aws_sdk_sqs::types::Message> {
     sqs.receive_message()
         .queue_url(url)
@@ -499,14 +505,7 @@ async fn a_body_at_the_size_limit_is_dead_lettered_alone_and_nothing_is_lost() {
         .expect("config");
     let body = "y".repeat(limit);
     let m = with_attribute(message("msg-full", &body), "correlationId", "corr-2");
-    let report = processor
-        .process(event(vec![m]), None, &long_error)
-        .await
-        .expect("batch");
-    assert!(report.response.batch_item_failures.is_empty());
-    let received = receive_all(&sqs, &dlq_url).await;
-    assert_eq!(received.len(), 1);
-    let copy = &received[0];
+    let copy = &dead_letter_one(&processor, &long_error, m, &sqs, &dlq_url).await;
     assert_eq!(copy.body(), Some(body.as_str()), "the body is kept whole");
     assert!(
         copy.message_attributes().is_none_or(|a| a.is_empty()),

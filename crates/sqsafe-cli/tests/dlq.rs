@@ -229,6 +229,26 @@ async fn redrive_moves_at_most_max_of_a_kind_with_the_original_body_and_attribut
 }
 
 /// `(data type, string value)` of each attribute of `m`, by name.
+/// Redrives `dlq` with the default options at `now`, checks that `n` messages moved, and returns what is visible on
+/// `source` then.
+async fn redrive_all(
+    sqs: &aws_sdk_sqs::Client,
+    dlq: &str,
+    source: &str,
+    now: Timestamp,
+    n: usize,
+) -> Vec<aws_sdk_sqs::types::Message> {
+    let mut out = Vec::new();
+    let report = redrive(sqs, dlq, &options(), &move || now, &mut out)
+        .await
+        .expect("redrive");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert_eq!(report.moved(), n, "{text}");
+    let moved = visible(sqs, source).await;
+    assert_eq!(moved.len(), n, "{text}");
+    moved
+}
+
 fn typed(m: &aws_sdk_sqs::types::Message) -> BTreeMap<String, (String, String)> {
     m.message_attributes()
         .into_iter()
@@ -279,14 +299,7 @@ async fn a_redrive_restores_every_attribute_of_a_message_with_many() {
     assert_eq!(original.len(), 7);
     common::dead_letter(&sqs, &dlq, vec![record]).await;
 
-    let mut out = Vec::new();
-    let report = redrive(&sqs, &dlq.url, &options(), &move || now, &mut out)
-        .await
-        .expect("redrive");
-    let text = String::from_utf8(out).expect("utf-8");
-    assert_eq!(report.moved(), 1, "{text}");
-    let moved = visible(&sqs, &source.url).await;
-    assert_eq!(moved.len(), 1, "{text}");
+    let moved = redrive_all(&sqs, &dlq.url, &source.url, now, 1).await;
     assert_eq!(moved[0].body(), Some(body));
     let mut attrs = typed(&moved[0]);
     let first_sent = attrs
@@ -346,14 +359,7 @@ async fn a_redrive_puts_back_a_binary_attribute_byte_for_byte() {
     assert!(String::from_utf8(text).expect("utf-8").contains("o-bin"));
     serde_json::to_string(&report).expect("JSON");
 
-    let mut out = Vec::new();
-    let report = redrive(&sqs, &dlq.url, &options(), &move || now, &mut out)
-        .await
-        .expect("redrive");
-    let text = String::from_utf8(out).expect("utf-8");
-    assert_eq!(report.moved(), 1, "{text}");
-    let moved = visible(&sqs, &source.url).await;
-    assert_eq!(moved.len(), 1, "{text}");
+    let moved = redrive_all(&sqs, &dlq.url, &source.url, now, 1).await;
     assert_eq!(moved[0].body(), Some(body));
     let attrs = moved[0].message_attributes().expect("attributes");
     let binary = |name: &str| {
@@ -546,14 +552,7 @@ async fn a_fifo_source_gets_its_groups_back_deduplicated_by_original_id() {
         ],
     )
     .await;
-    let mut out = Vec::new();
-    let report = redrive(&sqs, &dlq.url, &options(), &move || now, &mut out)
-        .await
-        .expect("redrive");
-    let text = String::from_utf8(out).expect("utf-8");
-    assert_eq!(report.moved(), 3, "{text}");
-    let moved = visible(&sqs, &source.url).await;
-    assert_eq!(moved.len(), 3, "{text}");
+    let moved = redrive_all(&sqs, &dlq.url, &source.url, now, 3).await;
     for m in &moved {
         let original = m
             .body()
