@@ -51,12 +51,12 @@ where
 /// One span's fields, encoded: `"key":value` fragments in `json`, one range per field.
 #[derive(Debug, Default)]
 struct SpanFields {
-    json: String,
+    json: Vec<u8>,
     fields: Vec<(&'static str, Range<usize>)>,
 }
 
 impl SpanFields {
-    fn fragment(&self, range: &Range<usize>) -> &str {
+    fn fragment(&self, range: &Range<usize>) -> &[u8] {
         self.json.get(range.clone()).unwrap_or_default()
     }
 
@@ -77,12 +77,12 @@ impl SpanFields {
 
     /// Rare (a field recorded twice): rebuilds the buffer without `name`.
     fn remove(&mut self, name: &str) {
-        let mut json = String::with_capacity(self.json.len());
+        let mut json = Vec::with_capacity(self.json.len());
         let mut fields = Vec::with_capacity(self.fields.len());
         for (n, range) in &self.fields {
             if *n != name {
                 let start = json.len();
-                json.push_str(self.fragment(range));
+                json.extend_from_slice(self.fragment(range));
                 fields.push((*n, start..json.len()));
             }
         }
@@ -112,69 +112,33 @@ enum Key<'a> {
 }
 
 /// Appends `"key":value` (no separator).
-fn write_member(out: &mut String, key: Key<'_>, value: Value<'_>) {
+fn write_member(out: &mut Vec<u8>, key: Key<'_>, value: Value<'_>) {
     match key {
-        Key::Plain(name) => write_str(out, format_args!("{name}")),
-        Key::Prefixed(prefix, name) => write_str(out, format_args!("{prefix}{name}")),
+        Key::Plain(name) => write_json(out, name),
+        Key::Prefixed(prefix, name) => write_json(out, &format_args!("{prefix}{name}")),
     }
-    out.push(':');
+    out.push(b':');
     match value {
-        Value::Str(s) => write_str(out, format_args!("{s}")),
-        Value::Bool(b) => out.push_str(if b { "true" } else { "false" }),
-        Value::I64(n) => push_display(out, n),
-        Value::U64(n) => push_display(out, n),
-        Value::I128(n) => push_display(out, n),
-        Value::U128(n) => push_display(out, n),
-        // JSON has no NaN or infinity: those are written as strings.
-        Value::F64(n) if n.is_finite() => push_display(out, n),
-        Value::F64(n) => write_str(out, format_args!("{n}")),
-        Value::Debug(d) => write_str(out, format_args!("{d:?}")),
-        Value::Error(e) => write_str(out, format_args!("{e}")),
+        Value::Str(s) => write_json(out, s),
+        Value::Bool(b) => write_json(out, &b),
+        Value::I64(n) => write_json(out, &n),
+        Value::U64(n) => write_json(out, &n),
+        Value::I128(n) => write_json(out, &n),
+        Value::U128(n) => write_json(out, &n),
+        Value::F64(n) if n.is_finite() => write_json(out, &n),
+        // JSON has no NaN or infinity (serde_json would write null): those are written as strings.
+        Value::F64(n) => write_json(out, &format_args!("{n}")),
+        Value::Debug(d) => write_json(out, &format_args!("{d:?}")),
+        Value::Error(e) => write_json(out, &format_args!("{e}")),
     }
 }
 
-fn push_display(out: &mut String, value: impl fmt::Display) {
-    use fmt::Write as _;
-    // Writing to a String cannot fail.
-    let _ = write!(out, "{value}");
-}
-
-/// Appends `text` as a JSON string: quoted, with `"`, `\` and control characters escaped (RFC 8259), written
-/// straight from the formatter without an intermediate string.
-fn write_str(out: &mut String, text: fmt::Arguments<'_>) {
-    use fmt::Write as _;
-    out.push('"');
-    // Escaping into a String cannot fail.
-    let _ = Escaped(out).write_fmt(text);
-    out.push('"');
-}
-
-struct Escaped<'a>(&'a mut String);
-
-impl fmt::Write for Escaped<'_> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let mut plain = 0;
-        for (at, byte) in s.bytes().enumerate() {
-            let escape = match byte {
-                b'"' => "\\\"",
-                b'\\' => "\\\\",
-                b'\n' => "\\n",
-                b'\r' => "\\r",
-                b'\t' => "\\t",
-                0x00..=0x1f => "",
-                _ => continue,
-            };
-            self.0.push_str(&s[plain..at]);
-            if escape.is_empty() {
-                write!(self.0, "\\u{byte:04x}")?;
-            } else {
-                self.0.push_str(escape);
-            }
-            plain = at + 1;
-        }
-        self.0.push_str(&s[plain..]);
-        Ok(())
-    }
+/// Appends `value` as JSON with serde_json: a string quoted and escaped (RFC 8259), formatted text (`fmt::Arguments`)
+/// escaped as it is formatted, without an intermediate string; a number or a boolean as itself.
+fn write_json(out: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
+    // Writing strings, numbers and formatted text to a Vec cannot fail (a Debug impl that errors leaves the
+    // line's value cut short, still a line).
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// Hands each field of a span or an event to `F` as a [`Value`].
@@ -227,7 +191,7 @@ fn level_name(level: &Level) -> &'static str {
 
 thread_local! {
     /// The line being written, kept between lines so writing one allocates nothing once it has grown.
-    static LINE: RefCell<String> = const { RefCell::new(String::new()) };
+    static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Key names of one line; a record's lines have about a dozen.
@@ -258,12 +222,12 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        let write = |line: &mut String| {
+        let write = |line: &mut Vec<u8>| {
             line.clear();
             self.format(event, &ctx, line);
             let mut writer = self.make_writer.make_writer_for(event.metadata());
             // A log line that cannot be written has nowhere else to go.
-            let _ = writer.write_all(line.as_bytes());
+            let _ = writer.write_all(line);
         };
         // tracing does not dispatch an event from inside a layer's callback, so the buffer is free; were it not
         // (a future tracing), the line gets a buffer of its own rather than a panic.
@@ -271,7 +235,7 @@ where
             if let Ok(mut line) = cell.try_borrow_mut() {
                 write(&mut line);
                 if line.capacity() > KEPT_CAPACITY {
-                    *line = String::new();
+                    *line = Vec::new();
                 }
                 true
             } else {
@@ -279,7 +243,7 @@ where
             }
         });
         if reused != Ok(true) {
-            write(&mut String::new());
+            write(&mut Vec::new());
         }
     }
 }
@@ -288,18 +252,17 @@ impl<W, C> JsonLayer<W, C>
 where
     C: Fn() -> SystemTime,
 {
-    fn format<S>(&self, event: &Event<'_>, ctx: &Context<'_, S>, line: &mut String)
+    fn format<S>(&self, event: &Event<'_>, ctx: &Context<'_, S>, line: &mut Vec<u8>)
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let meta = event.metadata();
-        line.push_str("{\"timestamp\":\"");
-        // Writing to a String cannot fail.
-        let _ = self.timer.write(line);
-        line.push_str("\",\"level\":\"");
-        line.push_str(level_name(meta.level()));
-        line.push_str("\",\"target\":");
-        write_str(line, format_args!("{}", meta.target()));
+        // Writing to a Vec cannot fail.
+        let _ = write!(line, "{{\"timestamp\":\"{:.3}\"", self.timer.now());
+        line.extend_from_slice(b",\"level\":\"");
+        line.extend_from_slice(level_name(meta.level()).as_bytes());
+        line.extend_from_slice(b"\",\"target\":");
+        write_json(line, meta.target());
 
         // The spans' keys, innermost first, each once: the innermost span wins.
         let scope = ctx.event_scope(event);
@@ -325,7 +288,7 @@ where
             } else {
                 Key::Plain(name)
             };
-            line.push(',');
+            line.push(b',');
             write_member(line, key, value);
         }));
 
@@ -339,16 +302,16 @@ where
                 for (name, range) in &fields.fields {
                     if !written.contains(name) {
                         written.push(name);
-                        line.push(',');
-                        line.push_str(fields.fragment(range));
+                        line.push(b',');
+                        line.extend_from_slice(fields.fragment(range));
                     }
                 }
             }
         }
         if let Some(name) = innermost {
-            line.push_str(",\"name\":");
-            write_str(line, format_args!("{name}"));
+            line.extend_from_slice(b",\"name\":");
+            write_json(line, name);
         }
-        line.push_str("}\n");
+        line.extend_from_slice(b"}\n");
     }
 }

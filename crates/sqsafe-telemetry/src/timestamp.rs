@@ -19,9 +19,9 @@ where
         Self { clock }
     }
 
-    /// Reads the clock and writes the time.
-    pub(crate) fn write(&self, w: &mut impl fmt::Write) -> fmt::Result {
-        write_rfc3339_millis(w, (self.clock)())
+    /// Reads the clock: the time to write, already cut to the millisecond (`{:.3}` prints it as RFC 3339).
+    pub(crate) fn now(&self) -> jiff::Timestamp {
+        to_millis((self.clock)())
     }
 }
 
@@ -38,10 +38,14 @@ where
 /// outside jiff's range (years before -9999 or after 9999) are written as the Unix epoch: a Lambda clock is never
 /// there, and a log line must not fail for it.
 pub(crate) fn write_rfc3339_millis(w: &mut impl fmt::Write, t: SystemTime) -> fmt::Result {
+    write!(w, "{:.3}", to_millis(t))
+}
+
+/// `t` as a jiff timestamp cut (not rounded: a line never carries a time later than the clock read) to the
+/// millisecond; the Unix epoch when `t` is outside jiff's range.
+fn to_millis(t: SystemTime) -> jiff::Timestamp {
     let at = jiff::Timestamp::try_from(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    // Truncate rather than round, so a line never carries a time later than the clock read.
-    let at = jiff::Timestamp::from_millisecond(at.as_millisecond()).unwrap_or(at);
-    write!(w, "{at:.3}")
+    jiff::Timestamp::from_millisecond(at.as_millisecond()).unwrap_or(at)
 }
 
 #[cfg(test)]
