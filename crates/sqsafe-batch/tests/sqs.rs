@@ -9,7 +9,7 @@ use std::time::Duration;
 use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use common::{event, in_group, message, with_attribute, with_binary_attribute, with_receive_count};
+use common::{event, in_group, message, with_attribute, with_receive_count};
 use sqsafe_batch::{
     BatchProcessor, DeadLetterContext, Processed, Record, RecordError, RecordHandler,
     SqsDeadLetterQueue, SqsVisibility, VisibilityControl, attributes,
@@ -187,17 +187,12 @@ async fn a_poison_record_with_a_binary_attribute_keeps_it_byte_for_byte() {
         .build()
         .expect("config");
     let mut m = with_attribute(message("msg-bin", r#"{"account":"a-1"}"#), "tenant", "acme");
-    m = with_binary_attribute(m, "thumbnail", "Binary", THUMBNAIL);
-    m = with_binary_attribute(m, "signature", "Binary.sha256", &[0x00; 32]);
+    m = sqsafe_testkit::with_binary_attribute(m, "thumbnail", "Binary", THUMBNAIL);
+    m = sqsafe_testkit::with_binary_attribute(m, "signature", "Binary.sha256", &[0x00; 32]);
     let copy = &dead_letter_one(&processor, &poison, m, &sqs, &dlq_url).await;
     assert_eq!(context_of(copy).original_message_id, "msg-bin");
     let attrs = copy.message_attributes().expect("attributes");
-    let binary = |name: &str| {
-        attrs.get(name).map(|a| {
-            let bytes = a.binary_value().map(|b| b.as_ref().to_vec());
-            (a.data_type().to_owned(), bytes, a.string_value().is_some())
-        })
-    };
+    let binary = |name: &str| sqsafe_testkit::binary_attribute(copy, name);
     assert_eq!(
         binary("thumbnail"),
         Some(("Binary".to_owned(), Some(THUMBNAIL.to_vec()), false)),

@@ -326,17 +326,9 @@ async fn a_redrive_puts_back_a_binary_attribute_byte_for_byte() {
     let signature = [0u8; 32];
     // common::record's correlationId and tenant, and two binary ones.
     let mut record = common::record("o-bin", body, &source, days_ago(now, 1), None);
-    for (name, data_type, value) in [
-        ("thumbnail", "Binary", &thumbnail[..]),
-        ("signature", "Binary.sha256", &signature[..]),
-    ] {
-        let mut a = aws_lambda_events::sqs::SqsMessageAttribute::default();
-        a.data_type = Some(data_type.to_owned());
-        let mut bytes = aws_lambda_events::encodings::Base64Data::default();
-        bytes.extend_from_slice(value);
-        a.binary_value = Some(bytes);
-        record.message_attributes.insert(name.to_owned(), a);
-    }
+    record = sqsafe_testkit::with_binary_attribute(record, "thumbnail", "Binary", &thumbnail);
+    record =
+        sqsafe_testkit::with_binary_attribute(record, "signature", "Binary.sha256", &signature);
     common::dead_letter(&sqs, &dlq, vec![record]).await;
 
     // Inspect reads it like any other dead letter, nothing missing.
@@ -362,20 +354,15 @@ async fn a_redrive_puts_back_a_binary_attribute_byte_for_byte() {
     let moved = redrive_all(&sqs, &dlq.url, &source.url, now, 1).await;
     assert_eq!(moved[0].body(), Some(body));
     let attrs = moved[0].message_attributes().expect("attributes");
-    let binary = |name: &str| {
-        attrs.get(name).map(|a| {
-            let bytes = a.binary_value().map(|b| b.as_ref().to_vec());
-            (a.data_type().to_owned(), bytes, a.string_value())
-        })
-    };
+    let binary = |name: &str| sqsafe_testkit::binary_attribute(&moved[0], name);
     assert_eq!(
         binary("thumbnail"),
-        Some(("Binary".to_owned(), Some(thumbnail.to_vec()), None)),
+        Some(("Binary".to_owned(), Some(thumbnail.to_vec()), false)),
         "the same bytes, as a binary value"
     );
     assert_eq!(
         binary("signature"),
-        Some(("Binary.sha256".to_owned(), Some(signature.to_vec()), None))
+        Some(("Binary.sha256".to_owned(), Some(signature.to_vec()), false))
     );
     let mut names: Vec<_> = attrs.keys().map(String::as_str).collect();
     names.sort_unstable();

@@ -161,6 +161,20 @@ pub fn message_attribute(message: &aws_sdk_sqs::types::Message, name: &str) -> O
         .map(str::to_owned)
 }
 
+/// A received message's attribute as binary: its data type, its binary value, and whether it also has a string value
+/// (an attribute has one or the other). `None` when the message has no attribute `name`.
+pub fn binary_attribute(
+    message: &aws_sdk_sqs::types::Message,
+    name: &str,
+) -> Option<(String, Option<Vec<u8>>, bool)> {
+    let attribute = message.message_attributes()?.get(name)?;
+    Some((
+        attribute.data_type().to_owned(),
+        attribute.binary_value().map(|b| b.as_ref().to_vec()),
+        attribute.string_value().is_some(),
+    ))
+}
+
 /// A field of the sqsafe context a dead-letter copy carries (its `sqsafe.context` attribute, compact JSON): a
 /// string as it is, a number as its decimal text. `None` when the message has no context (SQS's redrive policy moved
 /// it) or its context lacks the field (left out when unknown, or to fit the DLQ's message size).

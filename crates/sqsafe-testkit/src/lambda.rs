@@ -1,7 +1,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_lambda_events::sqs::SqsEvent;
+use aws_lambda_events::encodings::Base64Data;
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
 use lambda_runtime::{Context, LambdaEvent};
 
 /// The workspace's `events/` folder.
@@ -31,4 +32,23 @@ pub fn invocation(event: SqsEvent, request_id: &str) -> LambdaEvent<SqsEvent> {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
     LambdaEvent::new(event, context)
+}
+
+/// `message` with `value` as its binary attribute `name` of data type `data_type` (`Binary` or `Binary.<label>`), as
+/// Lambda hands it over (decoded).
+pub fn with_binary_attribute(
+    mut message: SqsMessage,
+    name: &str,
+    data_type: &str,
+    value: &[u8],
+) -> SqsMessage {
+    let mut bytes = Base64Data::default();
+    bytes.extend_from_slice(value);
+    let mut attribute = SqsMessageAttribute::default();
+    attribute.binary_value = Some(bytes);
+    attribute.data_type = Some(data_type.to_owned());
+    message
+        .message_attributes
+        .insert(name.to_owned(), attribute);
+    message
 }

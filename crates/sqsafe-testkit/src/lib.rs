@@ -22,8 +22,9 @@ mod lost_answer;
 
 pub use counter::RequestCounter;
 pub use fixtures::{
-    create_queue, create_table, dlq_context, dynamodb, dynamodb_at, dynamodb_losing, endpoint,
-    item_string, message_attribute, sdk_config, sdk_config_at, sqs, unique_name,
+    binary_attribute, create_queue, create_table, dlq_context, dynamodb, dynamodb_at,
+    dynamodb_losing, endpoint, item_string, message_attribute, sdk_config, sdk_config_at, sqs,
+    unique_name,
 };
-pub use lambda::{event_file, events_dir, invocation};
+pub use lambda::{event_file, events_dir, invocation, with_binary_attribute};
 pub use lost_answer::LostAnswer;

@@ -43,22 +43,6 @@ pub fn with_attribute(mut m: SqsMessage, name: &str, value: &str) -> SqsMessage 
     m
 }
 
-/// `value` as a binary attribute of data type `data_type` (`Binary` or `Binary.<custom>`), as Lambda decodes it.
-pub fn with_binary_attribute(
-    mut m: SqsMessage,
-    name: &str,
-    data_type: &str,
-    value: &[u8],
-) -> SqsMessage {
-    let mut a = SqsMessageAttribute::default();
-    let mut bytes = aws_lambda_events::encodings::Base64Data::default();
-    bytes.extend_from_slice(value);
-    a.binary_value = Some(bytes);
-    a.data_type = Some(data_type.to_owned());
-    m.message_attributes.insert(name.to_owned(), a);
-    m
-}
-
 pub fn event(records: Vec<SqsMessage>) -> SqsEvent {
     let mut e = SqsEvent::default();
     e.records = records;
