@@ -52,6 +52,21 @@ Resources:
     assert!(err.to_string().contains("Missing"), "{err}");
 }
 
+/// Every attribute of the queue at `url`.
+async fn queue_attributes(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+) -> std::collections::HashMap<QueueAttributeName, String> {
+    sqs.get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes
+        .expect("attributes")
+}
+
 #[tokio::test]
 async fn the_stack_is_created_in_moto_with_the_template_settings() {
     let sqs = sqsafe_testkit::sqs().await;
@@ -73,15 +88,7 @@ async fn the_stack_is_created_in_moto_with_the_template_settings() {
     for binary in ["charge-payment", "apply-ledger"] {
         let queue = stack.source_queue(binary).expect("queue");
         let dlq = stack.dead_letter_queue(binary).expect("dlq");
-        let attrs = sqs
-            .get_queue_attributes()
-            .queue_url(&queue.url)
-            .attribute_names(QueueAttributeName::All)
-            .send()
-            .await
-            .expect("attributes")
-            .attributes
-            .expect("attributes");
+        let attrs = queue_attributes(&sqs, &queue.url).await;
         let redrive: serde_json::Value =
             serde_json::from_str(&attrs[&QueueAttributeName::RedrivePolicy]).expect("redrive JSON");
         assert_eq!(redrive["deadLetterTargetArn"], dlq.arn.as_str());
@@ -234,15 +241,7 @@ async fn template_names_are_the_deployed_ones_and_a_second_run_keeps_what_exists
         stream.stream_view_type().map(|v| v.as_str()),
         Some("NEW_IMAGE")
     );
-    let attrs = sqs
-        .get_queue_attributes()
-        .queue_url(&queue.url)
-        .attribute_names(QueueAttributeName::All)
-        .send()
-        .await
-        .expect("attributes")
-        .attributes
-        .expect("attributes");
+    let attrs = queue_attributes(&sqs, &queue.url).await;
     assert_eq!(attrs[&QueueAttributeName::VisibilityTimeout], "120");
     let redrive: serde_json::Value =
         serde_json::from_str(&attrs[&QueueAttributeName::RedrivePolicy]).expect("redrive JSON");
