@@ -13,6 +13,10 @@ pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
 /// Hard ceiling for [`IdempotencyBuilder::max_result_bytes`]: leaves room in a 400 KB item for the other attributes.
 pub const MAX_RESULT_BYTES_LIMIT: usize = 300 * 1024;
 
+/// How long after its lease ends an `IN_PROGRESS` claim may be taken over, by default (see
+/// [`IdempotencyBuilder::takeover_margin`]).
+pub const DEFAULT_TAKEOVER_MARGIN: Duration = Duration::from_secs(2);
+
 /// Builds an [`Idempotency`]. Every setting is checked by [`IdempotencyBuilder::build`].
 ///
 /// # Default
@@ -90,7 +94,7 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
             idempotency_window: Duration::from_secs(30 * 24 * 3600),
             default_lease: Duration::from_secs(60),
             min_lease: Duration::from_secs(1),
-            takeover_margin: Duration::from_secs(2),
+            takeover_margin: DEFAULT_TAKEOVER_MARGIN,
             completion_retry: CompletionRetry::default(),
             fingerprint_fields: FingerprintFields::All,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,

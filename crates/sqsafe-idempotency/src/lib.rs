@@ -16,8 +16,8 @@ mod store;
 pub use cache::CacheConfig;
 pub use clock::{Clock, ManualClock, RandomTokens, SystemClock, TokenSource};
 pub use config::{
-    CompletionRetry, DEFAULT_MAX_RESULT_BYTES, Heartbeat, IdempotencyBuilder,
-    MAX_RESULT_BYTES_LIMIT,
+    CompletionRetry, DEFAULT_MAX_RESULT_BYTES, DEFAULT_TAKEOVER_MARGIN, Heartbeat,
+    IdempotencyBuilder, MAX_RESULT_BYTES_LIMIT,
 };
 pub use engine::{
     Claim, Guard, Idempotency, MAX_CORRELATION_CHARS, Outcome, ReplaySource, Replayed, Request,

@@ -18,7 +18,9 @@ use aws_sdk_dynamodb::config::{
 use aws_sdk_dynamodb::error::{BoxError, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use sqsafe_local::moto::{self, MotoServer};
-use sqsafe_local::proxy::{self, FaultProxy, FaultProxyConfig, ProxyStats, RunningProxy};
+use sqsafe_local::proxy::{
+    self, FaultProxy, FaultProxyConfig, ProxyStats, RECENT_FAULTS, RunningProxy,
+};
 use sqsafe_testkit::{create_table, unique_name};
 
 async fn start_moto() -> MotoServer {
@@ -200,6 +202,29 @@ async fn throttling_is_answered_without_forwarding() {
             stats.after_write_500
         ),
         (1, 1, 0, 0)
+    );
+    let recent: Vec<_> = stats
+        .recent_faults
+        .iter()
+        .map(|f| (f.operation.as_str(), f.fault))
+        .collect();
+    assert_eq!(recent, [("PutItem", "throttled")]);
+
+    // The latest faults only: a long run keeps the last RECENT_FAULTS.
+    let throttled = client(&proxy.endpoint()).await;
+    for i in 0..RECENT_FAULTS + 4 {
+        put(&throttled, &table, &format!("k{i}"))
+            .await
+            .expect_err("throttled");
+    }
+    let recent = proxy.stats().recent_faults;
+    assert_eq!(recent.len(), RECENT_FAULTS);
+    assert!(
+        recent
+            .iter()
+            .zip(recent.iter().skip(1))
+            .all(|(a, b)| a.at <= b.at),
+        "oldest first"
     );
     proxy.shutdown().await;
     moto.shutdown().await;

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
@@ -146,6 +147,245 @@ pub async fn drained(sqs: &aws_sdk_sqs::Client, urls: &[String], limit: Duration
             return false;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Messages being published by [`feed`]: how many are out, and the message ids once all are.
+pub struct Feed {
+    total: u64,
+    published: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl Feed {
+    /// Messages to publish in all.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Messages published so far.
+    pub fn published(&self) -> u64 {
+        self.published.load(Ordering::Relaxed)
+    }
+
+    /// Waits for the last batch; the message ids in the order of the messages.
+    ///
+    /// # Panics
+    /// When publishing failed (SQS refused a message).
+    pub async fn ids(self) -> Vec<String> {
+        self.task.await.expect("the feed task")
+    }
+}
+
+/// Publishes `messages` in their order, in batches of 10, while the queue holds fewer than `backlog` messages
+/// (visible, in flight or delayed); returns at once. A consumer meets the messages in the same order as if they had
+/// all been sent first, but the queue never holds more than `backlog + 10` of them: moto's ReceiveMessage and
+/// GetQueueAttributes walk every message of the queue (its retention check reads every queue attribute, counts
+/// included, once per message received), so their cost grows with the backlog, and a backlog of 1,300 messages made
+/// moto's one Python core the fault suite's bottleneck.
+pub fn feed(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    messages: Vec<Outgoing>,
+    backlog: u64,
+) -> Feed {
+    let published = Arc::new(AtomicU64::new(0));
+    let total = messages.len() as u64;
+    let (sqs, queue_url, counter) = (sqs.clone(), queue_url.to_owned(), published.clone());
+    let task = tokio::spawn(async move {
+        let mut ids = Vec::with_capacity(messages.len());
+        for chunk in messages.chunks(10) {
+            while depth(&sqs, &queue_url).await >= backlog {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            ids.extend(publish(&sqs, &queue_url, chunk).await);
+            counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        }
+        ids
+    });
+    Feed {
+        total,
+        published,
+        task,
+    }
+}
+
+/// How a run is watched: it may take as long as it needs while messages keep leaving the queue, and it has stalled
+/// when none left for `stall`.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgressWatch {
+    /// The longest time without a message leaving the source queue (deleted after its record was applied, replayed
+    /// or dead-lettered, or moved to the DLQ by SQS) before the run is declared stalled.
+    pub stall: Duration,
+    /// How often a progress line is printed.
+    pub report_every: Duration,
+}
+
+impl ProgressWatch {
+    /// The stall bound of a pipeline from its timings: the longest a single message may take from its first receive
+    /// to leaving the queue, by the protocol: `max_receives` deliveries, each at most the function's timeout, then
+    /// away for at most the longest of the visibility timeout, the backoff's maximum, and the lease of a crashed
+    /// claim (the function timeout) plus the takeover margin and SQS's one-second rounding; plus a long poll's wait
+    /// and a cold start per delivery (one second each). While any message is left, some message must leave within
+    /// that, whatever the machine's speed: the pollers are busy with the others, each batch bounded by the timeout.
+    pub fn for_pipeline(timings: PipelineTimings) -> Self {
+        let away = timings
+            .visibility_timeout
+            .max(timings.backoff_max)
+            .max(timings.function_timeout + timings.takeover_margin + Duration::from_secs(1));
+        let delivery = timings.function_timeout + away + Duration::from_secs(2);
+        Self {
+            stall: delivery * timings.max_receives,
+            report_every: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The timings a [`ProgressWatch`] bound is derived from.
+#[derive(Debug, Clone, Copy)]
+pub struct PipelineTimings {
+    /// The source queue's visibility timeout.
+    pub visibility_timeout: Duration,
+    /// The function's timeout (a batch's longest run; a crashed claim's lease ends by then).
+    pub function_timeout: Duration,
+    /// The longest backoff the function sets on a transient failure.
+    pub backoff_max: Duration,
+    /// How long after a lease ends another attempt may take the key over.
+    pub takeover_margin: Duration,
+    /// Receives before SQS moves a message to the DLQ.
+    pub max_receives: u32,
+}
+
+/// How a watched run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Everything published and the queue empty.
+    Drained {
+        /// Wall time of the run.
+        elapsed: Duration,
+    },
+    /// No message left the queue for the watch's stall bound.
+    Stalled {
+        /// Wall time of the run.
+        elapsed: Duration,
+        /// Messages still in the queue.
+        left: u64,
+        /// Messages not yet published.
+        unpublished: u64,
+    },
+}
+
+/// What a queue holds, by state (moto's approximate counts are exact).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueState {
+    /// Visible: waiting for a poller.
+    pub visible: u64,
+    /// In flight: received and not deleted, until their visibility timeout (or the delay a function set) ends.
+    pub in_flight: u64,
+    /// Delayed.
+    pub delayed: u64,
+}
+
+impl QueueState {
+    /// Every message of the queue.
+    pub fn total(&self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
+}
+
+impl std::fmt::Display for QueueState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} visible, {} in flight, {} delayed",
+            self.visible, self.in_flight, self.delayed
+        )
+    }
+}
+
+/// A queue's messages by state.
+///
+/// # Panics
+/// When the attributes cannot be read.
+pub async fn queue_state(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> QueueState {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(A::All)
+        .send()
+        .await
+        .expect("queue attributes")
+        .attributes
+        .unwrap_or_default();
+    let count = |name: A| {
+        attributes
+            .get(&name)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    QueueState {
+        visible: count(A::ApproximateNumberOfMessages),
+        in_flight: count(A::ApproximateNumberOfMessagesNotVisible),
+        delayed: count(A::ApproximateNumberOfMessagesDelayed),
+    }
+}
+
+/// Watches a run until everything `feed` publishes has left `queue_url`, or until no message left it for
+/// `watch.stall`: the verdict depends on progress, never on how long a slow machine takes. Prints a line every
+/// `watch.report_every` (messages left the queue, its state, the DLQ's depth), prefixed by `label`.
+pub async fn watch_run(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    dlq_url: &str,
+    feed: &Feed,
+    watch: ProgressWatch,
+    label: &str,
+) -> RunEnd {
+    let started = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut last_report = Instant::now();
+    let mut gone_before = 0;
+    let mut longest_gap = Duration::ZERO;
+    loop {
+        // Read the count published before the queue: a batch published in between is then in the queue but not in
+        // `published`, which can only understate what left (never report progress that did not happen).
+        let published = feed.published();
+        let state = queue_state(sqs, queue_url).await;
+        let gone = published.saturating_sub(state.total());
+        if gone > gone_before {
+            gone_before = gone;
+            longest_gap = longest_gap.max(last_progress.elapsed());
+            last_progress = Instant::now();
+        }
+        if published == feed.total() && state.total() == 0 {
+            println!(
+                "{label}: drained in {:.0} s; longest time without a message leaving the queue {:.1} s (stall bound {:.0} s)",
+                started.elapsed().as_secs_f64(),
+                longest_gap.as_secs_f64(),
+                watch.stall.as_secs_f64()
+            );
+            return RunEnd::Drained {
+                elapsed: started.elapsed(),
+            };
+        }
+        if last_report.elapsed() >= watch.report_every {
+            last_report = Instant::now();
+            println!(
+                "{label}: {:>4.0} s  {gone}/{} left the queue; queue: {state}; DLQ {}",
+                started.elapsed().as_secs_f64(),
+                feed.total(),
+                depth(sqs, dlq_url).await
+            );
+        }
+        if last_progress.elapsed() > watch.stall {
+            return RunEnd::Stalled {
+                elapsed: started.elapsed(),
+                left: state.total(),
+                unpublished: feed.total() - published,
+            };
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

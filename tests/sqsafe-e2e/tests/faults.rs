@@ -9,6 +9,13 @@
 //! The seed is printed; `SQSAFE_FAULT_SEED=<n>` replays a run. `SQSAFE_FAULTS_HEAVY=1` runs 4000 payment intents (and
 //! 600 ledger entries: moto copies both tables on every transaction, so its time and memory grow with their size;
 //! 1500 entries took it past 11 GB).
+//!
+//! The verdict does not depend on the machine's speed: a run may take as long as it needs while messages keep leaving
+//! the source queue, and fails only when none left for as long as one message may take by the protocol (see
+//! `ProgressWatch::for_pipeline`), printing what was left: the queues by state, the records still IN_PROGRESS with
+//! their lease ends, the mappings' counters and the last faults injected. Messages are fed to the queue as it drains
+//! (at most `SQSAFE_FAULTS_BACKLOG`, default 200, at a time): moto's receive walks the whole queue per message, so a
+//! backlog of all 1,400 made moto's single core the bottleneck.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,7 +25,8 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::json;
 use sqsafe_e2e::harness::{
-    Outgoing, attribute, build_functions, context_field, drained, publish, read_all,
+    Outgoing, PipelineTimings, ProgressWatch, RunEnd, attribute, build_functions, context_field,
+    feed, queue_state, read_all, watch_run,
 };
 use sqsafe_e2e::workspace_root;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
@@ -38,6 +46,37 @@ fn seed() -> u64 {
                 .map(|d| d.as_secs())
                 .unwrap_or(1)
         })
+}
+
+/// The functions' timeout here: short, so that a slow payments call outlives it (one of the faults).
+const FUNCTION_TIMEOUT: Duration = Duration::from_secs(4);
+/// The source queue's visibility timeout here.
+const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(3);
+/// The backoff the functions get here (`BACKOFF_BASE_SECONDS`, `BACKOFF_MAX_SECONDS`).
+const BACKOFF_BASE: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(3);
+/// Receives before SQS moves a message to the DLQ here (the template's 5 is too few for faults this frequent).
+const MAX_RECEIVES: u32 = 10;
+/// Messages the feed keeps in the source queue at most (see `sqsafe_e2e::harness::feed`): 4 pollers take 40 at a
+/// time, and the rest of 200 covers those held back by a backoff or a lease. `SQSAFE_FAULTS_BACKLOG=<n>` sets another
+/// (a number above the messages published sends them all at once, as the suite did before it had a feed).
+fn backlog() -> u64 {
+    std::env::var("SQSAFE_FAULTS_BACKLOG")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200)
+}
+
+/// When a run has stalled: no message left the queue for as long as one message may take, by the protocol, from its
+/// first receive to leaving (see [`ProgressWatch::for_pipeline`]).
+fn progress_watch() -> ProgressWatch {
+    ProgressWatch::for_pipeline(PipelineTimings {
+        visibility_timeout: VISIBILITY_TIMEOUT,
+        function_timeout: FUNCTION_TIMEOUT,
+        backoff_max: BACKOFF_MAX,
+        takeover_margin: sqsafe_idempotency::DEFAULT_TAKEOVER_MARGIN,
+        max_receives: MAX_RECEIVES,
+    })
 }
 
 fn heavy() -> bool {
@@ -76,12 +115,12 @@ async fn pipeline(seed: u64, prefix: &str, parameters: BTreeMap<String, String>)
     let spec = TemplateSpec::read(&template_path()).expect("template.yaml");
     let mut parameters = parameters;
     // Faults here are far more frequent than in production: give each message more receives than the template's 5.
-    parameters.insert("MaxAttempts".into(), "10".into());
+    parameters.insert("MaxAttempts".into(), MAX_RECEIVES.to_string());
     let options = StackOptions {
         prefix: prefix.to_owned(),
-        visibility_timeout: Some(Duration::from_secs(3)),
+        visibility_timeout: Some(VISIBILITY_TIMEOUT),
         parameters,
-        max_receive_count: Some(10),
+        max_receive_count: Some(MAX_RECEIVES),
         ..StackOptions::default()
     };
     let stack = LocalStack::create(&sqs, &dynamodb, spec, options)
@@ -114,8 +153,14 @@ impl Pipeline {
             // The visibility heartbeat keeps its defaults (every 20 s): it never fires within the 4 s function
             // timeout, so a payments call slower than the visibility timeout still lets the message come back while
             // its first attempt runs, which is one of the faults this suite wants.
-            ("BACKOFF_BASE_SECONDS".to_owned(), "1".to_owned()),
-            ("BACKOFF_MAX_SECONDS".to_owned(), "3".to_owned()),
+            (
+                "BACKOFF_BASE_SECONDS".to_owned(),
+                BACKOFF_BASE.as_secs().to_string(),
+            ),
+            (
+                "BACKOFF_MAX_SECONDS".to_owned(),
+                BACKOFF_MAX.as_secs().to_string(),
+            ),
             (
                 "SQSAFE_CRASH_POINTS".to_owned(),
                 "after_claim,after_effect,after_complete".to_owned(),
@@ -126,8 +171,11 @@ impl Pipeline {
         env
     }
 
-    /// Runs `pollers` mappings, each with its own function instance, until the source queue drains. The instances
-    /// log into `target/fault-logs/<binary>-<wave>/`, emptied first, so that the logs read afterwards are this run's.
+    /// Feeds `messages` to the source queue (see [`feed`]) and runs `pollers` mappings, each with its own function
+    /// instance, until everything fed has left the queue; fails with a report of what is left when no message left
+    /// it for the pipeline's stall bound. Returns the run and the message ids, in the order of `messages`. The
+    /// instances log into `target/fault-logs/<binary>-<wave>/`, emptied first, so that the logs read afterwards are
+    /// this run's.
     async fn run(
         &self,
         binary: &str,
@@ -135,9 +183,16 @@ impl Pipeline {
         seed: u64,
         pollers: usize,
         drop_delete_rate: f64,
-    ) -> Run {
+        messages: Vec<Outgoing>,
+    ) -> (Run, Vec<String>) {
         let binaries = build_functions(true);
         let queue = self.stack.source_queue(binary).expect("queue").url.clone();
+        let dlq = self
+            .stack
+            .dead_letter_queue(binary)
+            .expect("dlq")
+            .url
+            .clone();
         let log_dir = workspace_root().join(format!("target/fault-logs/{binary}-{wave}"));
         let _ = std::fs::remove_dir_all(&log_dir);
         let (stop_tx, stop) = watch::channel(false);
@@ -148,7 +203,7 @@ impl Pipeline {
                 name: binary.to_owned(),
                 binary: binaries.join(binary),
                 env: self.function_env(binary, seed),
-                timeout: Duration::from_secs(4),
+                timeout: FUNCTION_TIMEOUT,
                 log_dir: log_dir.clone(),
             };
             let instance = FunctionInstance::start(spec, i).await.expect("instance");
@@ -172,23 +227,100 @@ impl Pipeline {
             }));
         }
         self.proxy.set_enabled(true);
-        let done = drained(
-            &self.sqs,
-            &[queue],
-            Duration::from_secs(if heavy() { 900 } else { 300 }),
-        )
-        .await;
+        let fed = feed(&self.sqs, &queue, messages, backlog());
+        let label = format!("{binary} {wave}");
+        let end = watch_run(&self.sqs, &queue, &dlq, &fed, progress_watch(), &label).await;
         self.proxy.set_enabled(false);
+        if let RunEnd::Stalled { .. } = end {
+            self.stall_report(&queue, &dlq, &stats).await;
+        }
         let _ = stop_tx.send(true);
         let mut instances = Vec::new();
         for t in tasks {
             instances.push(t.await.expect("poller task"));
         }
-        assert!(done, "the source queue did not drain (seed {seed})");
-        Run {
-            instances,
-            mappings: stats.iter().map(|s| s.snapshot()).collect(),
-            logs: LogFindings::read(&log_dir),
+        if let RunEnd::Stalled { .. } = end {
+            println!(
+                "faults injected by crash point: {:?}",
+                sum_faults(&instances)
+            );
+            panic!(
+                "{label}: no message left the queue for the stall bound (seed {seed}): {end:?}; the state left is above"
+            );
+        }
+        let ids = fed.ids().await;
+        (
+            Run {
+                instances,
+                mappings: stats.iter().map(|s| s.snapshot()).collect(),
+                logs: LogFindings::read(&log_dir),
+            },
+            ids,
+        )
+    }
+
+    /// What a stalled run left: the queues, the records still IN_PROGRESS with their lease ends, the mappings'
+    /// counters and the last faults the proxy injected.
+    async fn stall_report(&self, queue: &str, dlq: &str, stats: &[Arc<MappingStats>]) {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        println!(
+            "stalled: source queue {}",
+            queue_state(&self.sqs, queue).await
+        );
+        println!("stalled: DLQ {}", queue_state(&self.sqs, dlq).await);
+        let in_progress: Vec<_> = self
+            .records()
+            .await
+            .into_iter()
+            .filter(|r| {
+                r.get("status")
+                    .and_then(|s| s.as_s().ok())
+                    .map(String::as_str)
+                    == Some("IN_PROGRESS")
+            })
+            .collect();
+        println!("stalled: {} records IN_PROGRESS", in_progress.len());
+        for r in in_progress.iter().take(20) {
+            let key = r
+                .get("pk")
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default();
+            let lease = r
+                .get("lease_expires_at")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<i64>().ok());
+            match lease {
+                Some(ms) if ms < now_ms => println!(
+                    "  {key}: lease ended {:.1} s ago",
+                    (now_ms - ms) as f64 / 1000.0
+                ),
+                Some(ms) => println!(
+                    "  {key}: lease ends in {:.1} s",
+                    (ms - now_ms) as f64 / 1000.0
+                ),
+                None => println!("  {key}: no lease"),
+            }
+        }
+        for (i, s) in stats.iter().enumerate() {
+            let [invocations, records, deleted, reported, failed, dropped] = s.snapshot();
+            println!(
+                "stalled: mapping {i}: {invocations} invocations, {records} records, {deleted} deleted, {reported} \
+                 reported failed, {failed} invocations failed whole, {dropped} deletes dropped"
+            );
+        }
+        println!("stalled: last faults injected at the DynamoDB proxy (oldest first):");
+        for f in &self.proxy.stats().recent_faults {
+            let ago = f.at.elapsed().unwrap_or_default();
+            println!(
+                "  {:.1} s ago: {} {}",
+                ago.as_secs_f64(),
+                f.operation,
+                f.fault
+            );
         }
     }
 
@@ -458,7 +590,9 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     let seed = seed();
     let intents = if heavy() { 4000 } else { 1000 };
     println!(
-        "fault injection (charge-payment): seed {seed} (replay with SQSAFE_FAULT_SEED={seed}), {intents} intents"
+        "fault injection (charge-payment): seed {seed} (replay with SQSAFE_FAULT_SEED={seed}), {intents} intents, \
+         backlog {}",
+        backlog()
     );
     // The test's own choices (which messages are duplicated, poisoned, slowed down) replay with the seed too.
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -526,20 +660,15 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     }
     // Shuffle so duplicates arrive apart (and sometimes in the same batch).
     rng.shuffle(&mut messages);
-    let ids = publish(
-        &p.sqs,
-        &p.stack.source_queue("charge-payment").expect("queue").url,
-        &messages,
-    )
-    .await;
+    let (wave1, ids) = p
+        .run("charge-payment", "wave1", seed, 4, 0.03, messages.clone())
+        .await;
     let poison_ids: BTreeSet<String> = messages
         .iter()
         .zip(&ids)
         .filter(|(m, _)| m.correlation_id.starts_with("poison"))
         .map(|(_, id)| id.clone())
         .collect();
-
-    let wave1 = p.run("charge-payment", "wave1", seed, 4, 0.03).await;
 
     // An intent whose every delivery met a crash can exhaust its receives and reach the DLQ, moved there by SQS
     // without sqsafe's context (with or without its effect applied). Operators redrive the DLQ; the redrive must
@@ -599,23 +728,18 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         });
         reused += 1;
     }
-    let reused_ids: BTreeSet<String> = publish(
-        &p.sqs,
-        &p.stack.source_queue("charge-payment").expect("queue").url,
-        &second,
-    )
-    .await
-    .into_iter()
-    .collect();
-    publish(
-        &p.sqs,
-        &p.stack.source_queue("charge-payment").expect("queue").url,
-        &redriven,
-    )
-    .await;
-    let wave2 = p
-        .run("charge-payment", "wave2", seed.wrapping_add(1), 2, 0.0)
+    let wave2_messages: Vec<Outgoing> = second.iter().chain(&redriven).cloned().collect();
+    let (wave2, wave2_ids) = p
+        .run(
+            "charge-payment",
+            "wave2",
+            seed.wrapping_add(1),
+            2,
+            0.0,
+            wave2_messages,
+        )
         .await;
+    let reused_ids: BTreeSet<String> = wave2_ids.into_iter().take(second.len()).collect();
 
     // Effects: the payments API's own ledger.
     let charges = payments.charges();
@@ -683,7 +807,7 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         .iter()
         .chain(&dlq)
         .filter(|m| context_field(m, "error_kind").is_none())
-        .map(|m| MovedBySqs::of(m, &logs, 10))
+        .map(|m| MovedBySqs::of(m, &logs, MAX_RECEIVES.into()))
         .collect();
     let dead_kinds = kinds_of(&dlq);
     let redriven_kinds = kinds_of(&redriven_messages);
@@ -872,14 +996,9 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
         }
         duplicates += copies - 1;
     }
-    let queue = p
-        .stack
-        .source_queue("apply-ledger")
-        .expect("queue")
-        .url
-        .clone();
-    publish(&p.sqs, &queue, &messages).await;
-    let run = p.run("apply-ledger", "wave1", seed, 3, 0.03).await;
+    let (run, _) = p
+        .run("apply-ledger", "wave1", seed, 3, 0.03, messages.clone())
+        .await;
 
     let table = &p.stack.tables["LedgerTable"];
     let scan = p

@@ -75,4 +75,4 @@ mod stats;
 pub use config::FaultProxyConfig;
 pub use error::Error;
 pub use server::{FaultProxy, RunningProxy};
-pub use stats::{ProxyStats, SelfMetWrite};
+pub use stats::{InjectedFault, ProxyStats, RECENT_FAULTS, SelfMetWrite};

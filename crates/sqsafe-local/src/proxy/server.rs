@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::http::Uri;
@@ -18,7 +18,7 @@ use super::error::Error;
 use super::fault::{Fault, FaultPlan};
 use super::forward::handle;
 use super::ownership::WriteId;
-use super::stats::{ProxyStats, SelfMetWrite};
+use super::stats::{InjectedFault, ProxyStats, RECENT_FAULTS, SelfMetWrite};
 use crate::http_server::{ServerTask, Settings};
 
 /// The pooled client the proxy forwards with.
@@ -87,11 +87,27 @@ impl Shared {
         // Read under the lock, so that a request either draws with the faults on or does not draw at all.
         if eligible && self.enabled.load(Ordering::SeqCst) {
             let fault = state.plan.draw();
-            match fault {
-                Fault::Throttle => state.stats.throttled += 1,
-                Fault::Error500 => state.stats.errors_500 += 1,
-                Fault::AfterWrite500 | Fault::None => {}
+            let name = match fault {
+                Fault::Throttle => {
+                    state.stats.throttled += 1;
+                    "throttled"
+                }
+                Fault::Error500 => {
+                    state.stats.errors_500 += 1;
+                    "500"
+                }
+                Fault::AfterWrite500 => "500 after the write",
+                Fault::None => return fault,
+            };
+            let recent = &mut state.stats.recent_faults;
+            if recent.len() == RECENT_FAULTS {
+                recent.pop_front();
             }
+            recent.push_back(InjectedFault {
+                at: SystemTime::now(),
+                operation: operation.to_owned(),
+                fault: name,
+            });
             fault
         } else {
             Fault::None

@@ -1,4 +1,5 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::SystemTime;
 
 /// Counters of a [`RunningProxy`](super::RunningProxy), from its start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,6 +25,22 @@ pub struct ProxyStats {
     pub self_met_writes: BTreeMap<String, u64>,
     /// The same writes, one entry each, in the order they were answered.
     pub self_met: Vec<SelfMetWrite>,
+    /// The last [`RECENT_FAULTS`] faults injected, oldest first: what a stalled run was doing when it stopped.
+    pub recent_faults: VecDeque<InjectedFault>,
+}
+
+/// How many of the latest injected faults [`ProxyStats::recent_faults`] keeps.
+pub const RECENT_FAULTS: usize = 16;
+
+/// One injected fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectedFault {
+    /// When the proxy decided it.
+    pub at: SystemTime,
+    /// The DynamoDB operation (`PutItem`, ...).
+    pub operation: String,
+    /// `throttled`, `500` or `500 after the write`.
+    pub fault: &'static str,
 }
 
 /// A fenced write whose retry met the client's own earlier write.
