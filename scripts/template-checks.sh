@@ -6,7 +6,8 @@
 #                                     AWS::Serverless::Function that 1 misses)
 #   4. sam build                     (every function, with the pinned cargo-lambda from .venv)
 #   5. pytest tests/template         (the rules, the structure moto cannot create, the smoke deploy into moto)
-# Each catches errors the others miss (see /work/shared/LOCAL-AWS.md, "Template checks").
+# Each catches errors the others miss: cfn-lint alone no longer runs the SAM transform, so it misses mistakes inside
+# AWS::Serverless::Function (a bad Runtime, a misspelt ReportBatchItemFailures) that 2 and 3 catch.
 #
 # Expects what scripts/test.sh sets up: the venv (.venv) and moto server with AWS_ENDPOINT_URL etc. exported
 # (scripts/aws-env.sh). By hand: `bash scripts/venv.sh && bash scripts/moto.sh start`, then

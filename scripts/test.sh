@@ -39,15 +39,6 @@ timings() {
 step "Python venv (.venv, requirements/test.txt)"
 bash "${ROOT}/scripts/venv.sh"
 
-step "linker"
-# mold links much faster (scripts/linker.sh uses it when installed: `apt-get install mold`); make test installs no
-# system package, so without it the default linker is used.
-if command -v mold >/dev/null 2>&1; then
-  echo "mold: $(command -v mold)"
-else
-  echo "mold not installed: linking with the default linker (slower; optional: apt-get install mold)"
-fi
-
 step "moto server (local AWS)"
 moto_up "${ROOT}"
 echo "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL}"
@@ -69,6 +60,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 step "cargo test --workspace (all but the fault-injection suite)"
 cargo test --workspace -- --skip _under_faults
+# What really linked (scripts/linker.sh): the linker a binary records in its .comment section.
+echo "linker: $(readelf -p .comment "${ROOT}/target/debug/sqsafe-local" 2>/dev/null | grep -o 'Linker: .*' | cut -c1-40 || echo unknown)"
 
 step "fault-injection suite: built now, run in the background beside the next steps (its output follows them)"
 # The suite spends its minutes waiting on visibility timeouts, lease expiries and SIGKILLed functions, the template
