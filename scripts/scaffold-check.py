@@ -2,12 +2,17 @@
 
 1. copies the workspace (tracked and untracked, not ignored files) to a scratch folder;
 2. generates a throwaway consumer there (`cargo xtask new-consumer scaffold-probe`);
-3. checks that it is formatted and clippy-clean, builds it and runs its tests (against moto);
-4. runs every template check the real template gets (scripts/template-checks.sh) on the scratch template.yaml;
+3. checks that it is formatted and clippy-clean, builds it and runs its tests (against moto); then breaks its effect
+   (a permanent error, as a real effect refusing every record would) and checks that its tests FAIL: a generated
+   test that passes while every record is dead-lettered proves nothing;
+4. runs every template check the real template gets (scripts/template-checks.sh) on the scratch template.yaml,
+   with `sam build` of the new function only (the others' bootstraps are the checkout's own, built just before);
 5. runs the local pipeline on the scratch template (`sqsafe-local up --template ...`), sends one message to the new
    consumer's queue and waits until its intent is COMPLETED in the idempotency table, exactly once, and the queue is
    empty;
-6. removes the scratch folder and the probe's binaries.
+6. generates a FIFO transactional consumer (`--fifo --transact`) and does 3 for it (after the template checks, so
+   that `sam build` does not build it too: its template resources are checked by the template tests' own probe);
+7. removes the scratch folder and the probes' binaries.
 
 Cargo builds into the workspace's own target folder (CARGO_TARGET_DIR), so dependencies are not compiled again; only
 the probe's binaries land there under their own name, and they are removed at the end. Expects what scripts/test.sh
@@ -31,6 +36,13 @@ import boto3
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "scaffold-probe"
+NAME_TRANSACT = "scaffold-probe-ledger"
+# What each generated handler returns on success, and a permanent error in its place: the effect broken on purpose.
+BREAKS = {
+    "Ok(Applied { id: p.id })": 'Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
+    "Ok((vec![TransactWriteItem::builder().put(put).build()], applied))":
+        'let _ = (put, applied);\n        Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
+}
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
 
 
@@ -147,6 +159,33 @@ def pipeline(scratch: Path) -> None:
         raise SystemExit(f"scaffold: moto at {endpoint} still answers after sqsafe-local got SIGTERM")
 
 
+def crate_checks(scratch: Path, env: dict, name: str) -> None:
+    """The generated crate: formatted, clippy-clean, its tests pass; with its effect broken, its tests fail."""
+    run("cargo", "fmt", "--check", "-p", name, cwd=scratch, env=env)
+    run("cargo", "clippy", "-p", name, "--all-targets", "--", "-D", "warnings", cwd=scratch, env=env)
+    run("cargo", "test", "-p", name, cwd=scratch, env=env)
+    handler = scratch / "functions" / name / "src" / "handler.rs"
+    original = handler.read_text()
+    found = [ok for ok in BREAKS if ok in original]
+    if len(found) != 1:
+        raise SystemExit(f"scaffold: {handler} has no effect to break (looked for {list(BREAKS)})")
+    handler.write_text(original.replace(found[0], BREAKS[found[0]]))
+    try:
+        print(f"$ cargo test -p {name}   (effect broken: every record dead-lettered; the tests must fail)", flush=True)
+        broken = subprocess.run(
+            ["cargo", "test", "-p", name, "--no-fail-fast"], cwd=scratch, env=env, capture_output=True, text=True
+        )
+    finally:
+        handler.write_text(original)
+    out = broken.stdout + broken.stderr
+    if broken.returncode == 0:
+        raise SystemExit(f"scaffold: {name}'s tests passed with its effect broken:\n{out[-3000:]}")
+    failed = sorted(set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE)))
+    if "the_sample_event_applies_once_and_its_redelivery_is_replayed" not in failed:
+        raise SystemExit(f"scaffold: {name}: the sample-event test did not fail with the effect broken:\n{out[-3000:]}")
+    print(f"with the effect broken, {name}'s tests fail as they must: {', '.join(failed)}", flush=True)
+
+
 def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="sqsafe-scaffold-"))
     env = {**os.environ, "CARGO_TARGET_DIR": str(TARGET)}
@@ -155,23 +194,31 @@ def main() -> int:
         copy_workspace(scratch)
         step(f"cargo xtask new-consumer {NAME}")
         run("cargo", "xtask", "new-consumer", NAME, cwd=scratch, env=env)
-        step("the generated crate: formatted, clippy-clean, built, tested")
-        run("cargo", "fmt", "--check", "-p", NAME, cwd=scratch, env=env)
-        run("cargo", "clippy", "-p", NAME, "--all-targets", "--", "-D", "warnings", cwd=scratch, env=env)
-        run("cargo", "test", "-p", NAME, cwd=scratch, env=env)
+        step("the generated crate: formatted, clippy-clean, built, tested; its tests fail when its effect breaks")
+        crate_checks(scratch, env, NAME)
         step("every template check, on the template with the new consumer")
-        run("bash", "scripts/template-checks.sh", cwd=scratch, env=env)
+        # `sam build` of the new consumer only: the other functions are this checkout's, whose template checks
+        # (the step before this one in scripts/test.sh) built them from the same sources a minute ago.
+        pascal = "".join(part.capitalize() for part in NAME.split("-"))
+        run(
+            "bash", "scripts/template-checks.sh", cwd=scratch,
+            env={**env, "SQSAFE_SAM_BUILD_ONLY": f"{pascal}Function",
+                 "SQSAFE_SAM_BUILD_REUSE": str(ROOT / ".aws-sam" / "build")},
+        )
         step("one message through the local pipeline, one effect")
         pipeline(scratch)
+        step(f"cargo xtask new-consumer {NAME_TRANSACT} --fifo --transact, and the same crate checks")
+        run("cargo", "xtask", "new-consumer", NAME_TRANSACT, "--fifo", "--transact", cwd=scratch, env=env)
+        crate_checks(scratch, env, NAME_TRANSACT)
         step("passed; discarding the scratch copy")
         return 0
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-        for leftover in (TARGET / "debug").glob(f"{NAME}*"):
-            if leftover.is_file():
-                leftover.unlink()
-        for leftover in (TARGET / "lambda" / NAME,):
-            shutil.rmtree(leftover, ignore_errors=True)
+        for name in (NAME, NAME_TRANSACT):
+            for leftover in (TARGET / "debug").glob(f"{name}*"):
+                if leftover.is_file():
+                    leftover.unlink()
+            shutil.rmtree(TARGET / "lambda" / name, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -558,19 +558,57 @@ fn event_json(spec: &Spec) -> String {
 }
 
 fn test_rs(spec: &Spec) -> String {
-    TEST_RS.replace(
-        "{{build}}",
-        if spec.transact {
-            "build_transact"
-        } else {
-            "build"
-        },
-    )
+    let (build, effects) = if spec.transact {
+        ("build_transact", EFFECTS_TRANSACT)
+    } else {
+        ("build", EFFECTS_RESULT)
+    };
+    TEST_RS
+        .replace("{{effects}}", effects)
+        .replace("{{build}}", build)
 }
 
-const TEST_RS: &str = r##"//! {{name}} against DynamoDB's and SQS's real APIs (moto server: `make test` starts it), with its sample event.
+/// The observable effect of a plain consumer: the result its record keeps for replay, per intent id.
+const EFFECTS_RESULT: &str = r##"/// The effect as it can be seen from outside: per intent id, the result its COMPLETED record keeps for replay.
+async fn effects(setup: &Setup) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for item in scan(setup, &setup.settings.idempotency_table).await {
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        if text("status") != "COMPLETED" {
+            continue;
+        }
+        let result: serde_json::Value = serde_json::from_str(&text("result")).expect("a stored result");
+        let id = result["id"].as_str().expect("the result's id").to_owned();
+        *out.entry(id).or_default() += 1;
+    }
+    out
+}
+"##;
 
-use sqsafe::{Env, Setup};
+/// The observable effect of a transactional consumer: the items it wrote into `EFFECT_TABLE`, per intent id.
+const EFFECTS_TRANSACT: &str = r##"/// The effect as it can be seen from outside: per intent id, the amount of the item written into `EFFECT_TABLE`.
+async fn effects(setup: &Setup) -> BTreeMap<String, u64> {
+    let table = setup.env.required("EFFECT_TABLE").expect("EFFECT_TABLE");
+    let mut out = BTreeMap::new();
+    for item in scan(setup, &table).await {
+        let pk = item.get("pk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        let id = pk.split_once('#').map(|(_, id)| id.to_owned()).unwrap_or(pk);
+        let amount = item.get("amount").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok());
+        out.insert(id, amount.expect("the item's amount"));
+    }
+    out
+}
+"##;
+
+const TEST_RS: &str = r##"//! {{name}} against DynamoDB's and SQS's real APIs (moto server: `make test` starts it), with its sample event.
+//!
+//! Each test asserts what its name says from what can be seen outside the handler (the table, the DLQ) and from each
+//! record's disposition: an empty `batch_item_failures` alone would also pass if every record were dead-lettered.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use sqsafe::{Disposition, Env, Processed, Setup};
 use sqsafe_local::stack::{LocalStack, StackOptions};
 use sqsafe_testkit::{dlq_context, event_file, invocation, sdk_config, unique_name};
 
@@ -591,19 +629,72 @@ async fn setup() -> (Setup, String) {
     (Setup::new(env, aws).expect("setup"), dlq)
 }
 
+/// Every item of `table`.
+async fn scan(setup: &Setup, table: &str) -> Vec<HashMap<String, AttributeValue>> {
+    setup
+        .dynamodb
+        .scan()
+        .table_name(table)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default()
+}
+
+{{effects}}
+/// The intents of the sample event: (id, amount) of each record's body.
+fn sample_intents() -> BTreeMap<String, u64> {
+    event_file("{{name}}.json")
+        .records
+        .iter()
+        .map(|r| {
+            let body: serde_json::Value =
+                serde_json::from_str(r.body.as_deref().expect("a body")).expect("a JSON body");
+            let id = body["id"].as_str().expect("id").to_owned();
+            (id, body["amount"].as_u64().expect("amount"))
+        })
+        .collect()
+}
+
+/// Each record's disposition, in the event's order.
+fn dispositions(report: &sqsafe::BatchReport) -> Vec<&Disposition> {
+    report.records.iter().map(|r| &r.disposition).collect()
+}
+
 #[tokio::test]
 async fn the_sample_event_applies_once_and_its_redelivery_is_replayed() {
     let (setup, _) = setup().await;
     let app = sqsafe::consumer::<{{snake}}::{{Pascal}}>()
         .{{build}}(&setup)
         .expect("consumer");
-    for request in ["first", "redelivery"] {
-        let response = app
-            .handle(invocation(event_file("{{name}}.json"), request))
-            .await
-            .expect("batch");
-        assert!(response.batch_item_failures.is_empty(), "{request}: {response:?}");
+    let intents = sample_intents();
+    assert!(!intents.is_empty(), "the sample event has records");
+
+    let first = app
+        .handle_report(invocation(event_file("{{name}}.json"), "first"))
+        .await
+        .expect("batch");
+    assert!(first.response.batch_item_failures.is_empty(), "{:?}", first.response);
+    for d in dispositions(&first) {
+        assert!(matches!(d, Disposition::Succeeded(Processed::Applied)), "first delivery: {d:?}");
     }
+    let applied = effects(&setup).await;
+    assert_eq!(
+        applied.keys().collect::<Vec<_>>(),
+        intents.keys().collect::<Vec<_>>(),
+        "one effect per intent of the sample"
+    );
+
+    let again = app
+        .handle_report(invocation(event_file("{{name}}.json"), "redelivery"))
+        .await
+        .expect("batch");
+    assert!(again.response.batch_item_failures.is_empty(), "{:?}", again.response);
+    for d in dispositions(&again) {
+        assert!(matches!(d, Disposition::Succeeded(Processed::Replayed)), "redelivery: {d:?}");
+    }
+    assert_eq!(effects(&setup).await, applied, "no second effect");
 }
 
 #[tokio::test]
@@ -614,9 +705,17 @@ async fn a_bad_body_goes_to_the_dlq_with_its_context() {
         .expect("consumer");
     let mut event = event_file("{{name}}.json");
     event.records.truncate(1);
-    event.records[0].body = Some(r#"{"version":"1","tenant":"acme","id":"x","amount":"lots"}"#.to_owned());
-    let response = app.handle(invocation(event, "bad")).await.expect("batch");
-    assert!(response.batch_item_failures.is_empty(), "dead-lettered, not retried");
+    let message_id = event.records[0].message_id.clone().expect("a message id");
+    let body = r#"{"version":"1","tenant":"acme","id":"x","amount":"lots"}"#;
+    event.records[0].body = Some(body.to_owned());
+    let report = app.handle_report(invocation(event, "bad")).await.expect("batch");
+    assert!(report.response.batch_item_failures.is_empty(), "dead-lettered, not retried");
+    assert!(
+        matches!(dispositions(&report)[..], [Disposition::DeadLettered(_)]),
+        "{:?}",
+        report.records
+    );
+    assert!(effects(&setup).await.is_empty(), "no effect");
     let received = setup
         .sqs
         .receive_message()
@@ -625,11 +724,16 @@ async fn a_bad_body_goes_to_the_dlq_with_its_context() {
         .send()
         .await
         .expect("receive");
-    let kind = received
-        .messages()
-        .first()
-        .and_then(|m| dlq_context(m, "error_kind"));
-    assert_eq!(kind.as_deref(), Some("bad_payload"));
+    let [letter] = received.messages() else {
+        panic!("one dead letter: {:?}", received.messages());
+    };
+    assert_eq!(letter.body(), Some(body), "the original body");
+    assert_eq!(dlq_context(letter, "error_kind").as_deref(), Some("bad_payload"));
+    assert_eq!(
+        dlq_context(letter, "original_message_id").as_deref(),
+        Some(message_id.as_str())
+    );
+    assert_eq!(dlq_context(letter, "consumer").as_deref(), Some("{{name}}"));
 }
 "##;
 

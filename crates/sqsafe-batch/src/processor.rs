@@ -332,6 +332,18 @@ impl BatchProcessor {
         event: LambdaEvent<SqsEvent>,
         handler: &H,
     ) -> Result<SqsBatchResponse, BatchError> {
+        self.handle_report(event, handler)
+            .await
+            .map(|report| report.response)
+    }
+
+    /// [`handle`](Self::handle), returning each record's disposition with the response: what a test of a consumer
+    /// asserts (applied, replayed, dead-lettered), where the response alone cannot tell a dead letter from a success.
+    pub async fn handle_report<H: RecordHandler>(
+        &self,
+        event: LambdaEvent<SqsEvent>,
+        handler: &H,
+    ) -> Result<BatchReport, BatchError> {
         let span = sqsafe_telemetry::invocation_span(&event.context);
         let deadline = self.usable_deadline(event.context.deadline());
         async move {
@@ -351,7 +363,11 @@ impl BatchProcessor {
             {
                 (self.metrics_out)(&line);
             }
-            outcome.map(|(response, _)| response)
+            outcome.map(|(response, records)| BatchReport {
+                response,
+                records,
+                metrics,
+            })
         }
         .instrument(span)
         .await

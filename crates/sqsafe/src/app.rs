@@ -7,8 +7,8 @@ use std::sync::Arc;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{LambdaEvent, service_fn};
 use sqsafe_batch::{
-    Backoff, BatchError, BatchProcessor, BatchProcessorBuilder, Processed, Record, RecordError,
-    SqsDeadLetterQueue, SqsVisibility,
+    Backoff, BatchError, BatchProcessor, BatchProcessorBuilder, BatchReport, Processed, Record,
+    RecordError, SqsDeadLetterQueue, SqsVisibility,
 };
 use sqsafe_idempotency::{
     DynamoDbStore, Fingerprint, FingerprintFields, Idempotency, IdempotencyBuilder, IdempotencyKey,
@@ -321,6 +321,19 @@ impl<E: RunRecord> App<E> {
     ) -> Result<SqsBatchResponse, BatchError> {
         let (processor, effect) = &*self.inner;
         processor.handle(event, &|record| effect.run(record)).await
+    }
+
+    /// Handles one invocation and returns each record's disposition with the response (see
+    /// [`BatchProcessor::handle_report`]): for tests, which must tell `Applied` from `Replayed` and a dead letter from
+    /// a success (all three leave `batch_item_failures` empty).
+    pub async fn handle_report(
+        &self,
+        event: LambdaEvent<SqsEvent>,
+    ) -> Result<BatchReport, BatchError> {
+        let (processor, effect) = &*self.inner;
+        processor
+            .handle_report(event, &|record| effect.run(record))
+            .await
     }
 
     /// The consumer.

@@ -20,6 +20,10 @@ pub use settings::{ConfigError, Env, Settings};
 /// the DLQ with its context.
 pub use sqsafe_batch::RecordError;
 
+/// What [`App::handle_report`] says of each record: a consumer's tests assert [`Processed::Applied`] on the first
+/// delivery, [`Processed::Replayed`] on a redelivery, and [`Disposition::DeadLettered`] for poison.
+pub use sqsafe_batch::{BatchReport, Disposition, Processed, RecordReport};
+
 /// The memory allocator sqsafe's functions run with: [mimalloc](https://github.com/microsoft/mimalloc), through the
 /// `mimalloc` crate. A consumer's `main.rs` sets it (a library cannot choose a program's allocator for it):
 ///

@@ -144,6 +144,23 @@ async fn a_consumer_of_a_few_lines_applies_once_replays_and_dead_letters_poison(
         2,
         "replayed, not applied again"
     );
+    // The report tells what the response cannot: a replay, not a second application.
+    let report = app
+        .handle_report(invocation(event(vec![message("m1d", body, arn)]), "req-2b"))
+        .await
+        .expect("batch");
+    assert!(report.response.batch_item_failures.is_empty());
+    assert!(
+        matches!(
+            report.records.as_slice(),
+            [sqsafe::RecordReport {
+                disposition: sqsafe::Disposition::Succeeded(sqsafe::Processed::Replayed),
+                ..
+            }]
+        ),
+        "{:?}",
+        report.records
+    );
 
     // The same intent with another name: a permanent mismatch, no effect.
     app.handle(invocation(
