@@ -2,6 +2,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
@@ -501,10 +502,15 @@ impl BatchProcessor {
         if deadline > self.clock.now() {
             return Some(deadline);
         }
-        tracing::warn!(
-            deadline_ms = epoch_millis(deadline),
-            "the invocation's deadline has already passed: treated as unknown (an emulator's Runtime API?)"
-        );
+        // `cargo lambda watch` sends such a deadline with every invocation: say it once per process, not per batch.
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                deadline_ms = epoch_millis(deadline),
+                "the invocation's deadline has already passed: treated as unknown (an emulator's Runtime API?); \
+                 said once per process"
+            );
+        }
         None
     }
 
