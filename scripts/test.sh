@@ -25,7 +25,7 @@ step() {
   fi
   STEP_STARTED="${now}"
   STEP_NAMES+=("$*")
-  printf '\n==> %s\n' "$*"
+  printf '\n==> [%d s] %s\n' "$((now - SUITE_STARTED))" "$*"
 }
 
 timings() {
@@ -36,11 +36,26 @@ timings() {
   done
 }
 
+# Where the time went is worth most when a step failed: the table is printed whatever the outcome.
+# (A flag, not $?: the EXIT traps composed below run other commands first.)
+SUITE_PASSED=""
+print_timings_on_failure() {
+  if [[ -z "${SUITE_PASSED}" ]]; then
+    STEP_SECONDS+=("$(($(date +%s) - STEP_STARTED))")
+    timings
+    echo "test.sh: stopped in the step above, after $(($(date +%s) - SUITE_STARTED)) s" >&2
+  fi
+}
+
 step "Python venv (.venv, requirements/test.txt)"
 bash "${ROOT}/scripts/venv.sh"
 
 step "moto server (local AWS)"
 moto_up "${ROOT}"
+# The timings first, then moto's own EXIT trap (set by moto_up).
+MOTO_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
+# shellcheck disable=SC2064  # expand now, on purpose
+trap "print_timings_on_failure; ${MOTO_TRAP}" EXIT
 echo "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL}"
 
 step "cargo fmt --all -- --check"
@@ -111,4 +126,5 @@ if [[ "${faults_rc}" != "0" ]]; then
 fi
 
 step "all steps passed"
+SUITE_PASSED=1
 timings
