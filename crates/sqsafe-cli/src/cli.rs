@@ -175,6 +175,10 @@ pub async fn run(
                 window: args.window,
                 margin: args.margin,
                 correlation_attribute: args.scan.correlation_attribute.clone(),
+                endpoint: std::env::var("AWS_ENDPOINT_URL_SQS")
+                    .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+                    .ok()
+                    .filter(|e| !e.is_empty()),
                 scan: args.scan.options(),
             };
             let report = redrive(sqs, &args.scan.queue, &options, clock, out).await?;

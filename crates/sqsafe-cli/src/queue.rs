@@ -102,6 +102,87 @@ pub(crate) async fn resolve(sqs: &Client, reference: &str) -> Result<Queue, Erro
     })
 }
 
+/// The URLs of the queues whose redrive policy names `dlq_url` as their dead-letter queue (ListDeadLetterSourceQueues,
+/// every page).
+pub(crate) async fn dead_letter_sources(sqs: &Client, dlq_url: &str) -> Result<Vec<String>, Error> {
+    let mut urls = Vec::new();
+    let mut token = None;
+    loop {
+        let page = sqs
+            .list_dead_letter_source_queues()
+            .queue_url(dlq_url)
+            .set_next_token(token)
+            .max_results(1000)
+            .send()
+            .await
+            .map_err(|e| Error::sqs("ListDeadLetterSourceQueues", e))?;
+        urls.extend(page.queue_urls().iter().cloned());
+        match page.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+            _ => return Ok(urls),
+        }
+    }
+}
+
+/// Whether two queue URLs name the same queue: the same account and name (the last two segments of the path), whatever
+/// host form each uses (`sqs.<region>.amazonaws.com` or the legacy `<region>.queue.amazonaws.com`).
+pub(crate) fn same_queue(a: &str, b: &str) -> bool {
+    fn account_and_name(url: &str) -> Option<(&str, &str)> {
+        let mut segments = url.trim_end_matches('/').rsplit('/');
+        let name = segments.next()?;
+        let account = segments.next()?;
+        Some((account, name))
+    }
+    account_and_name(a).is_some_and(|x| Some(x) == account_and_name(b))
+}
+
+/// A redrive sends with the operator's credentials: only to an SQS endpoint of the client's region, the endpoint the
+/// client is configured with (`AWS_ENDPOINT_URL`, local work), or loopback; never to any other URL a dead letter or a
+/// typo names.
+pub(crate) fn check_endpoint(
+    sqs: &Client,
+    endpoint: Option<&str>,
+    url: &str,
+) -> Result<(), String> {
+    let region = sqs.config().region().map(|r| r.as_ref().to_owned());
+    let host_of = |u: &str| -> Option<String> {
+        let rest = u
+            .strip_prefix("https://")
+            .or_else(|| u.strip_prefix("http://"))?;
+        let authority = rest.split('/').next()?;
+        Some(authority.to_ascii_lowercase())
+    };
+    let Some(authority) = host_of(url) else {
+        return Err(format!("{url} is not an http(s) URL"));
+    };
+    let host = authority
+        .rsplit_once(':')
+        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(authority.as_str(), |(h, _)| h);
+    let loopback = host == "localhost"
+        || host == "[::1]"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let configured = endpoint.and_then(host_of).is_some_and(|e| e == authority);
+    let regional = region.as_deref().is_some_and(|r| {
+        url.starts_with("https://")
+            && [
+                format!("sqs.{r}.amazonaws.com"),
+                format!("{r}.queue.amazonaws.com"),
+                format!("sqs.{r}.amazonaws.com.cn"),
+            ]
+            .contains(&host.to_owned())
+    });
+    if loopback || configured || regional {
+        return Ok(());
+    }
+    Err(format!(
+        "{url} is not an SQS endpoint of region {} (nor the configured endpoint, nor loopback): refused",
+        region.as_deref().unwrap_or("(none set)")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +200,60 @@ mod tests {
         assert_eq!(parse_arn("arn:aws:sns:eu-west-1:123456789012:topic"), None);
         assert_eq!(parse_arn("arn:aws:sqs:eu-west-1:123456789012:"), None);
         assert_eq!(parse_arn("ledger"), None);
+    }
+
+    #[test]
+    fn the_same_queue_whatever_the_host_form() {
+        assert!(same_queue(
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/ledger",
+            "https://eu-west-1.queue.amazonaws.com/123456789012/ledger"
+        ));
+        assert!(!same_queue(
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/ledger",
+            "https://sqs.eu-west-1.amazonaws.com/999999999999/ledger"
+        ));
+        assert!(!same_queue("ledger", "https://x/123/ledger"));
+    }
+
+    fn client(region: &str) -> Client {
+        let config = aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new(region.to_owned()));
+        Client::from_conf(config.build())
+    }
+
+    #[test]
+    fn a_redrive_sends_only_to_the_regions_sqs_the_configured_endpoint_or_loopback() {
+        let aws = client("eu-west-1");
+        for ok in [
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/ledger",
+            "https://eu-west-1.queue.amazonaws.com/123456789012/ledger",
+            "http://127.0.0.1:4566/123456789012/ledger",
+            "http://localhost:5000/123456789012/ledger",
+        ] {
+            assert_eq!(check_endpoint(&aws, None, ok), Ok(()), "{ok}");
+        }
+        for refused in [
+            "https://sqs.us-east-1.amazonaws.com/123456789012/ledger",
+            "https://attacker.example/123456789012/ledger",
+            "http://sqs.eu-west-1.amazonaws.com/123456789012/ledger",
+            "https://sqs.eu-west-1.amazonaws.com.attacker.example/1/ledger",
+            "http://10.0.0.7:9324/123456789012/ledger",
+            "ftp://sqs.eu-west-1.amazonaws.com/1/ledger",
+        ] {
+            let why = check_endpoint(&aws, None, refused).expect_err(refused);
+            assert!(
+                why.contains("not an SQS endpoint of region eu-west-1")
+                    || why.contains("not an http"),
+                "{why}"
+            );
+        }
+        let local = Some("http://sqs.internal:9324");
+        assert_eq!(
+            check_endpoint(&aws, local, "http://sqs.internal:9324/1/q"),
+            Ok(())
+        );
+        assert!(check_endpoint(&aws, local, "http://sqs.internal:9999/1/q").is_err());
     }
 
     #[test]

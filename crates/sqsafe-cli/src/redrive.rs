@@ -49,6 +49,9 @@ pub struct RedriveOptions {
     pub margin: SignedDuration,
     /// The attribute that carries the correlation id.
     pub correlation_attribute: String,
+    /// The SQS endpoint the client is configured with (`AWS_ENDPOINT_URL_SQS` or `AWS_ENDPOINT_URL`, for local
+    /// work): a target URL on it is allowed, besides the SQS endpoints of the client's region and loopback.
+    pub endpoint: Option<String>,
     /// How the DLQ is received.
     pub scan: ScanOptions,
 }
@@ -64,6 +67,7 @@ impl Default for RedriveOptions {
             window: None,
             margin: SignedDuration::from_hours(24),
             correlation_attribute: "correlationId".to_owned(),
+            endpoint: None,
             scan: ScanOptions::default(),
         }
     }
@@ -231,6 +235,14 @@ enum Decision {
     Refuse(String),
 }
 
+/// Who named a dead letter's target queue: the operator (`--to`), or the dead letter's own context, which anyone who
+/// can send to the DLQ can write, so it is trusted only when that queue really uses this DLQ as its dead-letter queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NamedBy {
+    Operator,
+    Context,
+}
+
 /// Decides for one dead letter of a kind asked for: its queue, and whether its idempotency window still covers a
 /// redrive (unless forced).
 fn decide(entry: &Entry, options: &RedriveOptions, now: Timestamp) -> Decision {
@@ -255,7 +267,7 @@ fn decide(entry: &Entry, options: &RedriveOptions, now: Timestamp) -> Decision {
         .clone()
         .or_else(|| entry.letter.source_queue.clone())
     {
-        Some(target) => Decision::Move(target),
+        Some(target) => Decision::Move(target.trim().to_owned()),
         None => Decision::Refuse(
             "its source queue is not recorded (no `source_queue` in the DLQ copy's context, no \
              DeadLetterQueueSourceArn): pass --to <queue>"
@@ -351,11 +363,18 @@ pub async fn redrive(
     let mut found = entries(scanned.messages(), &options.correlation_attribute);
     found.sort_by_key(|e| e.origin().map_or(Timestamp::MAX, |(t, _)| t));
     let dead_letters = found.len();
-    let mut lines = Vec::new();
-    let mut left = 0;
+    let named_by = if options.to.is_some() {
+        NamedBy::Operator
+    } else {
+        NamedBy::Context
+    };
+
+    // First every decision, each target queue resolved and checked once; then the plan; then the moves.
+    let mut planned: Vec<(&Entry, Result<Queue, String>)> = Vec::new();
     let mut moving = 0;
+    let mut left = 0;
     let mut queues: HashMap<String, Result<Queue, String>> = HashMap::new();
-    let mut write_error = None;
+    let mut sources: Option<Result<Vec<String>, String>> = None;
     for entry in &found {
         if !options.kinds.is_empty() && !options.kinds.contains(&entry.letter.kind) {
             continue;
@@ -364,27 +383,41 @@ pub async fn redrive(
             left += 1;
             continue;
         }
-        let line = match decide(entry, options, now) {
-            Decision::Refuse(why) => line_for(entry, None, Outcome::Refused(why)),
+        let target = match decide(entry, options, now) {
+            Decision::Refuse(why) => Err(why),
             Decision::Move(target) => {
-                moving += 1;
                 if !queues.contains_key(&target) {
-                    let resolved = queue::resolve(sqs, &target)
-                        .await
-                        .map_err(|e| e.to_string());
-                    queues.insert(target.clone(), resolved);
+                    let checked = check_target(
+                        sqs,
+                        &scanned,
+                        &target,
+                        named_by,
+                        options.endpoint.as_deref(),
+                        &mut sources,
+                    )
+                    .await;
+                    queues.insert(target.clone(), checked);
                 }
-                match queues.get(&target) {
-                    Some(Ok(target)) if options.dry_run => {
-                        line_for(entry, Some(target), Outcome::WouldMove)
-                    }
-                    Some(Ok(target)) => {
-                        let outcome = move_one(sqs, &mut scanned, entry, target).await;
-                        line_for(entry, Some(target), outcome)
-                    }
-                    Some(Err(e)) => line_for(entry, None, Outcome::Failed(e.clone())),
-                    None => line_for(entry, None, Outcome::Failed("unresolved queue".into())),
-                }
+                queues
+                    .get(&target)
+                    .cloned()
+                    .unwrap_or_else(|| Err("unresolved queue".into()))
+            }
+        };
+        moving += usize::from(target.is_ok());
+        planned.push((entry, target));
+    }
+    let plan = Plan::of(&planned);
+    let mut write_error = plan.write(out, options.dry_run).err();
+
+    let mut lines = Vec::new();
+    for (entry, target) in &planned {
+        let line = match target {
+            Err(why) => line_for(entry, None, Outcome::Refused(why.clone())),
+            Ok(target) if options.dry_run => line_for(entry, Some(target), Outcome::WouldMove),
+            Ok(target) => {
+                let outcome = move_one(sqs, &mut scanned, entry, target).await;
+                line_for(entry, Some(target), outcome)
             }
         };
         if let Err(e) = line.write(out)
@@ -409,6 +442,100 @@ pub async fn redrive(
     }
     report.write_summary(out)?;
     Ok(report)
+}
+
+/// Resolves a target queue and checks that it may receive a redrive: an SQS queue of the client's region (or a local
+/// endpoint), and, when the dead letter's own context named it, one that really uses this DLQ as its dead-letter queue.
+async fn check_target(
+    sqs: &Client,
+    scanned: &Scanned,
+    target: &str,
+    named_by: NamedBy,
+    endpoint: Option<&str>,
+    sources: &mut Option<Result<Vec<String>, String>>,
+) -> Result<Queue, String> {
+    let queue = queue::resolve(sqs, target)
+        .await
+        .map_err(|e| e.to_string())?;
+    queue::check_endpoint(sqs, endpoint, &queue.url)?;
+    if named_by == NamedBy::Operator {
+        return Ok(queue);
+    }
+    if sources.is_none() {
+        *sources = Some(
+            queue::dead_letter_sources(sqs, scanned.queue_url())
+                .await
+                .map_err(|e| e.to_string()),
+        );
+    }
+    match sources.as_ref() {
+        Some(Ok(urls)) if urls.iter().any(|u| queue::same_queue(u, &queue.url)) => Ok(queue),
+        Some(Ok(urls)) => {
+            let names: Vec<&str> = urls
+                .iter()
+                .map(|u| u.rsplit('/').next().unwrap_or(u))
+                .collect();
+            Err(format!(
+                "its context names {target}, which does not use this DLQ as its dead-letter queue (queues that do: \
+                 {}): a forged or stale context is not followed; pass --to <queue> to send it there anyway",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ))
+        }
+        _ => Err(format!(
+            "its context names {target}, and the queues that use this DLQ could not be listed \
+             (ListDeadLetterSourceQueues: {}): pass --to <queue>",
+            sources
+                .as_ref()
+                .and_then(|s| s.as_ref().err())
+                .map_or("unknown error", String::as_str)
+        )),
+    }
+}
+
+/// What a redrive will do, said before anything is sent: each target queue with its count, and the refusals.
+#[derive(Debug, Default)]
+struct Plan {
+    /// (queue name, URL, dead letters), in the order first met.
+    targets: Vec<(String, String, usize)>,
+    refused: usize,
+}
+
+impl Plan {
+    fn of(planned: &[(&Entry, Result<Queue, String>)]) -> Self {
+        let mut plan = Self::default();
+        for (_, target) in planned {
+            match target {
+                Ok(q) => match plan.targets.iter_mut().find(|(_, url, _)| *url == q.url) {
+                    Some(t) => t.2 += 1,
+                    None => plan.targets.push((q.name().to_owned(), q.url.clone(), 1)),
+                },
+                Err(_) => plan.refused += 1,
+            }
+        }
+        plan
+    }
+
+    fn write(&self, out: &mut dyn Write, dry_run: bool) -> std::io::Result<()> {
+        let verb = if dry_run { "would send" } else { "sends" };
+        for (name, url, n) in &self.targets {
+            writeln!(
+                out,
+                "plan: {n} to {name} ({url}); this run {verb} {}",
+                if *n == 1 { "it" } else { "them" }
+            )?;
+        }
+        if self.refused > 0 {
+            writeln!(out, "plan: {} refused (reasons below)", self.refused)?;
+        }
+        if self.targets.is_empty() && self.refused == 0 {
+            writeln!(out, "plan: nothing to redrive")?;
+        }
+        Ok(())
+    }
 }
 
 fn line_for(entry: &Entry, target: Option<&Queue>, outcome: Outcome) -> Line {

@@ -228,6 +228,69 @@ async fn redrive_moves_at_most_max_of_a_kind_with_the_original_body_and_attribut
     assert!(left.contains(&"o-last".to_owned()) && left.contains(&"o-bad".to_owned()));
 }
 
+/// Anyone who can send to a DLQ can write a dead letter whose context names another queue. Without `--to`, a redrive
+/// sends only to queues that really use this DLQ as their dead-letter queue (ListDeadLetterSourceQueues): the forged
+/// one is refused with the reason and nothing reaches the queue it names; the genuine ones move as before; the plan
+/// (each target queue and its count) is printed before anything is sent.
+#[tokio::test]
+async fn a_forged_context_naming_another_queue_is_refused_and_nothing_is_sent_there() {
+    let sqs = sqs().await;
+    let now = Timestamp::now();
+    let seeded = seed(&sqs, now).await;
+    let victim = common::queue(&sqs, "payouts", false).await;
+    common::dead_letter(
+        &sqs,
+        &seeded.dlq,
+        vec![common::record(
+            "o-forged",
+            r#"{"payment_id":"p-9","amount":1000000,"fail":"downstream_unavailable"}"#,
+            &victim,
+            now,
+            None,
+        )],
+    )
+    .await;
+    let mut out = Vec::new();
+    let report = redrive(
+        &sqs,
+        &seeded.dlq.url,
+        &RedriveOptions {
+            kinds: vec!["downstream_unavailable".into()],
+            ..options()
+        },
+        &move || now,
+        &mut out,
+    )
+    .await
+    .expect("redrive");
+    let text = String::from_utf8(out).expect("utf-8");
+    let forged = report
+        .lines
+        .iter()
+        .find(|l| l.original_message_id == "o-forged")
+        .expect("the forged dead letter is considered");
+    let Outcome::Refused(why) = &forged.outcome else {
+        panic!("the forged dead letter is refused: {forged:?}\n{text}");
+    };
+    assert!(why.contains("does not use this DLQ"), "{why}");
+    assert!(why.contains("--to"), "{why}");
+    assert!(
+        visible(&sqs, &victim.url).await.is_empty(),
+        "nothing sent to the named queue"
+    );
+    assert_eq!(report.moved(), 3, "the genuine ones move: {text}");
+    assert_eq!(visible(&sqs, &seeded.source.url).await.len(), 3, "{text}");
+    let source_name = seeded.source.url.rsplit('/').next().expect("name");
+    let plan = text
+        .find(&format!("plan: 3 to {source_name}"))
+        .unwrap_or_else(|| panic!("the plan names the target and its count:\n{text}"));
+    let first_move = text.find("moved ").expect("a moved line");
+    assert!(
+        plan < first_move,
+        "the plan comes before anything is sent:\n{text}"
+    );
+}
+
 /// `(data type, string value)` of each attribute of `m`, by name.
 /// Redrives `dlq` with the default options at `now`, checks that `n` messages moved, and returns what is visible on
 /// `source` then.
@@ -264,8 +327,7 @@ fn typed(m: &aws_sdk_sqs::types::Message) -> BTreeMap<String, (String, String)> 
 async fn a_redrive_restores_every_attribute_of_a_message_with_many() {
     let sqs = sqs().await;
     let now = Timestamp::now();
-    let source = common::queue(&sqs, "charge-payment", false).await;
-    let dlq = common::queue(&sqs, "charge-payment-dlq", false).await;
+    let (source, dlq) = common::source_and_dlq(&sqs, "charge-payment", false).await;
     let body = r#"{"payment_id":"p-9","amount":500,"fail":"downstream_unavailable"}"#;
     // common::record's correlationId and tenant, and five more of its own.
     let mut record = common::record("o-many", body, &source, days_ago(now, 1), None);
@@ -318,8 +380,7 @@ async fn a_redrive_restores_every_attribute_of_a_message_with_many() {
 async fn a_redrive_puts_back_a_binary_attribute_byte_for_byte() {
     let sqs = sqs().await;
     let now = Timestamp::now();
-    let source = common::queue(&sqs, "charge-payment", false).await;
-    let dlq = common::queue(&sqs, "charge-payment-dlq", false).await;
+    let (source, dlq) = common::source_and_dlq(&sqs, "charge-payment", false).await;
     let body = r#"{"payment_id":"p-bin","amount":500,"fail":"downstream_unavailable"}"#;
     // Bytes no text could carry: a NUL, an invalid lead byte, a lone continuation byte.
     let thumbnail = [0x89, b'P', b'N', b'G', 0x00, 0xff, 0x80, 0x0d, 0x0a];
@@ -514,8 +575,7 @@ async fn a_lost_answer_to_the_send_makes_a_duplicate_never_a_loss() {
 async fn a_fifo_source_gets_its_groups_back_deduplicated_by_original_id() {
     let sqs = sqs().await;
     let now = Timestamp::now();
-    let source = common::queue(&sqs, "apply-ledger", true).await;
-    let dlq = common::queue(&sqs, "apply-ledger-dlq", true).await;
+    let (source, dlq) = common::source_and_dlq(&sqs, "apply-ledger", true).await;
     let body = |n: u32| format!(r#"{{"entry_id":"e-{n}","fail":"downstream_unavailable"}}"#);
     common::dead_letter(
         &sqs,

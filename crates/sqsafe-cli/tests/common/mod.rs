@@ -77,6 +77,26 @@ pub async fn queue(sqs: &Client, prefix: &str, fifo: bool) -> Queue {
     Queue { url, arn }
 }
 
+/// A source queue and its DLQ, the source's redrive policy naming the DLQ as a deployment sets it (a redrive follows
+/// a dead letter's recorded source only to a queue that does). The receive count is high: tests receive freely.
+pub async fn source_and_dlq(sqs: &Client, prefix: &str, fifo: bool) -> (Queue, Queue) {
+    let source = queue(sqs, prefix, fifo).await;
+    let dlq = queue(sqs, &format!("{prefix}-dlq"), fifo).await;
+    sqs.set_queue_attributes()
+        .queue_url(&source.url)
+        .attributes(
+            QueueAttributeName::RedrivePolicy,
+            format!(
+                r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":"1000"}}"#,
+                dlq.arn
+            ),
+        )
+        .send()
+        .await
+        .expect("redrive policy");
+    (source, dlq)
+}
+
 pub async fn arn(sqs: &Client, url: &str) -> String {
     sqs.get_queue_attributes()
         .queue_url(url)
@@ -269,8 +289,7 @@ pub struct Seeded {
 }
 
 pub async fn seed(sqs: &Client, now: Timestamp) -> Seeded {
-    let source = queue(sqs, "charge-payment", false).await;
-    let dlq = queue(sqs, "charge-payment-dlq", false).await;
+    let (source, dlq) = source_and_dlq(sqs, "charge-payment", false).await;
     let transient = r#"{"payment_id":"p-1","amount":500,"fail":"downstream_unavailable"}"#;
     let dup = record("o-dup", transient, &source, days_ago(now, 3), None);
     dead_letter(
