@@ -750,8 +750,9 @@ fn validate(event: SqsEvent) -> Result<Vec<(String, Arc<SqsMessage>)>, BatchErro
         .records
         .into_iter()
         .enumerate()
-        .map(|(i, m)| match m.message_id.as_deref().map(str::trim) {
-            Some(id) if !id.is_empty() => Ok((id.to_owned(), Arc::new(m))),
+        // Blank is missing; anything else is reported exactly as it came (Lambda matches it byte for byte).
+        .map(|(i, m)| match m.message_id.as_deref() {
+            Some(id) if !id.trim().is_empty() => Ok((id.to_owned(), Arc::new(m))),
             _ => Err(BatchError::MalformedEvent(format!(
                 "record {i} has no messageId"
             ))),

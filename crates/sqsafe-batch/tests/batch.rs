@@ -63,6 +63,23 @@ async fn only_the_records_that_must_come_back_are_reported() {
     );
 }
 
+/// Lambda matches `itemIdentifier` against the batch's message ids exactly: an id reported trimmed is unknown to it,
+/// and fails the whole batch. An id is reported as it came, whatever it holds.
+#[tokio::test]
+async fn a_message_id_is_reported_exactly_as_it_came() {
+    let processor = BatchProcessor::builder("c", 1).build().expect("config");
+    let report = processor
+        .process(
+            event(vec![message(" m1\t", "transient"), message("m2", "ok")]),
+            None,
+            &by_body,
+        )
+        .await
+        .expect("batch");
+    assert_eq!(reported(&report), [" m1\t"]);
+    assert_eq!(report.records[0].message_id, " m1\t");
+}
+
 #[tokio::test]
 async fn malformed_events_fail_the_invocation_never_an_empty_success() {
     let processor = BatchProcessor::builder("c", 1).build().expect("config");
