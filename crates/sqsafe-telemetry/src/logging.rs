@@ -120,7 +120,31 @@ fn filter(level: &str) -> std::result::Result<EnvFilter, ParseError> {
     EnvFilter::builder().parse(directives(level))
 }
 
-/// The user's directives plus one that keeps this crate's spans, whose fields are the point of the log lines.
+/// Crates under the AWS SDK whose own DEBUG and TRACE lines carry whole requests and responses (message bodies,
+/// stored results, items): kept at INFO or above whatever level is set, unless a directive names them.
+pub(crate) const WIRE_TARGETS: &[&str] = &[
+    "aws_smithy_runtime",
+    "aws_smithy_runtime_api",
+    "aws_smithy_http",
+    "aws_smithy_http_client",
+    "aws_smithy_types",
+    "aws_smithy_json",
+    "aws_sdk_dynamodb",
+    "aws_sdk_dynamodbstreams",
+    "aws_sdk_sqs",
+    "aws_runtime",
+    "aws_sigv4",
+    "aws_config",
+    "hyper",
+    "hyper_util",
+    "h2",
+    "reqwest",
+    "rustls",
+];
+
+/// The user's directives plus one that keeps this crate's spans, whose fields are the point of the log lines; when
+/// the default level is DEBUG or TRACE, `<target>=info` for each of [`WIRE_TARGETS`] the user did not name (a named
+/// one is the user's opt-in, as written).
 fn directives(level: &str) -> String {
     let level = level.trim();
     let level = if level.is_empty() {
@@ -128,7 +152,23 @@ fn directives(level: &str) -> String {
     } else {
         level
     };
-    format!("{level},{SPAN_TARGET}=trace")
+    let parts: Vec<&str> = level.split(',').map(str::trim).collect();
+    let verbose = parts.iter().any(|d| {
+        !d.contains('=') && (d.eq_ignore_ascii_case("trace") || d.eq_ignore_ascii_case("debug"))
+    });
+    let mut out = format!("{level},{SPAN_TARGET}=trace");
+    if verbose {
+        for target in WIRE_TARGETS {
+            let named = parts.iter().any(|d| {
+                let name = d.split(['=', '[']).next().unwrap_or_default();
+                name == *target || name.starts_with(&format!("{target}::"))
+            });
+            if !named {
+                out.push_str(&format!(",{target}=info"));
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -346,6 +346,40 @@ fn blank_level_means_info() {
 }
 
 #[test]
+fn the_sdks_wire_targets_stay_at_info_whatever_the_level_unless_named() {
+    let emit = || {
+        tracing::trace!(target: "aws_smithy_runtime::client::orchestrator::http", "response body");
+        tracing::debug!(target: "hyper_util::client::legacy::pool", "pooled");
+        tracing::info!(target: "aws_config::meta::region", "region");
+        tracing::trace!(target: "sqsafe_batch::processor", "ours");
+    };
+    let targets = |level: &str| -> Vec<String> {
+        capture(&config(level, LogFormat::Json), emit)
+            .json_lines()
+            .iter()
+            .map(|l| l["target"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        targets("trace"),
+        ["aws_config::meta::region", "sqsafe_batch::processor"]
+    );
+    assert_eq!(targets("DEBUG"), ["aws_config::meta::region"]);
+    // A user who names a target gets its lines: the opt-in.
+    assert_eq!(
+        targets("trace,aws_smithy_runtime=trace"),
+        [
+            "aws_smithy_runtime::client::orchestrator::http",
+            "aws_config::meta::region",
+            "sqsafe_batch::processor"
+        ]
+    );
+    // Quieter levels are left as they are: the caps never make a target louder.
+    assert!(targets("warn").is_empty());
+    assert_eq!(targets("sqsafe_batch=trace"), ["sqsafe_batch::processor"]);
+}
+
+#[test]
 fn target_directives_are_honoured() {
     let out = capture(&config("warn,chatty=debug", LogFormat::Json), || {
         tracing::debug!(target: "chatty", "kept");
