@@ -178,7 +178,8 @@ impl ApplyLedger {
     }
 }
 
-/// Why the balance update was refused, from the balance item as it was: a permanent error, nothing written.
+/// Why the balance update was refused, from the balance item as it was: a permanent error, nothing written. The
+/// message names the account and the entry, never the balance: it goes to the logs and the DLQ's context.
 fn refusal(
     entry: &LedgerEntryV1,
     balance: Option<&HashMap<String, AttributeValue>>,
@@ -186,23 +187,24 @@ fn refusal(
     let currency = balance
         .and_then(|b| b.get("currency"))
         .and_then(|v| v.as_s().ok());
-    let amount = balance
-        .and_then(|b| b.get("balance"))
-        .and_then(|v| v.as_n().ok());
-    match (currency, amount) {
-        (Some(c), _) if *c != entry.currency => RecordError::permanent(
+    match currency {
+        Some(c) if *c != entry.currency => RecordError::permanent(
             "currency_mismatch",
             format!(
                 "account {} holds {c}, the entry is in {}",
                 entry.account_id, entry.currency
             ),
         ),
-        (_, balance) => RecordError::permanent(
+        _ => RecordError::permanent(
             "insufficient_funds",
             format!(
-                "account {} balance {} cannot cover a debit of {}",
+                "account {} {} cannot cover a debit of {}",
                 entry.account_id,
-                balance.map_or("0 (no account yet)", String::as_str),
+                if balance.is_some() {
+                    "(its balance)"
+                } else {
+                    "(no account yet)"
+                },
                 -entry.amount
             ),
         ),

@@ -284,7 +284,18 @@ async fn the_sample_fifo_batch_applies_each_entry_once_and_dead_letters_the_over
         sqsafe_testkit::message_attribute(&dead[0], "correlationId").as_deref(),
         Some("corr-b4")
     );
-    assert!(get("error").contains("balance 700"), "{}", get("error"));
+    // The refusal says what was refused, never the account's balance: a dead letter's context is read by operators
+    // and kept for days, and the balance is not the message's data.
+    assert!(
+        get("error").contains("cannot cover a debit of 5000"),
+        "{}",
+        get("error")
+    );
+    assert!(
+        !get("error").contains("700"),
+        "no balance: {}",
+        get("error")
+    );
     let group = dead[0]
         .attributes()
         .and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId))
