@@ -49,7 +49,9 @@ pub struct IdempotencyBuilder<S> {
 
 /// How a completion that fails after the effect ran (throttling, a timeout) is retried: jittered exponential
 /// backoff from `first_delay` up to `max_delay`, at most `attempts` writes in all, and never past the request's
-/// deadline minus `reserve` (the time left to report the record).
+/// deadline minus `reserve` (the time left to report the record): each write is cut at that point and no retry starts
+/// after it, so a write that hangs cannot carry the invocation past its deadline. The first write is always made,
+/// with at least half the reserve: a completion that lands saves a second run of the effect.
 ///
 /// # Default
 /// 6 attempts, 50 ms first delay, 1 s max delay, 1 s reserve. (The AWS SDK also retries each write up to 3 times.)

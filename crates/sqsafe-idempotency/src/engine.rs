@@ -567,14 +567,41 @@ impl<S: IdempotencyStore> Guard<S> {
             let left = deadline.duration_since(now).unwrap_or(Duration::ZERO);
             policy = policy.with_total_delay(Some(left.saturating_sub(retry.reserve)));
         }
+        // Each try is cut at the time left before the deadline's reserve, and no retry starts after it: a write that
+        // hangs until the SDK's timeout must not carry the invocation past its deadline (the policy above bounds
+        // only the sleeps). The first try is always made, with at least half the reserve: a completion that lands
+        // saves a second run of the effect, and the other half is left to report the batch.
+        let budget_end = self.deadline.map(|d| d - retry.reserve);
+        let time_left = || {
+            budget_end.map(|end| {
+                end.duration_since(inner.clock.now())
+                    .unwrap_or(Duration::ZERO)
+            })
+        };
         let tries = AtomicU64::new(0);
         let written = (|| {
-            tries.fetch_add(1, Ordering::Relaxed);
-            inner.store.complete(key, token, &completion)
+            let first = tries.fetch_add(1, Ordering::Relaxed) == 0;
+            let left = time_left().map(|left| {
+                if first {
+                    left.max(retry.reserve / 2)
+                } else {
+                    left
+                }
+            });
+            let write = inner.store.complete(key, token, &completion);
+            async move {
+                match left {
+                    None => write.await,
+                    Some(left) if left.is_zero() => Err(out_of_time(key)),
+                    Some(left) => tokio::time::timeout(left, write)
+                        .await
+                        .unwrap_or_else(|_| Err(out_of_time(key))),
+                }
+            }
         })
         .retry(policy)
         .sleep(tokio::time::sleep)
-        .when(Error::is_store)
+        .when(|e| e.is_store() && time_left().is_none_or(|left| !left.is_zero()))
         .notify(|e, delay| {
             tracing::warn!(idempotency_key = %key, error = %e, retry_in_ms = duration_millis(delay),
                 "completion failed after the effect ran; retrying");
@@ -752,4 +779,13 @@ fn decode<T: DeserializeOwned>(key: &IdempotencyKey, stored: Option<&StoredResul
             }
         }
     }
+}
+
+/// A completion try cut because no time is left before the invocation's deadline reserve.
+fn out_of_time(key: &IdempotencyKey) -> Error {
+    Error::store(
+        "complete",
+        key.as_str(),
+        "timed out: no time left before the invocation's deadline reserve",
+    )
 }

@@ -345,14 +345,21 @@ struct ThrottledCompletions {
     inner: InMemoryStore,
     failures_left: std::sync::Arc<std::sync::atomic::AtomicU32>,
     tries: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// How long each failing try takes before it fails (a write that hangs until the SDK's timeout).
+    hang: Duration,
 }
 
 impl ThrottledCompletions {
     fn failing(times: u32) -> Self {
+        Self::hanging(times, Duration::ZERO)
+    }
+
+    fn hanging(times: u32, hang: Duration) -> Self {
         Self {
             inner: InMemoryStore::new(),
             failures_left: std::sync::Arc::new(times.into()),
             tries: std::sync::Arc::default(),
+            hang,
         }
     }
 }
@@ -378,6 +385,7 @@ impl IdempotencyStore for ThrottledCompletions {
         let left = self.failures_left.load(Ordering::SeqCst);
         if left > 0 {
             self.failures_left.store(left - 1, Ordering::SeqCst);
+            tokio::time::sleep(self.hang).await;
             return Err(Error::store(
                 "complete",
                 key.as_str(),
@@ -444,6 +452,41 @@ async fn a_completion_that_fails_after_the_effect_is_retried_with_backoff() {
         .expect("get")
         .expect("record");
     assert_eq!(record.status, sqsafe_idempotency::Status::Completed);
+}
+
+/// Each try of a completion is cut at the time left before the deadline's reserve, and the whole retry ends before
+/// it: a write that hangs until the SDK's timeout must not carry the invocation past its deadline (Lambda would kill
+/// the batch mid-way, and the records already done would come back).
+#[tokio::test(start_paused = true)]
+async fn a_completion_whose_writes_hang_ends_before_the_deadline_reserve() {
+    use std::sync::atomic::Ordering;
+    let store = ThrottledCompletions::hanging(u32::MAX, Duration::from_secs(3));
+    let idem = Idempotency::builder(store.clone(), "c", 1)
+        .clock(tokio_clock())
+        .build()
+        .expect("config");
+    // 8 s left; the default reserve is 1 s: everything after the effect must end within 7 s.
+    let deadline = UNIX_EPOCH + Duration::from_millis(T0_MS + 8_000);
+    let request = idem
+        .request(key("hang"), &payment("hang", 1))
+        .expect("request")
+        .deadline(deadline);
+    let started = tokio::time::Instant::now();
+    let err = idem
+        .execute(&request, || async { Ok::<_, String>("ch_1".to_owned()) })
+        .await
+        .expect_err("every completion hangs");
+    let spent = started.elapsed();
+    assert!(
+        spent <= Duration::from_secs(7),
+        "the retry ended before the reserve: {spent:?} ({} tries)",
+        store.tries.load(Ordering::SeqCst)
+    );
+    let err = err.idempotency().expect("idempotency error");
+    assert!(
+        matches!(err, Error::CompletionFailed { .. }),
+        "completion failed, and said so: {err}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
