@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use futures::future::FusedFuture;
 use futures::{FutureExt, StreamExt, stream};
 use lambda_runtime::LambdaEvent;
-use sqsafe_idempotency::{Clock, SystemClock};
+use sqsafe_idempotency::{BoxError, Clock, SystemClock};
 use sqsafe_telemetry::{BatchMetrics, CorrelationId, CorrelationSource, Metric, RecordFields};
 use tracing::{Instrument, Span};
 
@@ -617,15 +618,25 @@ impl BatchProcessor {
             message.receipt_handle.as_deref(),
         ) {
             (Some(heartbeat), Some(control), Some(receipt)) => {
+                // A beat's call runs beside the work, not instead of it: the work is polled while the call is in
+                // flight, and work that finishes meanwhile is reported at once. The next beat is timed from the end
+                // of the last one.
                 let mut work = std::pin::pin!(work);
+                let mut beat = std::pin::pin!(futures::future::Fuse::terminated());
+                let mut wait = std::pin::pin!(tokio::time::sleep(heartbeat.every));
                 loop {
                     tokio::select! {
                         biased;
                         out = &mut work => break out,
-                        () = tokio::time::sleep(heartbeat.every) => {
-                            if let Err(e) = control.set_visibility_boxed(receipt, heartbeat.extend_to).await {
+                        changed = &mut beat, if !beat.is_terminated() => {
+                            let changed: Result<(), BoxError> = changed;
+                            if let Err(e) = changed {
                                 tracing::warn!(error = %e, "visibility heartbeat failed");
                             }
+                            wait.as_mut().reset(tokio::time::Instant::now() + heartbeat.every);
+                        }
+                        () = &mut wait, if beat.is_terminated() => {
+                            beat.set(control.set_visibility_boxed(receipt, heartbeat.extend_to).fuse());
                         }
                     }
                 }

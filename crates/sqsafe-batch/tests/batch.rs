@@ -539,6 +539,38 @@ async fn a_long_record_keeps_its_message_invisible() {
     );
 }
 
+/// The visibility heartbeat runs beside the record's work: a slow ChangeMessageVisibility does not keep the handler's
+/// future from being polled, so a record that is done is reported at once.
+#[tokio::test(start_paused = true)]
+async fn a_slow_visibility_heartbeat_does_not_pause_the_record() {
+    let visibility = RecordingVisibility {
+        delay: Duration::from_secs(5),
+        ..RecordingVisibility::default()
+    };
+    let processor = BatchProcessor::builder("c", 1)
+        .visibility(visibility.clone())
+        .visibility_heartbeat(VisibilityHeartbeat {
+            every: Duration::from_secs(1),
+            extend_to: Duration::from_secs(60),
+        })
+        .build()
+        .expect("config");
+    let handler = |_record: Record| async {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        Ok(Processed::Applied)
+    };
+    let started = tokio::time::Instant::now();
+    processor
+        .process(event(vec![message("m1", "ok")]), None, &handler)
+        .await
+        .expect("batch");
+    let spent = started.elapsed();
+    assert!(
+        spent < Duration::from_secs(2),
+        "the record, done at 1.5 s, waited for the beat's 5 s call: {spent:?}"
+    );
+}
+
 #[test]
 fn settings_are_validated() {
     assert!(BatchProcessor::builder("", 1).build().is_err());

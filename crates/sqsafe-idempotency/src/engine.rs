@@ -1,3 +1,4 @@
+use futures::future::FusedFuture;
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -719,22 +720,37 @@ impl<S: IdempotencyStore> Guard<S> {
     }
 
     /// Runs `effect` while extending the lease; stops it (drops its future) when the claim is lost.
+    ///
+    /// A beat's write runs beside the effect, not instead of it: while an extension is in flight the effect is still
+    /// polled, and an effect that finishes meanwhile returns at once (the write in flight is dropped: the fenced
+    /// completion decides). The next beat is timed from the end of the last one.
     async fn with_heartbeat<Fut: Future>(
         &self,
         heartbeat: Heartbeat,
         effect: Fut,
     ) -> Result<Fut::Output> {
         let mut effect = std::pin::pin!(effect);
+        let mut beat = std::pin::pin!(futures::future::Fuse::terminated());
+        let mut wait = std::pin::pin!(tokio::time::sleep(heartbeat.every));
         loop {
             tokio::select! {
                 biased;
                 out = &mut effect => return Ok(out),
-                () = tokio::time::sleep(heartbeat.every) => match self.extend(heartbeat.lease).await {
-                    Ok(()) => tracing::debug!(idempotency_key = %self.record.key, "lease extended"),
-                    Err(e) if e.is_lease_lost() => return Err(e),
-                    // A failed write is not a lost claim: keep going; the next beat or the fenced completion decides.
-                    Err(e) => tracing::warn!(idempotency_key = %self.record.key, error = %e, "heartbeat could not extend the lease"),
-                },
+                extended = &mut beat, if !beat.is_terminated() => {
+                    let extended: Result<()> = extended;
+                    wait.as_mut().reset(tokio::time::Instant::now() + heartbeat.every);
+                    match extended {
+                        Ok(()) => tracing::debug!(idempotency_key = %self.record.key, "lease extended"),
+                        Err(e) if e.is_lease_lost() => return Err(e),
+                        // A failed write is not a lost claim: keep going; the next beat or the fenced completion
+                        // decides.
+                        Err(e) => tracing::warn!(idempotency_key = %self.record.key, error = %e,
+                            "heartbeat could not extend the lease"),
+                    }
+                }
+                () = &mut wait, if beat.is_terminated() => {
+                    beat.set(self.extend(heartbeat.lease).fuse());
+                }
             }
         }
     }

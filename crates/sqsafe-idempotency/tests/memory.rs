@@ -116,6 +116,39 @@ async fn heartbeat_keeps_a_long_effect_claimed() {
     );
 }
 
+/// A beat runs beside the effect: a slow lease extension does not keep the effect's future from being polled, so an
+/// effect that is done is completed at once, not after the beat's write.
+#[tokio::test(start_paused = true)]
+async fn a_slow_heartbeat_does_not_pause_the_effect() {
+    let store = ThrottledCompletions {
+        extend_hang: Duration::from_secs(5),
+        ..ThrottledCompletions::failing(0)
+    };
+    let idem = Idempotency::builder(store, "c", 1)
+        .clock(tokio_clock())
+        .default_lease(Duration::from_secs(15))
+        .heartbeat(Heartbeat {
+            every: Duration::from_secs(1),
+            lease: Duration::from_secs(30),
+        })
+        .build()
+        .expect("config");
+    let started = tokio::time::Instant::now();
+    let outcome = idem
+        .run(key("beat"), &payment("beat", 1), || async {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            Ok::<_, String>("done".to_owned())
+        })
+        .await
+        .expect("run");
+    assert_eq!(outcome, Outcome::Executed("done".to_owned()));
+    let spent = started.elapsed();
+    assert!(
+        spent < Duration::from_secs(2),
+        "the effect, done at 1.5 s, waited for the beat's 5 s write: {spent:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn without_heartbeat_a_long_effect_loses_its_claim_and_cannot_complete() {
     let idem = Idempotency::builder(InMemoryStore::new(), "c", 1)
@@ -347,6 +380,8 @@ struct ThrottledCompletions {
     tries: std::sync::Arc<std::sync::atomic::AtomicU32>,
     /// How long each failing try takes before it fails (a write that hangs until the SDK's timeout).
     hang: Duration,
+    /// How long each lease extension takes (a slow heartbeat write).
+    extend_hang: Duration,
 }
 
 impl ThrottledCompletions {
@@ -360,6 +395,7 @@ impl ThrottledCompletions {
             failures_left: std::sync::Arc::new(times.into()),
             tries: std::sync::Arc::default(),
             hang,
+            extend_hang: Duration::ZERO,
         }
     }
 }
@@ -401,6 +437,7 @@ impl IdempotencyStore for ThrottledCompletions {
         token: &str,
         until: u64,
     ) -> sqsafe_idempotency::Result<sqsafe_idempotency::FencedWrite> {
+        tokio::time::sleep(self.extend_hang).await;
         self.inner.extend(key, token, until).await
     }
 

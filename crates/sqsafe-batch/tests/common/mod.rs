@@ -74,6 +74,8 @@ impl DeadLetterQueue for RecordingDlq {
 #[derive(Clone, Default)]
 pub struct RecordingVisibility {
     pub changes: Arc<Mutex<Vec<(String, Duration)>>>,
+    /// How long each change takes to answer (a slow SQS).
+    pub delay: Duration,
 }
 
 impl VisibilityControl for RecordingVisibility {
@@ -82,6 +84,7 @@ impl VisibilityControl for RecordingVisibility {
         receipt_handle: &str,
         timeout: Duration,
     ) -> Result<(), BoxError> {
+        tokio::time::sleep(self.delay).await;
         self.changes
             .lock()
             .expect("lock")
