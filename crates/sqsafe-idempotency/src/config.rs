@@ -192,6 +192,18 @@ impl<S: IdempotencyStore> IdempotencyBuilder<S> {
                 "idempotency_window must be at least 1 s".into(),
             ));
         }
+        // An IN_PROGRESS record that expires while its lease (plus the margin) still runs would let a redelivery
+        // take over a live claim. Leases from a deadline are stretched at claim time; these are known now.
+        let longest_lease = self
+            .heartbeat
+            .map_or(self.default_lease, |h| h.lease.max(self.default_lease));
+        if self.idempotency_window < longest_lease + self.takeover_margin {
+            return Err(Error::Config(format!(
+                "idempotency_window ({:?}) must be at least the longest lease ({longest_lease:?}: the default lease, \
+                 or the heartbeat's) plus the takeover margin ({:?})",
+                self.idempotency_window, self.takeover_margin
+            )));
+        }
         if self.min_lease.is_zero() || self.default_lease < self.min_lease {
             return Err(Error::Config(
                 "leases must be positive, with default_lease >= min_lease".into(),

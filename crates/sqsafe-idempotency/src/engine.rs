@@ -420,11 +420,17 @@ impl<S: IdempotencyStore> Idempotency<S> {
         token: String,
     ) -> IdempotencyRecord {
         let inner = &self.inner;
+        let lease_until = self.lease_until(now, request.deadline);
+        // Never before the lease and the takeover margin end (rounded up to the second): a record gone while its
+        // claim is live would let a redelivery take the key over.
+        let lease_end_secs = lease_until
+            .saturating_add(duration_millis(inner.takeover_margin))
+            .div_ceil(1_000);
         IdempotencyRecord {
             key: request.key.clone(),
             status: Status::InProgress,
-            expiration: epoch_secs(now + inner.idempotency_window),
-            lease_expires_at: Some(self.lease_until(now, request.deadline)),
+            expiration: epoch_secs(now + inner.idempotency_window).max(lease_end_secs),
+            lease_expires_at: Some(lease_until),
             token,
             fingerprint: request.fingerprint.clone(),
             result: None,

@@ -53,8 +53,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::T0_MS;
 use common::scenarios::{key, payment};
 use sqsafe_idempotency::{
-    CacheConfig, Error, FingerprintFields, Heartbeat, Idempotency, IdempotencyBuilder,
-    IdempotencyStore, Outcome, RunError,
+    CacheConfig, Claim, Error, FingerprintFields, Heartbeat, Idempotency, IdempotencyBuilder,
+    IdempotencyStore, ManualClock, Outcome, RunError,
 };
 
 /// A clock that follows tokio's (paused) time, so the lease timestamps and the heartbeat's sleeps agree.
@@ -188,6 +188,40 @@ fn base() -> IdempotencyBuilder<InMemoryStore> {
     Idempotency::builder(InMemoryStore::new(), "c", 1)
 }
 
+/// An IN_PROGRESS record must not expire before its lease (plus the takeover margin) ends, or a redelivery could
+/// take over a live claim once the record is gone: a lease from a far deadline stretches the record's expiry.
+#[tokio::test]
+async fn an_in_progress_record_never_expires_before_its_lease_and_margin() {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = Idempotency::builder(InMemoryStore::new(), "c", 1)
+        .clock(clock.clone())
+        .idempotency_window(Duration::from_secs(3_600))
+        .build()
+        .expect("config");
+    let deadline = UNIX_EPOCH + Duration::from_millis(T0_MS + 7_200_000);
+    let request = idem
+        .request(key("far"), &payment("far", 1))
+        .expect("request")
+        .deadline(deadline);
+    let Ok(Claim::Acquired(_guard)) = idem.claim::<String>(&request).await else {
+        panic!("claimed")
+    };
+    let record = idem
+        .store()
+        .get(&key("far"))
+        .await
+        .expect("get")
+        .expect("record");
+    let lease_end_ms = record.lease_expires_at.expect("a lease");
+    assert_eq!(lease_end_ms, T0_MS + 7_200_000);
+    assert!(
+        record.expiration * 1_000 >= lease_end_ms + 2_000,
+        "expiry {} s is before the lease end {} ms plus the 2 s margin",
+        record.expiration,
+        lease_end_ms
+    );
+}
+
 #[test]
 fn builder_settings_are_validated_with_clear_errors() {
     let cases: Vec<(IdempotencyBuilder<InMemoryStore>, &str)> = vec![
@@ -205,6 +239,20 @@ fn builder_settings_are_validated_with_clear_errors() {
             "default_lease >= min_lease",
         ),
         (base().max_result_bytes(500 * 1024), "max_result_bytes"),
+        (
+            // The default lease (60 s) plus the takeover margin (2 s) outlive a 61 s window.
+            base().idempotency_window(Duration::from_secs(61)),
+            "at least the longest lease",
+        ),
+        (
+            base()
+                .idempotency_window(Duration::from_secs(600))
+                .heartbeat(Heartbeat {
+                    every: Duration::from_secs(60),
+                    lease: Duration::from_secs(900),
+                }),
+            "at least the longest lease",
+        ),
         (
             base().heartbeat(Heartbeat {
                 every: Duration::from_secs(10),
