@@ -203,7 +203,9 @@ def main() -> int:
         run(
             "bash", "scripts/template-checks.sh", cwd=scratch,
             env={**env, "SQSAFE_SAM_BUILD_ONLY": f"{pascal}Function",
-                 "SQSAFE_SAM_BUILD_REUSE": str(ROOT / ".aws-sam" / "build")},
+                 "SQSAFE_SAM_BUILD_REUSE": str(ROOT / ".aws-sam" / "build"),
+                 # The checkout's sam build compiled its release dependencies there (scripts/test.sh).
+                 "CARGO_TARGET_DIR": str(TARGET / "sam")},
         )
         step("one message through the local pipeline, one effect")
         pipeline(scratch)

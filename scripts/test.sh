@@ -70,6 +70,26 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo clippy with the fault-injection crash points (built only for the fault suite)"
 cargo clippy -p sqsafe-idempotency -p sqsafe --features sqsafe-idempotency/fault-injection -- -D warnings
 
+step "template checks: started in the background beside cargo doc and cargo test (their output follows later)"
+# sam build (release, cross-compiled) is the longest single step; cargo test spends much of its time waiting on moto,
+# queue timeouts and function processes. Side by side they take about the time of the longer. sam build compiles in
+# its own target folder (target/sam: its own cargo lock, and release builds share nothing with the dev ones anyway).
+TEMPLATE_DIR="$(mktemp -d)"
+export TEMPLATE_DIR
+setsid bash -c '
+  started="$(date +%s)"
+  rc=0
+  CARGO_TARGET_DIR="'"${ROOT}"'/target/sam" bash "'"${ROOT}"'/scripts/template-checks.sh" >"${TEMPLATE_DIR}/log" 2>&1 \
+    || rc=$?
+  echo "$(($(date +%s) - started))" >"${TEMPLATE_DIR}/seconds"
+  echo "${rc}" >"${TEMPLATE_DIR}/rc"
+' &
+TEMPLATE_PID=$!
+TEMPLATE_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
+# shellcheck disable=SC2064  # expand now, on purpose
+trap "kill -- -${TEMPLATE_PID} 2>/dev/null || true; rm -rf '${TEMPLATE_DIR}'; ${TEMPLATE_TRAP}" EXIT
+echo "running in the background (pid ${TEMPLATE_PID})"
+
 step "cargo doc --workspace --no-deps, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
@@ -101,10 +121,17 @@ FAULTS_PID=$!
 EXIT_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
 # shellcheck disable=SC2064  # expand now, on purpose
 trap "kill -- -${FAULTS_PID} 2>/dev/null || true; rm -rf '${FAULTS_DIR}'; ${EXIT_TRAP}" EXIT
-echo "running in the background (pid ${FAULTS_PID}); its output is printed after the template and scaffold checks"
+echo "running in the background (pid ${FAULTS_PID}); its output is printed after the scaffold check and the bench smoke"
 
-step "template checks (scripts/template-checks.sh: sam validate, cfn-lint, sam build, rules, smoke deploy)"
-bash "${ROOT}/scripts/template-checks.sh"
+step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; run since the step above)"
+wait "${TEMPLATE_PID}" || true
+cat "${TEMPLATE_DIR}/log"
+template_rc="$(cat "${TEMPLATE_DIR}/rc" 2>/dev/null || echo 1)"
+echo "(the template checks took $(cat "${TEMPLATE_DIR}/seconds" 2>/dev/null || echo '?') s of wall time, beside the steps above)"
+if [[ "${template_rc}" != "0" ]]; then
+  echo "test.sh: FAILED: the template checks (exit ${template_rc}); their output is above" >&2
+  exit "${template_rc}"
+fi
 
 step "a new consumer in one command (scripts/scaffold-check.py: cargo xtask new-consumer in a scratch copy)"
 packages=(-p sqsafe-local)
