@@ -56,6 +56,7 @@ RULES: dict[str, str] = {
     "dashboard-metrics": "every sqsafe metric a dashboard or an alarm names is one the code writes (crates/sqsafe-telemetry/src/metrics.rs)",
     "emf-log-level": "a function's ApplicationLogLevel can only be TRACE, DEBUG or INFO: EMF metric lines carry no level, Lambda files them as INFO and drops them at WARN and above",
     "grant-only-what-is-used": "on each table a function's role grants no item action its code does not call (idempotency table: PutItem, UpdateItem, DeleteItem; ledger: PutItem, UpdateItem; effect table: PutItem; outbox table: UpdateItem; outbox destinations: SendMessage)",
+    "idempotency-leading-keys": "every statement that grants item actions on a function's IDEMPOTENCY_TABLE limits them to the function's own keys: Condition ForAllValues:StringLike dynamodb:LeadingKeys [\"<its binary>#*\"] (the key prefix its consumer writes), so consumers that share the table cannot write or delete each other's records",
     "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ, its on-failure queue, the tables and queues named in its environment, and (stream reads) its own stream; no managed policies (they cannot be checked here)",
     "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, ChangeMessageVisibility on its QUEUE_URL, SendMessage on its DLQ, item actions on its tables; a stream function: DescribeStream, GetRecords and GetShardIterator on its stream, SendMessage on its on-failure queue and its OUTBOX_DESTINATIONS, UpdateItem on its OUTBOX_TABLE",
     "change-message-visibility": "each SQS consumer's role grants sqs:ChangeMessageVisibility on the function's source queue and on nothing else (not its DLQ, not another queue, not '*'); a stream function's grants it nowhere",
@@ -607,10 +608,37 @@ def _statements(t: Template, c: Consumer, fail) -> list[dict[str, Any]] | None:
     return statements
 
 
+def _check_leading_keys(t: Template, c: Consumer, statements: list, fail) -> None:
+    """idempotency-leading-keys: item actions on the idempotency table only on the consumer's own key prefix."""
+    env = (c.props.get("Environment") or {}).get("Variables") or {}
+    table = next(iter(refs(env.get("IDEMPOTENCY_TABLE"))), None) if "IDEMPOTENCY_TABLE" in env else None
+    if table is None:
+        return
+    binary = ((t.resources.get(c.function) or {}).get("Metadata") or {}).get("BuildProperties", {}).get("Binary")
+    want = [f"{binary}#*"]
+    owner = c.role or c.function
+    for st in statements:
+        if not isinstance(st, dict) or st.get("Effect") != "Allow":
+            continue
+        actions = [a for a in as_list(st.get("Action")) if isinstance(a, str) and a.lower().startswith("dynamodb:")]
+        if not actions or not any(table in refs(r) for r in as_list(st.get("Resource")) if not isinstance(r, str)):
+            continue
+        condition = (st.get("Condition") or {}).get("ForAllValues:StringLike") or {}
+        got = as_list(condition.get("dynamodb:LeadingKeys"))
+        if got != want:
+            fail(
+                "idempotency-leading-keys",
+                owner,
+                f"statement {st.get('Sid', '')!r} grants {actions} on {table} for keys {got or 'of any consumer'}, "
+                f"not only {want} (add Condition: ForAllValues:StringLike: dynamodb:LeadingKeys: {want})",
+            )
+
+
 def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail) -> None:
     statements = _statements(t, c, fail)
     if statements is None:
         return
+    _check_leading_keys(t, c, statements, fail)
     f = c.function
     owner = c.role or f
     env = (c.props.get("Environment") or {}).get("Variables") or {}

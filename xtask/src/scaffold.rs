@@ -873,10 +873,15 @@ const LOG_GROUP_AND_ROLE_YAML: &str = r#"  {{Pascal}}LogGroup:
 "#;
 
 const EFFECT_GRANTS_YAML: &str = r#"              # Claim (PutItem), complete and extend (UpdateItem), release (DeleteItem); no path reads.
+              # Only its own keys (the prefix its consumer writes): consumers that share the table cannot touch
+              # each other's records.
               - Sid: IdempotencyRecords
                 Effect: Allow
                 Action: [dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:DeleteItem]
                 Resource: !GetAtt IdempotencyTable.Arn
+                Condition:
+                  ForAllValues:StringLike:
+                    dynamodb:LeadingKeys: ["{{name}}#*"]
 
 "#;
 
@@ -885,6 +890,9 @@ const TRANSACT_GRANTS_YAML: &str = r#"              # One TransactWriteItems: th
                 Effect: Allow
                 Action: [dynamodb:PutItem]
                 Resource: !GetAtt IdempotencyTable.Arn
+                Condition:
+                  ForAllValues:StringLike:
+                    dynamodb:LeadingKeys: ["{{name}}#*"]
               - Sid: EffectWrites
                 Effect: Allow
                 Action: [dynamodb:PutItem]
