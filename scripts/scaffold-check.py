@@ -5,8 +5,9 @@
 3. checks that it is formatted and clippy-clean, builds it and runs its tests (against moto); then breaks its effect
    (a permanent error, as a real effect refusing every record would) and checks that its tests FAIL: a generated
    test that passes while every record is dead-lettered proves nothing;
-4. runs every template check the real template gets (scripts/template-checks.sh) on the scratch template.yaml,
-   with `sam build` of the new function only (the others' bootstraps are the checkout's own, built just before);
+4. runs the template checks (scripts/template-checks.sh) on the scratch template.yaml: sam validate, cfn-lint on the
+   SAM and the translated template, the rules; not `sam build` and the smoke deploy (the checkout's own template
+   checks run them; here they would compile every workspace crate again in release, at the copy's path);
 5. runs the local pipeline on the scratch template (`sqsafe-local up --template ...`), sends one message to the new
    consumer's queue and waits until its intent is COMPLETED in the idempotency table, exactly once, and the queue is
    empty;
@@ -177,6 +178,9 @@ def crate_checks(scratch: Path, env: dict, name: str) -> None:
         )
     finally:
         handler.write_text(original)
+        # `cargo test` built the function's binary from the broken source too: build it again from the restored one,
+        # or the pipeline below would run the broken binary.
+        run("cargo", "build", "-q", "-p", name, "--bins", cwd=scratch, env=env)
     out = broken.stdout + broken.stderr
     if broken.returncode == 0:
         raise SystemExit(f"scaffold: {name}'s tests passed with its effect broken:\n{out[-3000:]}")
@@ -197,16 +201,10 @@ def main() -> int:
         step("the generated crate: formatted, clippy-clean, built, tested; its tests fail when its effect breaks")
         crate_checks(scratch, env, NAME)
         step("every template check, on the template with the new consumer")
-        # `sam build` of the new consumer only: the other functions are this checkout's, whose template checks
-        # (the step before this one in scripts/test.sh) built them from the same sources a minute ago.
-        pascal = "".join(part.capitalize() for part in NAME.split("-"))
-        run(
-            "bash", "scripts/template-checks.sh", cwd=scratch,
-            env={**env, "SQSAFE_SAM_BUILD_ONLY": f"{pascal}Function",
-                 "SQSAFE_SAM_BUILD_REUSE": str(ROOT / ".aws-sam" / "build"),
-                 # The checkout's sam build compiled its release dependencies there (scripts/test.sh).
-                 "CARGO_TARGET_DIR": str(TARGET / "sam")},
-        )
+        # Without `sam build` (and the smoke deploy that needs its output): it would compile every workspace crate
+        # again in release at the copy's path, for a function built like the checkout's, whose own template checks
+        # ran sam build; the rules check the new function's build method.
+        run("bash", "scripts/template-checks.sh", cwd=scratch, env={**env, "SQSAFE_TEMPLATE_CHECKS_NO_BUILD": "1"})
         step("one message through the local pipeline, one effect")
         pipeline(scratch)
         step(f"cargo xtask new-consumer {NAME_TRANSACT} --fifo --transact, and the same crate checks")
