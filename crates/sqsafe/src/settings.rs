@@ -76,11 +76,24 @@ impl Env {
         })
     }
 
-    /// A required `http://` or `https://` URL, without a trailing `/`.
+    /// A required `https://` URL, or an `http://` one on loopback (`127.0.0.0/8`, `localhost`, `[::1]`: a local
+    /// run's services), without a trailing `/`. Plain http across a network would carry the requests in clear.
     pub fn url(&self, name: &str) -> Result<String, ConfigError> {
         let url = self.required(name)?;
-        if !url.starts_with("http://") && !url.starts_with("https://") {
-            return Err(invalid(name, &url, "an http:// or https:// URL"));
+        if let Some(rest) = url.strip_prefix("http://") {
+            if !loopback_authority(rest.split(['/', '?', '#']).next().unwrap_or_default()) {
+                return Err(invalid(
+                    name,
+                    &url,
+                    "an https:// URL (plain http:// only on loopback, for local runs)",
+                ));
+            }
+        } else if !url.starts_with("https://") {
+            return Err(invalid(
+                name,
+                &url,
+                "an https:// URL (plain http:// only on loopback, for local runs)",
+            ));
         }
         Ok(url.trim_end_matches('/').to_owned())
     }
@@ -127,6 +140,19 @@ impl Env {
     ) -> Result<Duration, ConfigError> {
         self.number(name, default, range).map(Duration::from_millis)
     }
+}
+
+/// Whether a URL's authority (`[user@]host[:port]`) names this machine: `localhost`, `127.0.0.0/8` or `[::1]`.
+fn loopback_authority(authority: &str) -> bool {
+    let host_port = authority.rsplit('@').next().unwrap_or(authority);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => return v6.split(']').next() == Some("::1"),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
@@ -275,5 +301,34 @@ mod tests {
                 .expect("url"),
             "https://x"
         );
+    }
+
+    /// Plain http:// carries the request (a card, a customer) and the Idempotency-Key in clear: only to a service on
+    /// this machine (a local run's fake API), never across a network.
+    #[test]
+    fn a_plain_http_url_is_accepted_only_on_loopback() {
+        for local in [
+            "http://127.0.0.1:8080",
+            "http://127.9.0.1/v1",
+            "http://localhost:3000/",
+            "http://[::1]:9000",
+        ] {
+            let env = Env::from_pairs([("PAYMENTS_API_URL", local)]);
+            assert!(env.url("PAYMENTS_API_URL").is_ok(), "{local}");
+        }
+        for remote in [
+            "http://payments.example.com",
+            "http://10.0.0.7:8080",
+            "http://127.0.0.1.attacker.example",
+            "http://localhost.attacker.example/x",
+            "http://user@127.0.0.1.example",
+        ] {
+            let err = Env::from_pairs([("PAYMENTS_API_URL", remote)])
+                .url("PAYMENTS_API_URL")
+                .expect_err(remote);
+            assert_eq!(err.variable, "PAYMENTS_API_URL");
+            assert!(err.to_string().contains("https://"), "{err}");
+            assert!(err.to_string().contains("loopback"), "{err}");
+        }
     }
 }
