@@ -43,6 +43,7 @@ RULES: dict[str, str] = {
     "dlq-url": "a function's DLQ_URL is the dead-letter queue of the queue it consumes",
     "queue-url": "a function's QUEUE_URL is the queue it consumes (backoff, visibility heartbeat and the in-progress hold change visibility there)",
     "orphan-queue": "every queue is consumed by a function, a dead-letter queue, or a stream mapping's on-failure queue (so the rules above cover it)",
+    "message-size": "every queue sets MaximumMessageSize (SQS takes up to 1 MiB; say which); a dead-letter queue's is never smaller than its source queue's; a consumer's DLQ_MAX_MESSAGE_SIZE (what its dead-letter copies are fitted to) is its DLQ's MaximumMessageSize",
     "sse": "every queue (SqsManagedSseEnabled or KmsMasterKeyId) and every table (SSESpecification.SSEEnabled) is encrypted",
     "pitr": "every table has point-in-time recovery",
     "on-demand": "every table is on-demand (PAY_PER_REQUEST)",
@@ -634,11 +635,36 @@ def _check_leading_keys(t: Template, c: Consumer, statements: list, fail) -> Non
             )
 
 
+def _message_size(t: Template, queue: str) -> tuple[Any, int | None]:
+    """A queue's MaximumMessageSize as written, and its value (a parameter's default) or None."""
+    raw = t.props(queue).get("MaximumMessageSize")
+    if isinstance(raw, dict) and "Ref" in raw:
+        return raw, to_int((t.parameters.get(raw["Ref"]) or {}).get("Default"))
+    return raw, to_int(raw)
+
+
+def _check_message_sizes(t: Template, c: Consumer, queues: dict, fail) -> None:
+    """message-size, for one consumer: its queue and DLQ, and the DLQ_MAX_MESSAGE_SIZE it fits its copies to."""
+    if c.queue is None or c.dlq is None:
+        return
+    source_raw, source = _message_size(t, c.queue)
+    dlq_raw, dlq = _message_size(t, c.dlq)
+    for q, raw in ((c.queue, source_raw), (c.dlq, dlq_raw)):
+        if raw is None:
+            fail("message-size", q, "no MaximumMessageSize: say the largest message it takes (SQS: up to 1048576)")
+    if source is not None and dlq is not None and dlq < source:
+        fail("message-size", c.dlq, f"MaximumMessageSize {dlq} is smaller than its source queue {c.queue}'s {source}: a dead letter would not fit")
+    env = (c.props.get("Environment") or {}).get("Variables") or {}
+    if dlq_raw is not None and env.get("DLQ_MAX_MESSAGE_SIZE") != dlq_raw:
+        fail("message-size", c.function, f"DLQ_MAX_MESSAGE_SIZE is {env.get('DLQ_MAX_MESSAGE_SIZE')!r}, not its DLQ {c.dlq}'s MaximumMessageSize {dlq_raw!r}: its dead-letter copies would be fitted to another size")
+
+
 def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail) -> None:
     statements = _statements(t, c, fail)
     if statements is None:
         return
     _check_leading_keys(t, c, statements, fail)
+    _check_message_sizes(t, c, queues, fail)
     f = c.function
     owner = c.role or f
     env = (c.props.get("Environment") or {}).get("Variables") or {}

@@ -810,6 +810,7 @@ const QUEUES_YAML: &str = r#"  {{Pascal}}Queue:
     Properties:
       QueueName: !Sub "${AWS::StackName}-{{queue}}"
 {{fifo_queue}}      SqsManagedSseEnabled: true
+      MaximumMessageSize: !Ref MaximumMessageSize
       VisibilityTimeout: 400
       MessageRetentionPeriod: 345600
       RedrivePolicy:
@@ -823,6 +824,7 @@ const QUEUES_YAML: &str = r#"  {{Pascal}}Queue:
     Properties:
       QueueName: !Sub "${AWS::StackName}-{{dlq}}"
 {{fifo_dlq}}      SqsManagedSseEnabled: true
+      MaximumMessageSize: !Ref MaximumMessageSize
       MessageRetentionPeriod: 1209600
       RedriveAllowPolicy:
         redrivePermission: byQueue
@@ -924,6 +926,7 @@ const FUNCTION_YAML: &str = r#"  {{Pascal}}Function:
         Variables:
           IDEMPOTENCY_TABLE: !Ref IdempotencyTable
           DLQ_URL: !Ref {{Pascal}}DeadLetterQueue
+          DLQ_MAX_MESSAGE_SIZE: !Ref MaximumMessageSize
           QUEUE_URL: !Ref {{Pascal}}Queue
           MAX_ATTEMPTS: !Ref MaxAttempts
           IDEMPOTENCY_WINDOW_DAYS: !Ref IdempotencyWindowDays

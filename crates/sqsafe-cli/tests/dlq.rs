@@ -291,6 +291,43 @@ async fn a_forged_context_naming_another_queue_is_refused_and_nothing_is_sent_th
     );
 }
 
+/// SQS takes 1 MiB messages: a 900 KB dead letter keeps its whole context in the DLQ and redrives whole.
+#[tokio::test]
+async fn a_900_kb_dead_letter_redrives_whole() {
+    let sqs = sqs().await;
+    let now = Timestamp::now();
+    let (source, dlq) = common::source_and_dlq(&sqs, "big", false).await;
+    let body = format!(
+        r#"{{"payment_id":"p-big","fail":"downstream_unavailable","padding":"{}"}}"#,
+        "x".repeat(900_000)
+    );
+    common::dead_letter(
+        &sqs,
+        &dlq,
+        vec![common::record("o-big", &body, &source, now, None)],
+    )
+    .await;
+    let mut out = Vec::new();
+    let report = redrive(&sqs, &dlq.url, &options(), &move || now, &mut out)
+        .await
+        .expect("redrive");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert_eq!(report.moved(), 1, "{text}");
+    let back = visible(&sqs, &source.url).await;
+    assert_eq!(back.len(), 1, "{text}");
+    assert_eq!(
+        back[0].body().map(str::len),
+        Some(body.len()),
+        "the whole body"
+    );
+    assert_eq!(
+        attributes(&back[0])
+            .get("correlationId")
+            .map(String::as_str),
+        Some("corr-o-big")
+    );
+}
+
 /// `(data type, string value)` of each attribute of `m`, by name.
 /// Redrives `dlq` with the default options at `now`, checks that `n` messages moved, and returns what is visible on
 /// `source` then.

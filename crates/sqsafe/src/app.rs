@@ -135,7 +135,8 @@ impl<C> ConsumerBuilder<C> {
         // Dead letters carry the window the records are really written with (a hook may have changed it), so that
         // `sqsafe dlq redrive` can refuse one whose record may have expired.
         let dlq = SqsDeadLetterQueue::new(setup.sqs.clone(), &s.dlq_url)
-            .idempotency_window(idem.idempotency_window());
+            .idempotency_window(idem.idempotency_window())
+            .max_message_size(s.dlq_max_message_size)?;
         let mut batch = BatchProcessor::builder(name, version)
             .max_attempts(s.max_attempts)
             .dead_letter_queue(dlq)

@@ -177,6 +177,7 @@ fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
 /// | `BACKOFF_MAX_SECONDS` | 900 (1..=43200) | longest backoff delay |
 /// | `VISIBILITY_HEARTBEAT_SECONDS` | 20 (1..=43199) | how often a running record's visibility is extended |
 /// | `VISIBILITY_EXTEND_SECONDS` | 400 (2..=43200) | the visibility each extension sets |
+/// | `DLQ_MAX_MESSAGE_SIZE` | 262144 (1024..=1048576) | the DLQ's MaximumMessageSize, in bytes: a dead-letter copy (body, attributes and sqsafe's context) is fitted to it; template.yaml sets it from the queue's own attribute (SQS takes up to 1 MiB) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// `IDEMPOTENCY_TABLE`.
@@ -195,6 +196,8 @@ pub struct Settings {
     pub backoff_max: Duration,
     /// `VISIBILITY_HEARTBEAT_SECONDS` and `VISIBILITY_EXTEND_SECONDS`.
     pub visibility_heartbeat: VisibilityHeartbeat,
+    /// `DLQ_MAX_MESSAGE_SIZE`, bytes.
+    pub dlq_max_message_size: usize,
 }
 
 impl Settings {
@@ -214,6 +217,11 @@ impl Settings {
                 every: env.seconds("VISIBILITY_HEARTBEAT_SECONDS", 20, 1..=43_199)?,
                 extend_to: env.seconds("VISIBILITY_EXTEND_SECONDS", 400, 2..=43_200)?,
             },
+            dlq_max_message_size: env.number(
+                "DLQ_MAX_MESSAGE_SIZE",
+                262_144usize,
+                1_024..=1_048_576,
+            )?,
         };
         if settings.backoff_base > settings.backoff_max {
             return Err(ConfigError {

@@ -364,3 +364,61 @@ async fn dead_letters_carry_the_source_queue_and_the_window_the_records_are_writ
         "{value}"
     );
 }
+
+/// SQS takes messages of up to 1 MiB. A 900 KB poison message reaches a 1 MiB DLQ (`DLQ_MAX_MESSAGE_SIZE`, set by the
+/// template from the queue's MaximumMessageSize) with its whole body and its whole context: fitted to the DLQ's real
+/// maximum, not to the old 256 KiB.
+#[tokio::test]
+async fn a_900_kb_poison_message_reaches_a_1_mib_dlq_with_its_whole_context() {
+    let (setup, dlq) = setup(&[
+        ("GREETING_STYLE", "warm"),
+        ("DLQ_MAX_MESSAGE_SIZE", "1048576"),
+    ])
+    .await;
+    let app = sqsafe::consumer::<Greeter>().build(&setup).expect("app");
+    let arn = "arn:aws:sqs:us-east-1:123456789012:greeter";
+    // Not a greeting (`name` is a number), and 900 KB of it.
+    let body = format!(
+        r#"{{"tenant":"acme","id":"g-big","name":17,"padding":"{}"}}"#,
+        "x".repeat(900_000)
+    );
+    let response = app
+        .handle(invocation(
+            event(vec![message("m-big", &body, arn)]),
+            "req-big",
+        ))
+        .await
+        .expect("batch");
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let received = setup
+        .sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .expect("receive");
+    let [letter] = received.messages() else {
+        panic!("one dead letter: {} messages", received.messages().len());
+    };
+    assert_eq!(
+        letter.body().map(str::len),
+        Some(body.len()),
+        "the whole body"
+    );
+    for (field, want) in [
+        ("error_kind", Some("bad_payload")),
+        ("original_message_id", Some("m-big")),
+        ("consumer", Some("greeter")),
+    ] {
+        assert_eq!(
+            sqsafe_testkit::dlq_context(letter, field).as_deref(),
+            want,
+            "{field}"
+        );
+    }
+    assert!(
+        sqsafe_testkit::dlq_context(letter, "source_queue").is_some(),
+        "the redrive fields too (they go first when the copy must shrink)"
+    );
+}

@@ -163,7 +163,10 @@ pub async fn dead_letter(sqs: &Client, dlq: &Queue, records: Vec<SqsMessage>) {
         .max_attempts(MAX_ATTEMPTS)
         .dead_letter_queue(
             SqsDeadLetterQueue::new(sqs.clone(), &dlq.url)
-                .idempotency_window(Duration::from_secs(86_400 * WINDOW_DAYS as u64)),
+                .idempotency_window(Duration::from_secs(86_400 * WINDOW_DAYS as u64))
+                // moto's queues take 1 MiB, as SQS's do now (template.yaml sets MaximumMessageSize to it).
+                .max_message_size(1_048_576)
+                .expect("size"),
         )
         .metrics_output(|_| {})
         .build()
