@@ -408,7 +408,10 @@ pub async fn redrive(
         planned.push((entry, target));
     }
     let plan = Plan::of(&planned);
-    let mut write_error = plan.write(out, options.dry_run).err();
+    let mut write_error = plan
+        .write(out, options.dry_run)
+        .and_then(|()| warn_permanent(&planned, out))
+        .err();
 
     let mut lines = Vec::new();
     for (entry, target) in &planned {
@@ -494,6 +497,35 @@ async fn check_target(
                 .map_or("unknown error", String::as_str)
         )),
     }
+}
+
+/// Before anything is sent: a warning for the dead letters of a permanent kind that would move. A permanent error
+/// (a bad payload, a payload mismatch, a refused precondition) fails the same way again unless the producer or the
+/// data was fixed since; the operator hears it before the send, not from the DLQ afterwards.
+fn warn_permanent(
+    planned: &[(&Entry, Result<Queue, String>)],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for (entry, target) in planned {
+        if target.is_ok() && entry.letter.class.as_deref() == Some("permanent") {
+            match kinds.iter_mut().find(|(k, _)| *k == entry.letter.kind) {
+                Some(k) => k.1 += 1,
+                None => kinds.push((&entry.letter.kind, 1)),
+            }
+        }
+    }
+    if kinds.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = kinds.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+    writeln!(
+        out,
+        "warning: {} of permanent kinds ({}): they failed for a reason a retry does not fix, and fail the same way \
+         again unless the producer or the data was fixed since",
+        kinds.iter().map(|(_, n)| n).sum::<usize>(),
+        list.join(", ")
+    )
 }
 
 /// What a redrive will do, said before anything is sent: each target queue with its count, and the refusals.

@@ -328,6 +328,56 @@ async fn a_900_kb_dead_letter_redrives_whole() {
     );
 }
 
+/// A permanent error fails the same way again unless something was fixed: the redrive says so before it sends.
+#[tokio::test]
+async fn redriving_a_permanent_kind_warns_first() {
+    let sqs = sqs().await;
+    let now = Timestamp::now();
+    let seeded = seed(&sqs, now).await;
+    let mut out = Vec::new();
+    redrive(
+        &sqs,
+        &seeded.dlq.url,
+        &RedriveOptions {
+            kinds: vec!["bad_payload".into()],
+            ..options()
+        },
+        &move || now,
+        &mut out,
+    )
+    .await
+    .expect("redrive");
+    let text = String::from_utf8(out).expect("utf-8");
+    let warning = text
+        .find("warning: 1 of permanent kinds (bad_payload: 1)")
+        .unwrap_or_else(|| panic!("a warning:\n{text}"));
+    let moved = text
+        .find("moved o-bad")
+        .unwrap_or_else(|| panic!("moved:\n{text}"));
+    assert!(
+        warning < moved,
+        "the warning comes before the send:\n{text}"
+    );
+
+    // A transient kind: no warning.
+    let mut out = Vec::new();
+    redrive(
+        &sqs,
+        &seeded.dlq.url,
+        &RedriveOptions {
+            kinds: vec!["downstream_unavailable".into()],
+            max: 1,
+            ..options()
+        },
+        &move || now,
+        &mut out,
+    )
+    .await
+    .expect("redrive");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(!text.contains("warning:"), "{text}");
+}
+
 /// `(data type, string value)` of each attribute of `m`, by name.
 /// Redrives `dlq` with the default options at `now`, checks that `n` messages moved, and returns what is visible on
 /// `source` then.
