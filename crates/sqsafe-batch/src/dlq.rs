@@ -44,6 +44,10 @@ pub mod attributes {
     /// dead-lettering counts the message's age and idempotency expiry from it, not from the redrive (it becomes the
     /// context's `first_sent`).
     pub const FIRST_SENT: &str = "sqsafe.first_sent";
+    /// Put on a redriven message by `sqsafe dlq redrive`: the message id of its first copy. A later dead-lettering
+    /// records it as the context's `original_message_id`, so `inspect` shows one id for the message however often it
+    /// was redriven (the redriven copies' own ids are in the consumer's logs).
+    pub const FIRST_MESSAGE_ID: &str = "sqsafe.first_message_id";
     /// Every attribute sqsafe writes starts with this. Such attributes are never copied from the original message
     /// (they would be stale).
     pub const PREFIX: &str = "sqsafe.";
@@ -321,9 +325,17 @@ impl Letter {
             .chars()
             .take(MAX_ERROR_CHARS)
             .collect();
+        // A redriven message names its first copy's id; an id that could not be one (blank, oversized) is ignored.
+        let first_message_id = message
+            .message_attributes
+            .get(attributes::FIRST_MESSAGE_ID)
+            .and_then(|a| a.string_value.as_deref())
+            .map(str::trim)
+            .filter(|id| !id.is_empty() && id.len() <= 128);
         let context = DeadLetterContext {
             error_kind: failure.error_kind.clone(),
-            original_message_id: failure.message_id.clone(),
+            original_message_id: first_message_id
+                .map_or_else(|| failure.message_id.clone(), str::to_owned),
             error_class: Some(class_name(failure.error_class).to_owned()),
             error: (!error.is_empty()).then_some(error),
             attempts: Some(failure.attempts),

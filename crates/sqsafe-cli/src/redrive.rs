@@ -324,18 +324,28 @@ fn deduplication_id(original_message_id: &str) -> String {
 }
 
 /// The attributes the redriven message carries: the original's, as the copy kept them (sqsafe's context removed:
-/// `sqsafe.context`, or the legacy attributes) and, when known and there is room, when it was first sent (so that a
-/// second dead-lettering keeps counting from there).
+/// `sqsafe.context`, or the legacy attributes) and, when there is room, when it was first sent and its first message
+/// id (so that a second dead-lettering keeps counting from there, under the same id).
 fn redrive_attributes(entry: &Entry) -> HashMap<String, MessageAttributeValue> {
     let mut out = entry.letter.original_attributes();
+    let text = |value: String| {
+        MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(value)
+            .build()
+            .ok()
+    };
     if let Some((origin, _)) = entry.origin()
         && out.len() < 10
-        && let Ok(value) = MessageAttributeValue::builder()
-            .data_type("String")
-            .string_value(origin.to_string())
-            .build()
+        && let Some(value) = text(origin.to_string())
     {
         out.insert(attributes::FIRST_SENT.to_owned(), value);
+    }
+    // So that a second dead-lettering names the message by its first id, not the redriven copy's.
+    if out.len() < 10
+        && let Some(value) = text(entry.letter.original_message_id.clone())
+    {
+        out.insert(attributes::FIRST_MESSAGE_ID.to_owned(), value);
     }
     out
 }
@@ -754,10 +764,22 @@ mod tests {
         let attrs = redrive_attributes(&recorded());
         let mut names: Vec<_> = attrs.keys().map(String::as_str).collect();
         names.sort();
-        assert_eq!(names, ["correlationId", attributes::FIRST_SENT, "tenant"]);
+        assert_eq!(
+            names,
+            [
+                "correlationId",
+                attributes::FIRST_MESSAGE_ID,
+                attributes::FIRST_SENT,
+                "tenant"
+            ]
+        );
         assert_eq!(
             attrs[attributes::FIRST_SENT].string_value(),
             Some("2025-06-15T15:06:40Z")
+        );
+        assert_eq!(
+            attrs[attributes::FIRST_MESSAGE_ID].string_value(),
+            Some("o-1")
         );
         assert_eq!(attrs["tenant"].data_type(), "String");
 
@@ -771,7 +793,15 @@ mod tests {
         let attrs = redrive_attributes(&entries(&[legacy], "correlationId").remove(0));
         let mut names: Vec<_> = attrs.keys().map(String::as_str).collect();
         names.sort();
-        assert_eq!(names, ["correlationId", attributes::FIRST_SENT, "tenant"]);
+        assert_eq!(
+            names,
+            [
+                "correlationId",
+                attributes::FIRST_MESSAGE_ID,
+                attributes::FIRST_SENT,
+                "tenant"
+            ]
+        );
     }
 
     #[test]

@@ -208,10 +208,15 @@ async fn redrive_moves_at_most_max_of_a_kind_with_the_original_body_and_attribut
         assert_eq!(attrs.get("tenant").map(String::as_str), Some("acme"));
         assert!(attrs.contains_key(context::FIRST_SENT), "{attrs:?}");
         assert!(
-            !attrs
-                .keys()
-                .any(|k| k.starts_with("sqsafe.") && k != context::FIRST_SENT),
+            !attrs.keys().any(|k| k.starts_with("sqsafe.")
+                && k != context::FIRST_SENT
+                && k != context::FIRST_MESSAGE_ID),
             "the failure context is stripped: {attrs:?}"
+        );
+        assert_eq!(
+            attrs.get(context::FIRST_MESSAGE_ID).map(String::as_str),
+            Some(line.original_message_id.as_str()),
+            "the first message id travels with it"
         );
         assert!(
             sent.body()
@@ -454,6 +459,10 @@ async fn a_redrive_restores_every_attribute_of_a_message_with_many() {
     let first_sent = attrs
         .remove(context::FIRST_SENT)
         .expect("sqsafe.first_sent");
+    assert!(
+        attrs.remove(context::FIRST_MESSAGE_ID).is_some(),
+        "sqsafe.first_message_id"
+    );
     let sent = Timestamp::from_millisecond(days_ago(now, 1).as_millisecond()).expect("t");
     assert_eq!(first_sent, ("String".to_owned(), sent.to_string()));
     assert_eq!(
@@ -519,6 +528,7 @@ async fn a_redrive_puts_back_a_binary_attribute_byte_for_byte() {
         [
             "correlationId",
             "signature",
+            context::FIRST_MESSAGE_ID,
             context::FIRST_SENT,
             "tenant",
             "thumbnail"
@@ -883,12 +893,15 @@ async fn a_redriven_message_dead_lettered_again_keeps_counting_from_its_first_se
     )
     .await
     .expect("inspect");
+    // Shown under its first id, not the redriven copy's.
     let again = report
         .kinds
         .iter()
         .flat_map(|k| &k.entries)
-        .find(|e| e.original_message_id == new_id)
-        .expect("dead-lettered again");
+        .find(|e| e.original_message_id == "o-dup")
+        .unwrap_or_else(|| {
+            panic!("dead-lettered again, shown as o-dup (not {new_id}): {report:?}")
+        });
     // Its SentTimestamp is the redrive; its age and window still count from o-dup's first send, three days ago.
     assert_eq!(
         (again.age.as_deref(), again.age_from),
