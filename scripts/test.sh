@@ -52,10 +52,23 @@ bash "${ROOT}/scripts/venv.sh"
 
 step "moto server (local AWS)"
 moto_up "${ROOT}"
-# The timings first, then moto's own EXIT trap (set by moto_up).
+# One EXIT trap: the timings (on failure), then every background step's process group and folder, then moto's own
+# trap (set by moto_up: it stops moto when this script started it).
 MOTO_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
-# shellcheck disable=SC2064  # expand now, on purpose
-trap "print_timings_on_failure; ${MOTO_TRAP}" EXIT
+BACKGROUND_PIDS=()
+BACKGROUND_DIRS=()
+cleanup() {
+  print_timings_on_failure
+  local pid
+  for pid in "${BACKGROUND_PIDS[@]}"; do
+    kill -- "-${pid}" 2>/dev/null || true
+  done
+  if [[ "${#BACKGROUND_DIRS[@]}" -gt 0 ]]; then
+    rm -rf "${BACKGROUND_DIRS[@]}"
+  fi
+  eval "${MOTO_TRAP}"
+}
+trap cleanup EXIT
 echo "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL}"
 
 step "cargo fmt --all -- --check"
@@ -85,9 +98,8 @@ setsid bash -c '
   echo "${rc}" >"${TEMPLATE_DIR}/rc"
 ' &
 TEMPLATE_PID=$!
-TEMPLATE_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
-# shellcheck disable=SC2064  # expand now, on purpose
-trap "kill -- -${TEMPLATE_PID} 2>/dev/null || true; rm -rf '${TEMPLATE_DIR}'; ${TEMPLATE_TRAP}" EXIT
+BACKGROUND_PIDS+=("${TEMPLATE_PID}")
+BACKGROUND_DIRS+=("${TEMPLATE_DIR}")
 echo "running in the background (pid ${TEMPLATE_PID})"
 
 step "cargo doc --workspace --no-deps, warnings denied"
@@ -117,10 +129,9 @@ setsid bash -c '
   echo "${rc}" >"${FAULTS_DIR}/rc"
 ' &
 FAULTS_PID=$!
-# Stopped with the suite if a later step fails (moto's own EXIT trap, set by moto_up, still runs after this one).
-EXIT_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
-# shellcheck disable=SC2064  # expand now, on purpose
-trap "kill -- -${FAULTS_PID} 2>/dev/null || true; rm -rf '${FAULTS_DIR}'; ${EXIT_TRAP}" EXIT
+# Stopped with the suite if a later step fails (the EXIT trap).
+BACKGROUND_PIDS+=("${FAULTS_PID}")
+BACKGROUND_DIRS+=("${FAULTS_DIR}")
 echo "running in the background (pid ${FAULTS_PID}); its output is printed after the scaffold check and the bench smoke"
 
 step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; run since the step above)"
@@ -145,9 +156,8 @@ setsid bash -c '
   echo "${rc}" >"${BENCH_DIR}/rc"
 ' &
 BENCH_PID=$!
-BENCH_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
-# shellcheck disable=SC2064  # expand now, on purpose
-trap "kill -- -${BENCH_PID} 2>/dev/null || true; rm -rf '${BENCH_DIR}'; ${BENCH_TRAP}" EXIT
+BACKGROUND_PIDS+=("${BENCH_PID}")
+BACKGROUND_DIRS+=("${BENCH_DIR}")
 echo "running in the background (pid ${BENCH_PID})"
 
 step "a new consumer in one command (scripts/scaffold-check.py: cargo xtask new-consumer in a scratch copy)"
