@@ -337,12 +337,14 @@ def test_functions(aws, stack) -> None:
             "PAYMENTS_TIMEOUT_MS": "5000",
             "MAX_ATTEMPTS": "5",
             "IDEMPOTENCY_WINDOW_DAYS": "30",
+            "DLQ_MAX_MESSAGE_SIZE": "1048576",
         },
         "ApplyLedgerFunction": {
             "IDEMPOTENCY_TABLE": physical["IdempotencyTable"],
             "LEDGER_TABLE": physical["LedgerTable"],
             "MAX_ATTEMPTS": "5",
             "IDEMPOTENCY_WINDOW_DAYS": "30",
+            "DLQ_MAX_MESSAGE_SIZE": "1048576",
         },
     }
     for function, queue, dlq in consumers(stack):
