@@ -58,7 +58,7 @@ step "criterion: the idempotency core (crates/sqsafe-idempotency/benches/claim.r
 claim_results="crates/sqsafe-idempotency/benches/RESULTS.md"
 log="$(mktemp)"
 trap 'rm -f "${log}"' EXIT
-cargo bench -p sqsafe-idempotency --bench claim 2>&1 | tee "${log}"
+cargo bench -p sqsafe-idempotency -p sqsafe-workspace-hack --bench claim 2>&1 | tee "${log}"
 {
   echo "# sqsafe-idempotency benchmark results"
   echo

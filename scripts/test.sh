@@ -77,11 +77,29 @@ cargo fmt --all -- --check
 step "features check (scripts/features-check.py: one set of third-party features, whatever cargo builds)"
 python3 "${ROOT}/scripts/features-check.py"
 
+step "dependents check (scripts/dependents-check.py: what a crate outside the workspace that depends on sqsafe gets)"
+python3 "${ROOT}/scripts/dependents-check.py"
+
+step "cargo package: the libraries a team depends on, each with its metadata, in dependency order (not built here)"
+# --no-verify: verifying compiles each library with the AWS SDK once more, alone, in its own folder (minutes on 2
+# cores); here cargo checks each manifest, its metadata and files, and resolves it against the registry.
+# The libraries are the ones .config/hakari.toml keeps off the workspace-hack.
+library_args=()
+while read -r library; do library_args+=(-p "${library}"); done < <(python3 -c '
+import sys, tomllib
+print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["final-excludes"]["workspace-members"]))
+' "${ROOT}/.config/hakari.toml")
+cargo package --no-verify --allow-dirty --quiet "${library_args[@]}"
+echo "cargo package: $((${#library_args[@]} / 2)) libraries packaged into ${ROOT}/target/package"
+
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo clippy with the fault-injection crash points (built only for the fault suite)"
-cargo clippy -p sqsafe-idempotency -p sqsafe --features sqsafe-idempotency/fault-injection -- -D warnings
+# With -p sqsafe-workspace-hack: the libraries do not depend on it (.config/hakari.toml), and without it this
+# selection would check tokio, hyper and the AWS SDK again with other features.
+cargo clippy -p sqsafe-idempotency -p sqsafe -p sqsafe-workspace-hack --features sqsafe-idempotency/fault-injection \
+  -- -D warnings
 
 step "template checks: started in the background beside cargo doc and cargo test (their output follows later)"
 # sam build (release, cross-compiled) is the longest single step; cargo test spends much of its time waiting on moto,

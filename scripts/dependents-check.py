@@ -1,0 +1,176 @@
+"""Fails when a crate outside this workspace that depends on sqsafe would get more than it uses.
+
+A team's consumer lives in its own repository and depends on `sqsafe` by git or path. Inside this workspace every
+binary member depends on crates/sqsafe-workspace-hack (one set of third-party features whatever cargo builds); the
+libraries a team depends on must not, or the hack's union (clap, a hyper server, the DynamoDB Streams SDK, tokio's and
+the AWS crates' `test-util`) is compiled into every dependent. This script writes a consumer crate in a temporary
+directory outside the repository (the dependencies of a consumer made by `cargo xtask new-consumer`, sqsafe by path),
+resolves it with this workspace's Cargo.lock (offline: nothing new is downloaded), and checks what cargo would build:
+
+- its build (`-e normal,build`): none of the packages or features named in FORBIDDEN_* (aws-config itself turns on
+  `test-util` of aws-credential-types and two smithy crates for every SDK user: a feature a crate that depends on
+  aws-config alone also gets is upstream's, not sqsafe's, and is not counted);
+- its test build (`-e normal,build,dev`, with sqsafe-testkit as a dev-dependency): no workspace-hack either.
+
+Prints the number of packages the dependent builds. Run by scripts/test.sh; `--keep DIR` writes the crate to DIR
+instead (to build it by hand, for example for its release binary's size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Packages a consumer never uses (the workspace's own tooling, test servers, the outbox relay's stream SDK).
+FORBIDDEN_PACKAGES = {
+    "sqsafe-workspace-hack": "the workspace-hack is this workspace's build tool, not a dependency of its libraries",
+    "clap": "command-line parsing is the CLI's, not the library's",
+    "axum": "the local pipeline's HTTP routes are sqsafe-local's",
+    "aws-sdk-dynamodbstreams": "only the outbox relay's tests read DynamoDB Streams",
+    "sqsafe-local": "the local pipeline is a tool, not a dependency of a consumer's binary",
+    "criterion": "benchmarks are this workspace's",
+}
+# Features of third-party packages a consumer's binary never uses.
+FORBIDDEN_FEATURES = {
+    "test-util": "test helpers (tokio's paused clock, the AWS crates' test clients) belong in tests only",
+    "server": "a consumer serves nothing: lambda_runtime is an HTTP client of the Runtime API",
+}
+
+CONSUMER_MAIN = """\
+use sqsafe::App;
+
+fn main() {
+    // Only the dependency tree matters here; the crate is resolved, not built.
+    let _ = std::any::type_name::<App>();
+}
+"""
+
+
+def write_baseline(directory: Path) -> None:
+    """What any user of the AWS SDK for Rust gets: aws-config alone, with the features the workspace uses."""
+    (directory / "src").mkdir(parents=True, exist_ok=True)
+    (directory / "Cargo.toml").write_text(
+        """\
+[package]
+name = "aws-config-alone"
+version = "0.1.0"
+edition = "2024"
+publish = false
+
+[dependencies]
+aws-config = { version = "1", default-features = false, features = ["behavior-version-latest", "rt-tokio"] }
+"""
+    )
+    (directory / "src" / "main.rs").write_text("fn main() {}\n")
+    shutil.copy(ROOT / "Cargo.lock", directory / "Cargo.lock")
+
+
+def write_consumer(directory: Path) -> None:
+    sqsafe = ROOT / "crates"
+    (directory / "src").mkdir(parents=True, exist_ok=True)
+    (directory / "Cargo.toml").write_text(
+        f"""\
+[package]
+name = "outside-consumer"
+version = "0.1.0"
+edition = "2024"
+publish = false
+
+[dependencies]
+serde = {{ version = "1", features = ["derive"] }}
+serde_json = "1"
+sqsafe = {{ path = "{sqsafe / 'sqsafe'}" }}
+tokio = {{ version = "1", features = ["macros", "rt-multi-thread"] }}
+tracing = "0.1"
+
+[dev-dependencies]
+sqsafe-testkit = {{ path = "{sqsafe / 'sqsafe-testkit'}" }}
+tokio = {{ version = "1", features = ["test-util"] }}
+
+[profile.release]
+debug = false
+"""
+    )
+    (directory / "src" / "main.rs").write_text(CONSUMER_MAIN)
+    # The same versions as the workspace: cargo drops what the consumer does not use and downloads nothing.
+    shutil.copy(ROOT / "Cargo.lock", directory / "Cargo.lock")
+
+
+def tree(directory: Path, edges: str) -> list[tuple[str, set[str]]]:
+    out = subprocess.run(
+        ["cargo", "tree", "--offline", "-e", edges, "--prefix", "none", "--format", "{p}|{f}"],
+        cwd=directory,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    packages = []
+    for line in out.splitlines():
+        line = line.removesuffix(" (*)").strip()
+        if not line:
+            continue
+        package, _, features = line.partition("|")
+        packages.append((package.replace(" (proc-macro)", ""), {f for f in features.split(",") if f}))
+    return packages
+
+
+def problems_in(
+    packages: list[tuple[str, set[str]]], what: str, dev: bool, upstream: set[tuple[str, str]] = frozenset()
+) -> list[str]:
+    problems = []
+    for package, features in packages:
+        name = package.split(" ")[0]
+        if name in FORBIDDEN_PACKAGES and (not dev or name == "sqsafe-workspace-hack"):
+            problems.append(f"{what}: {package}: {FORBIDDEN_PACKAGES[name]}")
+        if dev:
+            continue
+        for feature in sorted(features & FORBIDDEN_FEATURES.keys()):
+            if (name, feature) in upstream:
+                continue
+            problems.append(f"{what}: {package} with feature `{feature}`: {FORBIDDEN_FEATURES[feature]}")
+    return sorted(set(problems))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keep", type=Path, help="write the consumer crate here and keep it")
+    args = parser.parse_args()
+    directory = args.keep or Path(tempfile.mkdtemp(prefix="sqsafe-dependent-"))
+    try:
+        write_consumer(directory)
+        write_baseline(directory / "baseline")
+        upstream = {
+            (package.split(" ")[0], feature)
+            for package, features in tree(directory / "baseline", "normal,build")
+            for feature in features
+        }
+        build = tree(directory, "normal,build")
+        test = tree(directory, "normal,build,dev")
+        problems = problems_in(build, "cargo build", dev=False, upstream=upstream)
+        problems += problems_in(test, "cargo test", dev=True)
+        distinct = {package for package, _ in build}
+        if problems:
+            print(f"dependents-check: a crate outside the workspace depending on sqsafe ({directory}) gets:",
+                  file=sys.stderr)
+            for problem in problems:
+                print(f"  {problem}", file=sys.stderr)
+            print("fix: the libraries a team depends on must not depend on sqsafe-workspace-hack "
+                  "(.config/hakari.toml final-excludes) nor enable these features outside [dev-dependencies]",
+                  file=sys.stderr)
+            return 1
+        print(f"dependents-check: a crate outside the workspace depending on sqsafe builds {len(distinct)} packages, "
+              f"none of {', '.join(sorted(FORBIDDEN_PACKAGES))}, no `test-util` or `server` feature")
+        return 0
+    finally:
+        if args.keep is None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
