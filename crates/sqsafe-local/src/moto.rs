@@ -109,14 +109,14 @@ pub enum Error {
     },
 }
 
-/// `<workspace root>/.venv/bin`, where `scripts/venv.sh` installs `moto_server`; found from this crate's manifest
-/// directory, so it is the checkout this crate was built from. [`MotoServer::start`] says clearly when
-/// `moto_server` is not there.
+/// `<project root>/.venv/bin`, where `scripts/venv.sh` installs `moto_server`: the project is the one of the test
+/// or binary running (see [`sqsafe_testkit::project_root`]), not the folder this crate was compiled in.
+/// [`MotoServer::start`] says clearly when `moto_server` is not there.
 pub fn venv_bin() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // crates/sqsafe-local -> the workspace root.
-    let root = manifest.ancestors().nth(2).unwrap_or(manifest);
-    root.join(".venv").join("bin")
+    sqsafe_testkit::project_root()
+        .unwrap_or_else(|_| sqsafe_testkit::search_start())
+        .join(".venv")
+        .join("bin")
 }
 
 /// A running moto server, private to its owner.

@@ -5,12 +5,18 @@ use aws_lambda_events::encodings::Base64Data;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
 use lambda_runtime::{Context, LambdaEvent};
 
-/// The workspace's `events/` folder.
+/// The project's `events/` folder: beside the `template.yaml` found upward from the crate under test (see
+/// [`project_root`](crate::project_root)), in this repository or in a team's own.
+///
+/// # Panics
+/// When no `template.yaml` is found (the message says where the search started).
 pub fn events_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../events")
+    crate::project_root()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .join("events")
 }
 
-/// Reads `events/<name>` as an SQS event.
+/// Reads `events/<name>` of the project (see [`events_dir`]) as an SQS event.
 ///
 /// # Panics
 /// When the file is missing or is not an SQS event (a broken fixture must fail the test).

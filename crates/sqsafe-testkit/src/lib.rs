@@ -19,6 +19,7 @@ mod counter;
 mod fixtures;
 mod lambda;
 mod lost_answer;
+mod project;
 
 pub use counter::RequestCounter;
 pub use fixtures::{
@@ -28,3 +29,4 @@ pub use fixtures::{
 };
 pub use lambda::{event_file, events_dir, invocation, with_binary_attribute};
 pub use lost_answer::LostAnswer;
+pub use project::{TEMPLATE_FILE, project_root, project_root_from, search_start};

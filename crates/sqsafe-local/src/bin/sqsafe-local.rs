@@ -21,7 +21,7 @@ use sqsafe_local::esm::{EventSourceMapping, MappingConfig};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec};
 use sqsafe_local::moto::{MotoServer, venv_bin};
 use sqsafe_local::stack::{
-    LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, template_path,
+    LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, target_dir, template_path,
 };
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{mpsc, watch};
@@ -56,7 +56,7 @@ struct Args {
     #[arg(long, default_value_os_t = template_path())]
     template: PathBuf,
     /// Where the function binaries are (not used with --watch).
-    #[arg(long, default_value_os_t = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug"))]
+    #[arg(long, default_value_os_t = target_dir().join("debug"))]
     bin_dir: PathBuf,
     /// Event source mappings (pollers) per function, for the local Runtime API.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..), conflicts_with = "watch")]
@@ -186,8 +186,8 @@ async fn up(args: Args) -> Result<(), String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let log_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/local-logs")
+    let log_dir = target_dir()
+        .join("local-logs")
         .join(format!("{started}-{}", std::process::id()));
     std::fs::create_dir_all(&log_dir).map_err(|e| format!("{}: {e}", log_dir.display()))?;
     let log_dir = log_dir.canonicalize().unwrap_or(log_dir);

@@ -16,9 +16,25 @@ use aws_sdk_sqs::types::QueueAttributeName;
 
 pub use template::{EnvSource, FunctionSpec, QueueSpec, TableSpec, TemplateError, TemplateSpec};
 
-/// The workspace's template.yaml.
+/// The project's template.yaml: the nearest at or above the crate under test, the binary `cargo run` runs, or the
+/// current folder (see [`sqsafe_testkit::project_root`]); in this repository or in a team's own. When there is none,
+/// `template.yaml` in the folder the search started from (reading it then fails with that path).
 pub fn template_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml")
+    sqsafe_testkit::project_root()
+        .unwrap_or_else(|_| sqsafe_testkit::search_start())
+        .join(sqsafe_testkit::TEMPLATE_FILE)
+}
+
+/// The project's cargo target folder: `CARGO_TARGET_DIR` when set, else `target` beside the template.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            sqsafe_testkit::project_root()
+                .unwrap_or_else(|_| sqsafe_testkit::search_start())
+                .join("target")
+        })
 }
 
 /// The functions' backoff and visibility heartbeat settings (environment variables) scaled to a source queue
