@@ -69,6 +69,44 @@ cleanup() {
   eval "${MOTO_TRAP}"
 }
 trap cleanup EXIT
+
+# background NAME COMMAND...: runs COMMAND beside the next steps, in its own process group (setsid: a failure later
+# stops it with everything it started, see cleanup), its output kept in a folder of its own until
+# `report_background NAME` waits for it, prints that output and its wall time, and fails the suite with its exit code.
+declare -A BACKGROUND_PID_OF BACKGROUND_DIR_OF
+background() {
+  local name="$1" dir
+  shift
+  dir="$(mktemp -d)"
+  setsid bash -c '
+    dir="$1"
+    shift
+    started="$(date +%s)"
+    rc=0
+    "$@" >"${dir}/log" 2>&1 || rc=$?
+    echo "$(($(date +%s) - started))" >"${dir}/seconds"
+    echo "${rc}" >"${dir}/rc"
+  ' background "${dir}" "$@" &
+  BACKGROUND_PID_OF["${name}"]=$!
+  BACKGROUND_DIR_OF["${name}"]="${dir}"
+  BACKGROUND_PIDS+=("$!")
+  BACKGROUND_DIRS+=("${dir}")
+  echo "${name}: running in the background (pid $!)"
+}
+
+# report_background NAME BESIDE: see background; BESIDE says what it ran beside, for the wall-time line.
+report_background() {
+  local name="$1" beside="$2" dir rc
+  dir="${BACKGROUND_DIR_OF["${name}"]}"
+  wait "${BACKGROUND_PID_OF["${name}"]}" || true
+  cat "${dir}/log"
+  rc="$(cat "${dir}/rc" 2>/dev/null || echo 1)"
+  echo "(${name} took $(cat "${dir}/seconds" 2>/dev/null || echo '?') s of wall time, beside ${beside})"
+  if [[ "${rc}" != "0" ]]; then
+    echo "test.sh: FAILED: ${name} (exit ${rc}); its output is above" >&2
+    exit "${rc}"
+  fi
+}
 echo "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL}"
 
 step "cargo fmt --all -- --check"
@@ -80,17 +118,18 @@ python3 "${ROOT}/scripts/features-check.py"
 step "dependents check (scripts/dependents-check.py: what a crate outside the workspace that depends on sqsafe gets)"
 python3 "${ROOT}/scripts/dependents-check.py"
 
-step "cargo package: the libraries a team depends on, each with its metadata, in dependency order (not built here)"
+step "cargo package: the libraries a team depends on, with their metadata, in the background (output at the end)"
 # --no-verify: verifying compiles each library with the AWS SDK once more, alone, in its own folder (minutes on 2
 # cores); here cargo checks each manifest, its metadata and files, and resolves it against the registry.
-# The libraries are the ones .config/hakari.toml keeps off the workspace-hack.
+# It waits mostly on the registry's index, so it runs in the background, in a target folder of its own (no wait on
+# cargo's build lock), and reports at the end. The libraries are those .config/hakari.toml keeps off the hack.
 library_args=()
 while read -r library; do library_args+=(-p "${library}"); done < <(python3 -c '
 import sys, tomllib
 print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["final-excludes"]["workspace-members"]))
 ' "${ROOT}/.config/hakari.toml")
-cargo package --no-verify --allow-dirty --quiet "${library_args[@]}"
-echo "cargo package: $((${#library_args[@]} / 2)) libraries packaged into ${ROOT}/target/package"
+background "cargo package" env CARGO_TARGET_DIR="${ROOT}/target/package-check" \
+  cargo package --no-verify --allow-dirty "${library_args[@]}"
 
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
@@ -105,20 +144,7 @@ step "template checks: started in the background beside cargo doc and cargo test
 # sam build (release, cross-compiled) is the longest single step; cargo test spends much of its time waiting on moto,
 # queue timeouts and function processes. Side by side they take about the time of the longer. sam build compiles in
 # its own target folder (target/sam: its own cargo lock, and release builds share nothing with the dev ones anyway).
-TEMPLATE_DIR="$(mktemp -d)"
-export TEMPLATE_DIR
-setsid bash -c '
-  started="$(date +%s)"
-  rc=0
-  CARGO_TARGET_DIR="'"${ROOT}"'/target/sam" bash "'"${ROOT}"'/scripts/template-checks.sh" >"${TEMPLATE_DIR}/log" 2>&1 \
-    || rc=$?
-  echo "$(($(date +%s) - started))" >"${TEMPLATE_DIR}/seconds"
-  echo "${rc}" >"${TEMPLATE_DIR}/rc"
-' &
-TEMPLATE_PID=$!
-BACKGROUND_PIDS+=("${TEMPLATE_PID}")
-BACKGROUND_DIRS+=("${TEMPLATE_DIR}")
-echo "running in the background (pid ${TEMPLATE_PID})"
+background "the template checks" env CARGO_TARGET_DIR="${ROOT}/target/sam" bash "${ROOT}/scripts/template-checks.sh"
 
 step "cargo doc --workspace --no-deps, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
@@ -136,47 +162,15 @@ step "fault-injection suite: built now, run in the background beside the next st
 # start, as a no-op), so that the suite needs cargo's lock no more while sam build holds it.
 cargo test -p sqsafe-e2e --test faults --no-run
 cargo build -q -p charge-payment -p apply-ledger --features charge-payment/fault-injection,apply-ledger/fault-injection
-FAULTS_DIR="$(mktemp -d)"
-export FAULTS_DIR
-# Its own process group (setsid), so that a failure later can stop the suite with everything it started.
-setsid bash -c '
-  started="$(date +%s)"
-  rc=0
-  cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1 >"${FAULTS_DIR}/log" 2>&1 || rc=$?
-  echo "$(($(date +%s) - started))" >"${FAULTS_DIR}/seconds"
-  echo "${rc}" >"${FAULTS_DIR}/rc"
-' &
-FAULTS_PID=$!
-# Stopped with the suite if a later step fails (the EXIT trap).
-BACKGROUND_PIDS+=("${FAULTS_PID}")
-BACKGROUND_DIRS+=("${FAULTS_DIR}")
-echo "running in the background (pid ${FAULTS_PID}); its output is printed after the scaffold check and the bench smoke"
+background "the fault-injection suite" cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
+echo "its output is printed after the scaffold check and the bench smoke"
 
 step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; run since the step above)"
-wait "${TEMPLATE_PID}" || true
-cat "${TEMPLATE_DIR}/log"
-template_rc="$(cat "${TEMPLATE_DIR}/rc" 2>/dev/null || echo 1)"
-echo "(the template checks took $(cat "${TEMPLATE_DIR}/seconds" 2>/dev/null || echo '?') s of wall time, beside the steps above)"
-if [[ "${template_rc}" != "0" ]]; then
-  echo "test.sh: FAILED: the template checks (exit ${template_rc}); their output is above" >&2
-  exit "${template_rc}"
-fi
+report_background "the template checks" "the steps above"
 
 step "bench smoke: started in the background beside the scaffold check (its output follows it)"
 # The smoke waits on its own moto and the peers' pipelines; the scaffold check compiles. Side by side.
-BENCH_DIR="$(mktemp -d)"
-export BENCH_DIR
-setsid bash -c '
-  started="$(date +%s)"
-  rc=0
-  bash "'"${ROOT}"'/scripts/bench.sh" --smoke >"${BENCH_DIR}/log" 2>&1 || rc=$?
-  echo "$(($(date +%s) - started))" >"${BENCH_DIR}/seconds"
-  echo "${rc}" >"${BENCH_DIR}/rc"
-' &
-BENCH_PID=$!
-BACKGROUND_PIDS+=("${BENCH_PID}")
-BACKGROUND_DIRS+=("${BENCH_DIR}")
-echo "running in the background (pid ${BENCH_PID})"
+background "the bench smoke" bash "${ROOT}/scripts/bench.sh" --smoke
 
 step "a new consumer in one command (scripts/scaffold-check.py: cargo xtask new-consumer in a scratch copy)"
 packages=(-p sqsafe-local)
@@ -185,24 +179,13 @@ cargo build -q "${packages[@]}" --bins
 "${ROOT}/.venv/bin/python" "${ROOT}/scripts/scaffold-check.py"
 
 step "bench smoke: its output (every peer and figure, a few batches; request counts, no timings)"
-wait "${BENCH_PID}" || true
-cat "${BENCH_DIR}/log"
-bench_rc="$(cat "${BENCH_DIR}/rc" 2>/dev/null || echo 1)"
-echo "(the bench smoke took $(cat "${BENCH_DIR}/seconds" 2>/dev/null || echo '?') s of wall time, beside the scaffold check)"
-if [[ "${bench_rc}" != "0" ]]; then
-  echo "test.sh: FAILED: the bench smoke (exit ${bench_rc}); its output is above" >&2
-  exit "${bench_rc}"
-fi
+report_background "the bench smoke" "the scaffold check"
 
 step "fault-injection suite: its output (it ran in the background since the step of that name)"
-wait "${FAULTS_PID}" || true
-cat "${FAULTS_DIR}/log"
-faults_rc="$(cat "${FAULTS_DIR}/rc" 2>/dev/null || echo 1)"
-echo "(the fault-injection suite took $(cat "${FAULTS_DIR}/seconds" 2>/dev/null || echo '?') s of wall time, beside the steps above)"
-if [[ "${faults_rc}" != "0" ]]; then
-  echo "test.sh: FAILED: the fault-injection suite (exit ${faults_rc}); its output is above" >&2
-  exit "${faults_rc}"
-fi
+report_background "the fault-injection suite" "the steps above"
+
+step "cargo package: its output (it ran in the background since the step of that name)"
+report_background "cargo package" "the steps above"
 
 step "all steps passed"
 SUITE_PASSED=1
