@@ -40,7 +40,7 @@ local:
 local-watch:
 	@bash scripts/venv.sh
 	@echo "==> building sqsafe-local; it then builds each function as cargo lambda watch runs it (the first run: minutes)"
-	cargo build -p sqsafe-local --bin sqsafe-local
+	cargo build -p sqsafe-local -p sqsafe-workspace-hack --bin sqsafe-local
 	target/debug/sqsafe-local up --watch $(ARGS)
 
 moto:
@@ -48,7 +48,7 @@ moto:
 	@bash scripts/moto.sh run
 
 local-resources:
-	@cargo build -q -p sqsafe-local --bin sqsafe-local
+	@cargo build -q -p sqsafe-local -p sqsafe-workspace-hack --bin sqsafe-local
 	@target/debug/sqsafe-local resources
 
 bench:

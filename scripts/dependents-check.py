@@ -10,7 +10,8 @@ resolves it with this workspace's Cargo.lock (offline: nothing new is downloaded
 - its build (`-e normal,build`): none of the packages or features named in FORBIDDEN_* (aws-config itself turns on
   `test-util` of aws-credential-types and two smithy crates for every SDK user: a feature a crate that depends on
   aws-config alone also gets is upstream's, not sqsafe's, and is not counted);
-- its test build (`-e normal,build,dev`, with sqsafe-testkit as a dev-dependency): no workspace-hack either.
+- its test build (`-e normal,build,dev`, with sqsafe-testkit and sqsafe-local as dev-dependencies, as a generated
+  consumer's tests have them): no workspace-hack either.
 
 Prints the number of packages the dependent builds. Run by scripts/test.sh; `--keep DIR` writes the crate to DIR
 instead (to build it by hand, for example for its release binary's size).
@@ -33,7 +34,7 @@ FORBIDDEN_PACKAGES = {
     "clap": "command-line parsing is the CLI's, not the library's",
     "axum": "the local pipeline's HTTP routes are sqsafe-local's",
     "aws-sdk-dynamodbstreams": "only the outbox relay's tests read DynamoDB Streams",
-    "sqsafe-local": "the local pipeline is a tool, not a dependency of a consumer's binary",
+    "sqsafe-local": "the local pipeline is for a consumer's tests ([dev-dependencies]), not its binary",
     "criterion": "benchmarks are this workspace's",
 }
 # Features of third-party packages a consumer's binary never uses.
@@ -90,6 +91,7 @@ tokio = {{ version = "1", features = ["macros", "rt-multi-thread"] }}
 tracing = "0.1"
 
 [dev-dependencies]
+sqsafe-local = {{ path = "{sqsafe / 'sqsafe-local'}" }}
 sqsafe-testkit = {{ path = "{sqsafe / 'sqsafe-testkit'}" }}
 tokio = {{ version = "1", features = ["test-util"] }}
 

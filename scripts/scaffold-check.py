@@ -11,7 +11,8 @@
 5. runs the local pipeline on the scratch template (`sqsafe-local up --template ...`), sends one message to the new
    consumer's queue and waits until its intent is COMPLETED in the idempotency table, exactly once, and the queue is
    empty;
-6. generates a FIFO transactional consumer (`--fifo --transact`) and does 3 for it (after the template checks, so
+6. generates a FIFO transactional consumer with `sqsafe new consumer --fifo --transact`, run from a folder inside the
+   copy (it finds the workspace and the template upward), and does 3 for it (after the template checks, so
    that `sam build` does not build it too: its template resources are checked by the template tests' own probe);
 7. removes the scratch folder and the probes' binaries.
 
@@ -207,8 +208,13 @@ def main() -> int:
         run("bash", "scripts/template-checks.sh", cwd=scratch, env={**env, "SQSAFE_TEMPLATE_CHECKS_NO_BUILD": "1"})
         step("one message through the local pipeline, one effect")
         pipeline(scratch)
-        step(f"cargo xtask new-consumer {NAME_TRANSACT} --fifo --transact, and the same crate checks")
-        run("cargo", "xtask", "new-consumer", NAME_TRANSACT, "--fifo", "--transact", cwd=scratch, env=env)
+        step(f"sqsafe new consumer {NAME_TRANSACT} --fifo --transact, from a folder inside the project; the same checks")
+        # The installed command's way: `sqsafe` run from below the workspace root finds it, and the template, upward.
+        run(
+            "cargo", "run", "-q", "-p", "sqsafe-cli", "--bin", "sqsafe", "--",
+            "new", "consumer", NAME_TRANSACT, "--fifo", "--transact",
+            cwd=scratch / "functions", env=env,
+        )
         crate_checks(scratch, env, NAME_TRANSACT)
         step("passed; discarding the scratch copy")
         return 0

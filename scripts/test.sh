@@ -122,11 +122,15 @@ step "cargo package: the libraries a team depends on, with their metadata, in th
 # --no-verify: verifying compiles each library with the AWS SDK once more, alone, in its own folder (minutes on 2
 # cores); here cargo checks each manifest, its metadata and files, and resolves it against the registry.
 # It waits mostly on the registry's index, so it runs in the background, in a target folder of its own (no wait on
-# cargo's build lock), and reports at the end. The libraries are those .config/hakari.toml keeps off the hack.
+# cargo's build lock), and reports at the end. The libraries: those .config/hakari.toml keeps off the hack that may
+# be published (sqsafe-local, a dev-dependency of consumers' tests, is kept off the hack but not published).
 library_args=()
-while read -r library; do library_args+=(-p "${library}"); done < <(python3 -c '
-import sys, tomllib
-print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["final-excludes"]["workspace-members"]))
+while read -r library; do library_args+=(-p "${library}"); done < <(cargo metadata --no-deps --format-version 1 |
+  python3 -c '
+import json, sys, tomllib
+libraries = tomllib.load(open(sys.argv[1], "rb"))["final-excludes"]["workspace-members"]
+published = {p["name"] for p in json.load(sys.stdin)["packages"] if p["publish"] != []}
+print("\n".join(name for name in libraries if name in published))
 ' "${ROOT}/.config/hakari.toml")
 background "cargo package" env CARGO_TARGET_DIR="${ROOT}/target/package-check" \
   cargo package --no-verify --allow-dirty "${library_args[@]}"

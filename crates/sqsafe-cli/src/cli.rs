@@ -1,6 +1,7 @@
-//! The command line: `sqsafe dlq inspect` and `sqsafe dlq redrive`.
+//! The command line: `sqsafe new consumer`, `sqsafe dlq inspect` and `sqsafe dlq redrive`.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use aws_sdk_sqs::Client;
 use clap::{Args, Parser, Subcommand};
@@ -13,9 +14,10 @@ use crate::redrive::{RedriveOptions, redrive};
 use crate::scan::ScanOptions;
 use crate::time::parse_duration;
 
-/// sqsafe: operate the dead-letter queues of sqsafe consumers.
+/// sqsafe: add consumers to a project, and operate the dead-letter queues of sqsafe consumers.
 ///
-/// AWS is reached the standard way: AWS_REGION, credentials, and AWS_ENDPOINT_URL for a local endpoint (moto).
+/// AWS (for `dlq`) is reached the standard way: AWS_REGION, credentials, and AWS_ENDPOINT_URL for a local endpoint
+/// (moto).
 #[derive(Debug, Parser)]
 #[command(name = "sqsafe", version)]
 pub struct Cli {
@@ -27,9 +29,64 @@ pub struct Cli {
 /// The command groups.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Add to the project around the current folder (its Cargo workspace and SAM template).
+    #[command(subcommand)]
+    New(NewCommand),
     /// Dead-letter queues: look at what is there, move it back.
     #[command(subcommand)]
     Dlq(DlqCommand),
+}
+
+/// `sqsafe new ...`
+#[derive(Debug, Subcommand)]
+pub enum NewCommand {
+    /// A consumer: functions/NAME (payload, handler, tests, README), events/NAME.json, and its resources in
+    /// template.yaml (queue, DLQ, log group, role, function and mapping, alarms, dashboard, outputs).
+    Consumer(NewConsumerArgs),
+}
+
+/// `sqsafe new consumer`
+#[derive(Debug, Clone, Args)]
+pub struct NewConsumerArgs {
+    /// The consumer's name: lower-case letters, digits and `-`, starting with a letter (e.g. `send-invoice`).
+    pub name: String,
+    /// Consume a FIFO queue (records of one MessageGroupId in order).
+    #[arg(long)]
+    pub fifo: bool,
+    /// The effect is DynamoDB writes committed with the record in one transaction (adds a table for them).
+    #[arg(long)]
+    pub transact: bool,
+    /// The workspace root (default: found upward from the current folder, as cargo finds a workspace; the
+    /// template.yaml at or above it).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+}
+
+/// Runs `sqsafe new ...`, writing what it wrote and what to do next to `out`. Needs no AWS.
+///
+/// # Errors
+/// What refuses the consumer (see [`ScaffoldError`](crate::ScaffoldError)); nothing is written then.
+pub fn run_new(command: NewCommand, out: &mut dyn Write) -> Result<(), Error> {
+    let NewCommand::Consumer(args) = command;
+    let project = match &args.root {
+        Some(root) => crate::Project::at(root)?,
+        None => {
+            let here = std::env::current_dir()
+                .map_err(|e| Error::Usage(format!("the current folder: {e}")))?;
+            crate::Project::find(&here)?
+        }
+    };
+    let spec = crate::Spec::new(&args.name, args.fifo, args.transact)?;
+    let written = crate::generate(&project, &spec)?;
+    for path in written {
+        writeln!(out, "wrote {path}")?;
+    }
+    writeln!(
+        out,
+        "\nnext: edit functions/{name}/src/handler.rs (payload, intent, effect), then `cargo test -p {name}`",
+        name = args.name
+    )?;
+    Ok(())
 }
 
 /// `sqsafe dlq ...`
@@ -151,6 +208,10 @@ pub async fn run(
     out: &mut dyn Write,
 ) -> Result<Status, Error> {
     match cli.command {
+        Command::New(command) => {
+            run_new(command, out)?;
+            Ok(Status::Done)
+        }
         Command::Dlq(DlqCommand::Inspect(args)) => {
             let options = InspectOptions {
                 scan: args.scan.options(),

@@ -21,6 +21,9 @@ pub enum Error {
         /// The SDK's error, with its causes.
         message: String,
     },
+    /// `sqsafe new` refused (a name, the workspace, the template, a clash); nothing was written.
+    #[error("{0}")]
+    New(#[from] crate::ScaffoldError),
     /// Writing the output failed.
     #[error("writing the output: {0}")]
     Io(#[from] std::io::Error),

@@ -8,14 +8,21 @@ mod inspect;
 mod letter;
 mod queue;
 mod redrive;
+mod scaffold;
 mod scan;
 mod time;
 
-pub use cli::{Cli, Command, DlqCommand, InspectArgs, RedriveArgs, ScanArgs, Status, run};
+pub use cli::{
+    Cli, Command, DlqCommand, InspectArgs, NewCommand, NewConsumerArgs, RedriveArgs, ScanArgs,
+    Status, run, run_new,
+};
 pub use clock::{Clock, SystemClock};
 pub use error::Error;
 pub use inspect::{InspectOptions, KindGroup, Listed, Report, inspect};
 pub use letter::{AgeFrom, DeadLetter, DlqCopy, Entry, NO_CONTEXT};
 pub use redrive::{Line, Outcome, RedriveOptions, RedriveReport, redrive};
+pub use scaffold::{
+    OUTPUTS_MARKER, Project, RESOURCES_MARKER, ScaffoldError, Spec, add_to_template, generate,
+};
 pub use scan::{ScanOptions, Scanned, Stopped, scan};
 pub use time::{human_duration, parse_duration};

@@ -3,11 +3,21 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use sqsafe_cli::{Cli, SystemClock};
+use sqsafe_cli::{Cli, Command, SystemClock};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::New(command) = cli.command {
+        // Files only: no AWS configuration is loaded.
+        return match sqsafe_cli::run_new(command, &mut std::io::stdout().lock()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sqsafe: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     // Long polls wait up to 20 s: the local tools' timeouts (read and attempt 25 s), not a function's.
     let config = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
         .load()

@@ -1,31 +1,36 @@
-//! The files of a new consumer. Generated code is code a person would have written: formatted, documented, tested.
+//! `sqsafe new consumer`: the files of a new consumer. Generated code is code a person would have written:
+//! formatted, documented, tested.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Markers in template.yaml between which generated consumers' resources and outputs go.
-pub(crate) const RESOURCES_MARKER: &str =
+pub const RESOURCES_MARKER: &str =
     "  # ---------------------------------------------------------------- end of consumers";
-pub(crate) const OUTPUTS_MARKER: &str =
+/// The marker before which generated consumers' outputs go.
+pub const OUTPUTS_MARKER: &str =
     "  # ---------------------------------------------------------------- end of consumer outputs";
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Spec {
+pub struct Spec {
     /// `send-invoice`
-    pub(crate) name: String,
+    pub name: String,
     /// `SendInvoice`
-    pub(crate) pascal: String,
+    pub pascal: String,
     /// `send_invoice`
-    pub(crate) snake: String,
-    pub(crate) fifo: bool,
-    pub(crate) transact: bool,
+    pub snake: String,
+    /// A FIFO queue (records of one MessageGroupId in order).
+    pub fifo: bool,
+    /// The effect is DynamoDB writes committed with the record in one transaction.
+    pub transact: bool,
 }
 
-/// Why a name or the tree refuses the consumer.
+/// Why a name, the workspace or the template refuses the consumer; nothing was written.
 #[derive(Debug)]
-pub(crate) struct ScaffoldError(String);
+pub struct ScaffoldError(String);
 
 impl fmt::Display for ScaffoldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -40,7 +45,11 @@ fn fail<T>(message: impl Into<String>) -> Result<T, ScaffoldError> {
 }
 
 impl Spec {
-    pub(crate) fn new(name: &str, fifo: bool, transact: bool) -> Result<Self, ScaffoldError> {
+    /// Checks `name` and derives the other spellings.
+    ///
+    /// # Errors
+    /// A name that cannot name a crate, a binary, queues and a log group, or a reserved one.
+    pub fn new(name: &str, fifo: bool, transact: bool) -> Result<Self, ScaffoldError> {
         let valid = name.len() >= 2
             && name.len() <= 40
             && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -103,14 +112,230 @@ impl Spec {
     }
 }
 
-/// Writes every file; refuses to overwrite anything. Returns the paths written, relative to `root`.
-pub(crate) fn generate(root: &Path, spec: &Spec) -> Result<Vec<String>, ScaffoldError> {
+/// The dependencies a generated consumer inherits from its workspace (`name.workspace = true`).
+const DEPENDENCIES: [&str; 5] = ["aws-sdk-dynamodb", "serde", "sqsafe", "tokio", "tracing"];
+/// The dev-dependencies of its tests, inherited the same way.
+const DEV_DEPENDENCIES: [&str; 5] = [
+    "aws-sdk-sqs",
+    "aws_lambda_events",
+    "serde_json",
+    "sqsafe-local",
+    "sqsafe-testkit",
+];
+/// A workspace-hack (cargo-hakari) that generated crates depend on when the workspace names it.
+const WORKSPACE_HACK: &str = "sqsafe-workspace-hack";
+
+/// The project a consumer goes into: a Cargo workspace and the SAM template at or above its root.
+#[derive(Debug, Clone)]
+pub struct Project {
+    /// The workspace root: the folder whose Cargo.toml has `[workspace]`. The consumer goes in `functions/NAME`.
+    pub root: PathBuf,
+    /// The SAM template: `template.yaml` in the root or the nearest folder above it.
+    pub template: PathBuf,
+    /// What the workspace's Cargo.toml offers its members.
+    manifest: WorkspaceManifest,
+}
+
+/// The parts of a workspace's Cargo.toml that decide what a generated crate's own Cargo.toml says.
+#[derive(Debug, Clone, Default)]
+struct WorkspaceManifest {
+    /// Keys of `[workspace.package]`.
+    package: BTreeSet<String>,
+    /// Names in `[workspace.dependencies]`.
+    dependencies: BTreeSet<String>,
+    /// Whether `[workspace.lints]` exists.
+    lints: bool,
+    /// `[workspace] members` and `exclude` patterns.
+    members: Vec<String>,
+    exclude: Vec<String>,
+}
+
+impl Project {
+    /// The project around `start`, found as cargo finds a workspace: the nearest folder at or above `start` whose
+    /// Cargo.toml has a `[workspace]` table; its template is the nearest `template.yaml` at or above that root.
+    ///
+    /// # Errors
+    /// No workspace or no template there, or a Cargo.toml that does not parse.
+    pub fn find(start: &Path) -> Result<Self, ScaffoldError> {
+        let start = start
+            .canonicalize()
+            .map_err(|e| ScaffoldError(format!("{}: {e}", start.display())))?;
+        for dir in start.ancestors() {
+            let manifest = dir.join("Cargo.toml");
+            if manifest.is_file() && read_manifest(&manifest)?.is_some() {
+                return Self::at(dir);
+            }
+        }
+        fail(format!(
+            "no Cargo workspace at or above {}: run inside a workspace (a Cargo.toml with [workspace]) that has a \
+             template.yaml, or pass --root",
+            start.display()
+        ))
+    }
+
+    /// The project whose workspace root is `root`.
+    ///
+    /// # Errors
+    /// `root` has no Cargo.toml with `[workspace]`, or no template.yaml at or above it.
+    pub fn at(root: &Path) -> Result<Self, ScaffoldError> {
+        let root = root
+            .canonicalize()
+            .map_err(|e| ScaffoldError(format!("{}: {e}", root.display())))?;
+        let manifest_path = root.join("Cargo.toml");
+        let Some(manifest) = read_manifest(&manifest_path)? else {
+            return fail(format!(
+                "{} has no [workspace] table: a consumer is a member crate of a Cargo workspace",
+                manifest_path.display()
+            ));
+        };
+        let Some(template) = root
+            .ancestors()
+            .map(|dir| dir.join("template.yaml"))
+            .find(|path| path.is_file())
+        else {
+            return fail(format!(
+                "no template.yaml in {} or above it: the consumer's queue, DLQ, alarms and function go into the \
+                 project's SAM template",
+                root.display()
+            ));
+        };
+        Ok(Self {
+            root,
+            template,
+            manifest,
+        })
+    }
+
+    /// The crate's Cargo.toml: what the workspace offers is inherited, the rest written out. Refuses a workspace
+    /// that lacks a dependency the consumer needs (naming each) or whose members would not include the crate.
+    fn cargo_toml(&self, spec: &Spec) -> Result<String, ScaffoldError> {
+        let m = &self.manifest;
+        let missing: Vec<_> = DEPENDENCIES
+            .iter()
+            .chain(DEV_DEPENDENCIES.iter())
+            .filter(|name| !m.dependencies.contains(**name))
+            .collect();
+        if !missing.is_empty() {
+            return fail(format!(
+                "{}: [workspace.dependencies] lacks {}; a consumer inherits them (sqsafe's project template has \
+                 the lines: add them, then run this again)",
+                self.root.join("Cargo.toml").display(),
+                missing
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let path = format!("functions/{}", spec.name);
+        let matches = |patterns: &[String]| patterns.iter().any(|p| glob_matches(p, &path));
+        if !matches(&m.members) || matches(&m.exclude) {
+            return fail(format!(
+                "{path} would not be a member of the workspace: add \"functions/*\" to [workspace] members in {}",
+                self.root.join("Cargo.toml").display()
+            ));
+        }
+        let mut out = format!(
+            "[package]\nname = \"{}\"\ndescription = \"Lambda consumer {} (made with sqsafe new consumer): each \
+             intent applied once\"\n",
+            spec.name, spec.name
+        );
+        for (key, default) in [
+            ("version", Some("\"0.1.0\"")),
+            ("edition", Some("\"2024\"")),
+            ("rust-version", None),
+            ("license", None),
+            ("publish", Some("false")),
+        ] {
+            if m.package.contains(key) {
+                out.push_str(&format!("{key}.workspace = true\n"));
+            } else if let Some(value) = default {
+                out.push_str(&format!("{key} = {value}\n"));
+            }
+        }
+        if m.lints {
+            out.push_str("\n[lints]\nworkspace = true\n");
+        }
+        out.push_str(&format!(
+            "\n[[bin]]\nname = \"{}\"\npath = \"src/main.rs\"\n\n[dependencies]\n",
+            spec.name
+        ));
+        for name in DEPENDENCIES {
+            out.push_str(&format!("{name}.workspace = true\n"));
+        }
+        if m.dependencies.contains(WORKSPACE_HACK) {
+            out.push_str(&format!(
+                "# The workspace's third-party features, whatever is built (the workspace-hack).\n\
+                 {WORKSPACE_HACK}.workspace = true\n"
+            ));
+        }
+        out.push_str("\n[dev-dependencies]\n");
+        for name in DEV_DEPENDENCIES {
+            out.push_str(&format!("{name}.workspace = true\n"));
+        }
+        Ok(out)
+    }
+}
+
+/// Reads a Cargo.toml: `None` when it has no `[workspace]` table.
+fn read_manifest(path: &Path) -> Result<Option<WorkspaceManifest>, ScaffoldError> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| ScaffoldError(format!("read {}: {e}", path.display())))?;
+    let doc: toml::Table = text
+        .parse()
+        .map_err(|e| ScaffoldError(format!("{} is not TOML: {e}", path.display())))?;
+    let Some(workspace) = doc.get("workspace").and_then(toml::Value::as_table) else {
+        return Ok(None);
+    };
+    let keys = |name: &str| -> BTreeSet<String> {
+        workspace
+            .get(name)
+            .and_then(toml::Value::as_table)
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let strings = |name: &str| -> Vec<String> {
+        workspace
+            .get(name)
+            .and_then(toml::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    Ok(Some(WorkspaceManifest {
+        package: keys("package"),
+        dependencies: keys("dependencies"),
+        lints: workspace.contains_key("lints"),
+        members: strings("members"),
+        exclude: strings("exclude"),
+    }))
+}
+
+/// Whether a workspace member pattern (path segments, `*` for any one segment, as in `functions/*`) names `path`.
+fn glob_matches(pattern: &str, path: &str) -> bool {
+    let pattern: Vec<_> = pattern.trim_end_matches('/').split('/').collect();
+    let path: Vec<_> = path.split('/').collect();
+    pattern.len() == path.len() && pattern.iter().zip(&path).all(|(p, s)| *p == "*" || p == s)
+}
+
+/// Writes every file of the consumer into `project`; refuses to overwrite anything and checks everything before
+/// writing. Returns the paths written, relative to the workspace root (the template's as it is found).
+///
+/// # Errors
+/// A clash with what exists (crate folder, event file, template resources), a workspace that cannot take the crate,
+/// a template without the consumer markers, or a file that cannot be written.
+pub fn generate(project: &Project, spec: &Spec) -> Result<Vec<String>, ScaffoldError> {
+    let root = project.root.as_path();
     let crate_dir = root.join("functions").join(&spec.name);
     if crate_dir.exists() {
         return fail(format!("functions/{} exists already", spec.name));
     }
-    let template_path = root.join("template.yaml");
-    let template = fs::read_to_string(&template_path)
+    let cargo_toml = project.cargo_toml(spec)?;
+    let template_path = project.template.as_path();
+    let template = fs::read_to_string(template_path)
         .map_err(|e| ScaffoldError(format!("read {}: {e}", template_path.display())))?;
     // Every logical id the consumer adds must be new (the template also holds resources that are not consumers',
     // e.g. the outbox's `OutboxTable`, which `new-consumer outbox --transact` would otherwise duplicate).
@@ -128,10 +353,7 @@ pub(crate) fn generate(root: &Path, spec: &Spec) -> Result<Vec<String>, Scaffold
     let template = add_to_template(&template, spec)?;
 
     let files: Vec<(String, String)> = vec![
-        (
-            format!("functions/{}/Cargo.toml", spec.name),
-            spec.fill(CARGO_TOML),
-        ),
+        (format!("functions/{}/Cargo.toml", spec.name), cargo_toml),
         (
             format!("functions/{}/README.md", spec.name),
             spec.fill(readme(spec)),
@@ -161,13 +383,18 @@ pub(crate) fn generate(root: &Path, spec: &Spec) -> Result<Vec<String>, Scaffold
             spec.fill(&event_json(spec)),
         ),
     ];
-    let event_path = root.join(format!("events/{}.json", spec.name));
+    // The sample events live beside the template (where sqsafe_testkit::event_file looks for them).
+    let events_dir = template_path.parent().unwrap_or(root).join("events");
+    let event_path = events_dir.join(format!("{}.json", spec.name));
     if event_path.exists() {
-        return fail(format!("events/{}.json exists already", spec.name));
+        return fail(format!("{} exists already", event_path.display()));
     }
     let mut written = Vec::with_capacity(files.len() + 1);
     for (path, text) in files {
-        let full = root.join(&path);
+        let full = match path.strip_prefix("events/") {
+            Some(file) => events_dir.join(file),
+            None => root.join(&path),
+        };
         if let Some(dir) = full.parent() {
             fs::create_dir_all(dir)
                 .map_err(|e| ScaffoldError(format!("create {}: {e}", dir.display())))?;
@@ -175,9 +402,9 @@ pub(crate) fn generate(root: &Path, spec: &Spec) -> Result<Vec<String>, Scaffold
         fs::write(&full, text).map_err(|e| ScaffoldError(format!("write {path}: {e}")))?;
         written.push(path);
     }
-    fs::write(&template_path, template)
-        .map_err(|e| ScaffoldError(format!("write template.yaml: {e}")))?;
-    written.push("template.yaml".to_owned());
+    fs::write(template_path, template)
+        .map_err(|e| ScaffoldError(format!("write {}: {e}", template_path.display())))?;
+    written.push(template_path.display().to_string());
     format_rust(root, &written)?;
     Ok(written)
 }
@@ -201,7 +428,10 @@ fn format_rust(root: &Path, written: &[String]) -> Result<(), ScaffoldError> {
 }
 
 /// Inserts the consumer's resources and outputs before the markers.
-pub(crate) fn add_to_template(template: &str, spec: &Spec) -> Result<String, ScaffoldError> {
+///
+/// # Errors
+/// A template without the markers, or with them out of order.
+pub fn add_to_template(template: &str, spec: &Spec) -> Result<String, ScaffoldError> {
     let (Some(resources_at), Some(outputs_at)) = (
         template.find(RESOURCES_MARKER),
         template.find(OUTPUTS_MARKER),
@@ -226,39 +456,6 @@ pub(crate) fn add_to_template(template: &str, spec: &Spec) -> Result<String, Sca
     out.push_str(&template[outputs_at..]);
     Ok(out)
 }
-
-const CARGO_TOML: &str = r#"[package]
-name = "{{name}}"
-description = "Lambda consumer {{name}} (made with cargo xtask new-consumer): each intent applied once"
-version.workspace = true
-edition.workspace = true
-rust-version.workspace = true
-license.workspace = true
-publish.workspace = true
-
-[lints]
-workspace = true
-
-[[bin]]
-name = "{{name}}"
-path = "src/main.rs"
-
-[dependencies]
-aws-sdk-dynamodb.workspace = true
-serde.workspace = true
-sqsafe.workspace = true
-tokio.workspace = true
-tracing.workspace = true
-# The workspace's third-party features, whatever is built (crates/sqsafe-workspace-hack).
-sqsafe-workspace-hack.workspace = true
-
-[dev-dependencies]
-aws-sdk-sqs.workspace = true
-aws_lambda_events.workspace = true
-serde_json.workspace = true
-sqsafe-local.workspace = true
-sqsafe-testkit.workspace = true
-"#;
 
 fn main_rs(spec: &Spec) -> &'static str {
     if spec.transact {
@@ -467,7 +664,7 @@ fn readme(spec: &Spec) -> &'static str {
 
 const README_EFFECT: &str = r#"# {{name}}
 
-A Lambda consumer of the `{{queue}}` queue (made with `cargo xtask new-consumer`). Each `{{Pascal}}Requested` event is
+A Lambda consumer of the `{{queue}}` queue (made with `sqsafe new consumer`). Each `{{Pascal}}Requested` event is
 applied at most once per intent (tenant + id): sqsafe claims the intent in the idempotency table, runs the effect in
 `src/handler.rs`, and replays the stored result to duplicates. A body that does not parse, or fails validation, goes
 to `{{dlq}}` with its context; a transient failure comes back with a backoff.
@@ -498,7 +695,7 @@ save `src/handler.rs` and the next message runs the new code (`make local`: the 
 
 const README_TRANSACT: &str = r#"# {{name}}
 
-A Lambda consumer of the `{{queue}}` queue (made with `cargo xtask new-consumer --transact`). Each
+A Lambda consumer of the `{{queue}}` queue (made with `sqsafe new consumer --transact`). Each
 `{{Pascal}}Requested` event writes one item into `EFFECT_TABLE` in the same DynamoDB transaction as its idempotency
 record: both are written or neither, and a duplicate cancels the transaction and is replayed. A body that does not
 parse, fails validation, or whose write's own condition fails goes to `{{dlq}}` with its context.
@@ -740,7 +937,7 @@ async fn a_bad_body_goes_to_the_dlq_with_its_context() {
 fn resources_yaml(spec: &Spec) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "  # ---------------------------------------------------------------- {{{{name}}}} ({}, made with cargo xtask new-consumer)\n",
+        "  # ---------------------------------------------------------------- {{{{name}}}} ({}, made with sqsafe new consumer)\n",
         if spec.fifo { "FIFO queue" } else { "standard queue" }
     ));
     if spec.transact {
@@ -1179,17 +1376,40 @@ mod tests {
         assert!(missing.to_string().contains("markers"), "{missing}");
     }
 
+    /// A scratch workspace with the dependencies a consumer inherits, `extra` appended to its Cargo.toml, and
+    /// `template` as its template.yaml.
+    fn scratch_project(name: &str, extra: &str, template: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("sqsafe-new-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).expect("scratch");
+        let deps: String = DEPENDENCIES
+            .iter()
+            .chain(DEV_DEPENDENCIES.iter())
+            .map(|d| format!("{d} = \"1\"\n"))
+            .collect();
+        fs::write(
+            root.join("Cargo.toml"),
+            format!("[workspace]\nmembers = [\"functions/*\"]\n\n[workspace.dependencies]\n{deps}{extra}"),
+        )
+        .expect("Cargo.toml");
+        fs::write(root.join("template.yaml"), template).expect("template");
+        root
+    }
+
+    fn markers_only() -> String {
+        format!("Resources:\n{RESOURCES_MARKER}\n\nOutputs:\n{OUTPUTS_MARKER}\n")
+    }
+
     #[test]
     fn a_consumer_whose_resources_exist_is_refused_before_writing() {
-        let root = std::env::temp_dir().join(format!("xtask-clash-{}", std::process::id()));
-        fs::create_dir_all(&root).expect("scratch");
         // A resource that is not a consumer's: `outbox --transact` would add an `OutboxTable` too.
         let template = format!(
             "Resources:\n  OutboxTable:\n    Type: AWS::DynamoDB::Table\n{RESOURCES_MARKER}\n\nOutputs:\n{OUTPUTS_MARKER}\n"
         );
-        fs::write(root.join("template.yaml"), &template).expect("template");
+        let root = scratch_project("clash", "", &template);
+        let project = Project::at(&root).expect("project");
         let spec = Spec::new("outbox", false, true).expect("valid");
-        let refused = generate(&root, &spec).expect_err("clash");
+        let refused = generate(&project, &spec).expect_err("clash");
         assert!(refused.to_string().contains("OutboxTable"), "{refused}");
         assert!(!root.join("functions").exists(), "nothing written");
         let without_table = Spec::new("outbox", false, false).expect("valid");
@@ -1201,11 +1421,150 @@ mod tests {
     }
 
     #[test]
+    fn the_project_is_found_upward_from_a_folder_inside_it() {
+        let root = scratch_project("find", "", &markers_only());
+        let inside = root.join("functions").join("other").join("src");
+        fs::create_dir_all(&inside).expect("a member's folder");
+        // A member's own Cargo.toml (no [workspace]) is passed over, as cargo does.
+        fs::write(
+            root.join("functions/other/Cargo.toml"),
+            "[package]\nname = \"other\"\n",
+        )
+        .expect("member");
+        let project = Project::find(&inside).expect("found");
+        assert_eq!(project.root, root.canonicalize().expect("root"));
+        assert_eq!(project.template, project.root.join("template.yaml"));
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn no_workspace_or_no_template_is_refused_with_what_to_do() {
+        let root = std::env::temp_dir().join(format!("sqsafe-new-none-{}", std::process::id()));
+        fs::create_dir_all(&root).expect("scratch");
+        fs::write(root.join("Cargo.toml"), "[package]\nname = \"alone\"\n").expect("a package");
+        let refused = Project::at(&root).expect_err("not a workspace");
+        assert!(refused.to_string().contains("[workspace]"), "{refused}");
+        let _ = fs::remove_dir_all(&root);
+
+        let root = scratch_project("no-template", "", "");
+        fs::remove_file(root.join("template.yaml")).expect("no template");
+        // (A template.yaml above the scratch folder, as in the system temp folder, would be found: there is none.)
+        let refused = Project::at(&root).expect_err("no template");
+        assert!(
+            refused.to_string().contains("no template.yaml"),
+            "{refused}"
+        );
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_workspace_without_the_dependencies_is_refused_naming_each_and_nothing_is_written() {
+        let root = scratch_project("deps", "", &markers_only());
+        let manifest = fs::read_to_string(root.join("Cargo.toml")).expect("manifest");
+        let trimmed: String = manifest
+            .lines()
+            .filter(|l| !l.starts_with("sqsafe-local ") && !l.starts_with("tokio "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fs::write(root.join("Cargo.toml"), trimmed).expect("manifest");
+        let project = Project::at(&root).expect("project");
+        let spec = Spec::new("send-invoice", false, false).expect("valid");
+        let refused = generate(&project, &spec).expect_err("missing dependencies");
+        let message = refused.to_string();
+        assert!(
+            message.contains("`tokio`") && message.contains("`sqsafe-local`"),
+            "{message}"
+        );
+        assert!(
+            !root.join("functions").exists() && !root.join("events").exists(),
+            "nothing written"
+        );
+        assert_eq!(
+            fs::read_to_string(root.join("template.yaml")).expect("template"),
+            markers_only(),
+            "template untouched"
+        );
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_crate_inherits_what_the_workspace_offers_and_writes_out_the_rest() {
+        let spec = Spec::new("send-invoice", false, false).expect("valid");
+        let plain = scratch_project("plain", "", &markers_only());
+        let text = Project::at(&plain)
+            .expect("project")
+            .cargo_toml(&spec)
+            .expect("toml");
+        assert!(
+            text.contains("version = \"0.1.0\"") && text.contains("edition = \"2024\""),
+            "{text}"
+        );
+        assert!(
+            !text.contains("[lints]") && !text.contains(WORKSPACE_HACK),
+            "{text}"
+        );
+        assert!(
+            text.contains("sqsafe.workspace = true")
+                && text.contains("sqsafe-testkit.workspace = true")
+        );
+        let _: toml::Table = text.parse().expect("valid TOML");
+
+        let extra = format!(
+            "{WORKSPACE_HACK} = {{ path = \"hack\" }}\n\n[workspace.package]\nversion = \"2.0.0\"\nedition = \"2024\"\n\n\
+             [workspace.lints.rust]\nunsafe_code = \"forbid\"\n"
+        );
+        let full = scratch_project("full", &extra, &markers_only());
+        let text = Project::at(&full)
+            .expect("project")
+            .cargo_toml(&spec)
+            .expect("toml");
+        assert!(
+            text.contains("version.workspace = true") && text.contains("[lints]"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{WORKSPACE_HACK}.workspace = true")),
+            "{text}"
+        );
+        assert!(
+            text.contains("publish = false"),
+            "not in [workspace.package]: written out: {text}"
+        );
+        let _: toml::Table = text.parse().expect("valid TOML");
+        let _ = fs::remove_dir_all(&plain);
+        let _ = fs::remove_dir_all(&full);
+    }
+
+    #[test]
+    fn a_crate_the_members_would_not_include_is_refused() {
+        let root = scratch_project("members", "", &markers_only());
+        let manifest = fs::read_to_string(root.join("Cargo.toml")).expect("manifest");
+        fs::write(
+            root.join("Cargo.toml"),
+            manifest.replace("members = [\"functions/*\"]", "members = [\"crates/*\"]"),
+        )
+        .expect("manifest");
+        let spec = Spec::new("send-invoice", false, false).expect("valid");
+        let refused =
+            generate(&Project::at(&root).expect("project"), &spec).expect_err("not a member");
+        assert!(refused.to_string().contains("functions/*"), "{refused}");
+        assert!(glob_matches("functions/*", "functions/send-invoice"));
+        assert!(glob_matches(
+            "functions/send-invoice",
+            "functions/send-invoice"
+        ));
+        assert!(
+            !glob_matches("functions/*", "functions/a/b")
+                && !glob_matches("crates/*", "functions/a")
+        );
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
     fn generated_sources_have_no_placeholders_left() {
         for (fifo, transact) in [(false, false), (true, false), (false, true), (true, true)] {
             let spec = Spec::new("send-invoice", fifo, transact).expect("valid");
             for text in [
-                spec.fill(CARGO_TOML),
                 spec.fill(main_rs(&spec)),
                 spec.fill(if transact {
                     HANDLER_TRANSACT
@@ -1218,32 +1577,9 @@ mod tests {
             ] {
                 assert!(!text.contains("{{"), "{text}");
             }
-            let event: serde_check::Value = serde_check::parse(&spec.fill(&event_json(&spec)));
-            assert!(event.0, "the sample event is JSON");
-        }
-    }
-
-    /// A JSON check without a JSON dependency: balanced braces and quotes are enough for a generated file whose
-    /// real parse happens in the generated crate's own test.
-    mod serde_check {
-        pub(super) struct Value(pub(super) bool);
-
-        pub(super) fn parse(text: &str) -> Value {
-            let mut depth = 0i32;
-            let mut in_string = false;
-            let mut escaped = false;
-            for c in text.chars() {
-                match (in_string, escaped, c) {
-                    (true, true, _) => escaped = false,
-                    (true, false, '\\') => escaped = true,
-                    (true, false, '"') => in_string = false,
-                    (false, _, '"') => in_string = true,
-                    (false, _, '{' | '[') => depth += 1,
-                    (false, _, '}' | ']') => depth -= 1,
-                    _ => {}
-                }
-            }
-            Value(depth == 0 && !in_string)
+            let event: serde_json::Value = serde_json::from_str(&spec.fill(&event_json(&spec)))
+                .expect("the sample event is JSON");
+            assert!(event["Records"].is_array(), "{event}");
         }
     }
 }
