@@ -28,6 +28,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod endpoint;
 mod local;
 
 use std::time::Duration;
@@ -38,6 +39,7 @@ use aws_config::{BehaviorVersion, ConfigLoader, SdkConfig};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 
+pub use endpoint::HttpUrl;
 pub use local::{free_port, local_config_loader};
 
 /// How long one SDK call may take, at each level. Set on every client made from [`load`] / [`config_loader`].

@@ -1,6 +1,7 @@
 //! Queues as an operator names them: a URL, a name, or an ARN (what the dead-letter context records).
 
 use aws_sdk_sqs::Client;
+use sqsafe_aws::HttpUrl;
 
 use crate::error::Error;
 
@@ -145,34 +146,22 @@ pub(crate) fn check_endpoint(
     url: &str,
 ) -> Result<(), String> {
     let region = sqs.config().region().map(|r| r.as_ref().to_owned());
-    let host_of = |u: &str| -> Option<String> {
-        let rest = u
-            .strip_prefix("https://")
-            .or_else(|| u.strip_prefix("http://"))?;
-        let authority = rest.split('/').next()?;
-        Some(authority.to_ascii_lowercase())
-    };
-    let Some(authority) = host_of(url) else {
+    let Some(target) = HttpUrl::parse(url) else {
         return Err(format!("{url} is not an http(s) URL"));
     };
-    let host = authority
-        .rsplit_once(':')
-        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
-        .map_or(authority.as_str(), |(h, _)| h);
-    let loopback = host == "localhost"
-        || host == "[::1]"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    let configured = endpoint.and_then(host_of).is_some_and(|e| e == authority);
+    let loopback = target.is_loopback();
+    let configured = endpoint
+        .and_then(HttpUrl::parse)
+        .is_some_and(|e| e.same_authority(&target));
+    let host = target.host();
     let regional = region.as_deref().is_some_and(|r| {
-        url.starts_with("https://")
+        target.is_https()
             && [
                 format!("sqs.{r}.amazonaws.com"),
                 format!("{r}.queue.amazonaws.com"),
                 format!("sqs.{r}.amazonaws.com.cn"),
             ]
-            .contains(&host.to_owned())
+            .contains(&host)
     });
     if loopback || configured || regional {
         return Ok(());

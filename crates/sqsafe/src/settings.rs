@@ -80,22 +80,16 @@ impl Env {
     /// run's services), without a trailing `/`. Plain http across a network would carry the requests in clear.
     pub fn url(&self, name: &str) -> Result<String, ConfigError> {
         let url = self.required(name)?;
-        if let Some(rest) = url.strip_prefix("http://") {
-            if !loopback_authority(rest.split(['/', '?', '#']).next().unwrap_or_default()) {
-                return Err(invalid(
-                    name,
-                    &url,
-                    "an https:// URL (plain http:// only on loopback, for local runs)",
-                ));
+        match sqsafe_aws::HttpUrl::parse(&url) {
+            Some(parsed) if parsed.is_https() || parsed.is_loopback() => {
+                Ok(url.trim_end_matches('/').to_owned())
             }
-        } else if !url.starts_with("https://") {
-            return Err(invalid(
+            _ => Err(invalid(
                 name,
                 &url,
                 "an https:// URL (plain http:// only on loopback, for local runs)",
-            ));
+            )),
         }
-        Ok(url.trim_end_matches('/').to_owned())
     }
 
     /// A number, `default` when unset; it must parse as `T` and lie in `range`.
@@ -140,19 +134,6 @@ impl Env {
     ) -> Result<Duration, ConfigError> {
         self.number(name, default, range).map(Duration::from_millis)
     }
-}
-
-/// Whether a URL's authority (`[user@]host[:port]`) names this machine: `localhost`, `127.0.0.0/8` or `[::1]`.
-fn loopback_authority(authority: &str) -> bool {
-    let host_port = authority.rsplit('@').next().unwrap_or(authority);
-    let host = match host_port.strip_prefix('[') {
-        Some(v6) => return v6.split(']').next() == Some("::1"),
-        None => host_port.split(':').next().unwrap_or_default(),
-    };
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
