@@ -2,29 +2,11 @@
 //! the warning about it is said once per process, not once per invocation. Its own test binary: the warning is
 //! per process, and other tests would have said it first.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod common;
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use common::Logs;
 use sqsafe_batch::{BatchProcessor, Processed, Record, RecordError};
-
-/// Everything the subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 fn event() -> SqsEvent {
     let mut message = SqsMessage::default();
@@ -37,10 +19,9 @@ fn event() -> SqsEvent {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_deadline_already_past_is_warned_about_once_per_process() {
-    let captured = Captured::default();
-    let writer = captured.clone();
+    let logs = Logs::default();
     let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
+        .with_writer(logs.clone())
         .with_ansi(false)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
@@ -56,7 +37,7 @@ async fn a_deadline_already_past_is_warned_about_once_per_process() {
             .expect("batch");
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
     }
-    let text = String::from_utf8_lossy(&captured.0.lock().expect("lock")).into_owned();
+    let text = logs.text();
     let warnings = text.matches("deadline has already passed").count();
     assert_eq!(warnings, 1, "one warning for three invocations:\n{text}");
 }

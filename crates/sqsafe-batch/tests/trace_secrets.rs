@@ -4,49 +4,16 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use common::*;
 use sqsafe_batch::{BatchProcessor, Record, RecordError, SqsDeadLetterQueue};
-use sqsafe_telemetry::{LogConfig, LogFormat};
-use tracing_subscriber::layer::SubscriberExt;
 
 const SECRET: &str = "card-4111111111111111-cvv-737";
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Dead-letters one record whose body holds the secret, through a real `SendMessage` to moto, then receives the dead
 /// letter back as `sqsafe dlq inspect` does (the SDK logs whole response bodies at TRACE), all with sqsafe's log layer
 /// at `level`; returns every line written.
 async fn dead_letter_at(level: &str) -> String {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let config = LogConfig {
-        level: level.to_owned(),
-        format: LogFormat::Json,
-        function_name: None,
-    };
-    let subscriber = tracing_subscriber::registry()
-        .with(sqsafe_telemetry::layer_with_writer(&config, move || {
-            writer.clone()
-        }));
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = Logs::capture_at(level);
 
     let sqs = sqsafe_testkit::sqs().await;
     let dlq = sqsafe_testkit::create_queue(&sqs, "trace-secrets-dlq", false).await;
@@ -85,7 +52,7 @@ async fn dead_letter_at(level: &str) -> String {
             .any(|m| m.body().is_some_and(|b| b.contains(SECRET))),
         "the dead letter keeps its body"
     );
-    String::from_utf8_lossy(&captured.0.lock().expect("lock")).into_owned()
+    logs.text()
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -101,10 +101,15 @@ impl Logs {
     /// Captures every `info` and above line of this thread until the guard drops (tests run on a current-thread
     /// runtime, so the whole test is covered).
     pub fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        Self::capture_at("info")
+    }
+
+    /// The same at `level` (a filter as `LOG_LEVEL` takes it, e.g. `trace`).
+    pub fn capture_at(level: &str) -> (Self, tracing::subscriber::DefaultGuard) {
         use tracing_subscriber::layer::SubscriberExt;
         let logs = Self::default();
         let config = sqsafe_telemetry::LogConfig {
-            level: "info".into(),
+            level: level.into(),
             format: sqsafe_telemetry::LogFormat::Json,
             function_name: None,
         };
@@ -115,7 +120,8 @@ impl Logs {
     }
 
     pub fn text(&self) -> String {
-        String::from_utf8(self.0.lock().expect("lock").clone()).expect("UTF-8 lines")
+        let bytes = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        String::from_utf8(bytes).expect("UTF-8 lines")
     }
 
     pub fn lines(&self) -> Vec<serde_json::Value> {
@@ -128,7 +134,11 @@ impl Logs {
 
 impl std::io::Write for Logs {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("lock").extend_from_slice(buf);
+        // A test that panicked while writing poisons the lock; the bytes are still worth keeping for the next one.
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
         Ok(buf.len())
     }
 
