@@ -342,3 +342,123 @@ fn sqsafe_local_resources_refuses_an_endpoint_that_is_not_local() {
         "{stderr}"
     );
 }
+
+/// A template with one table that names a seed file, written with the file into a scratch folder.
+fn seeded_template(name: &str, seed: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(unique_name(name));
+    std::fs::create_dir_all(dir.join("seeds")).expect("scratch folder");
+    std::fs::write(dir.join("seeds").join("prices.json"), seed).expect("seed file");
+    std::fs::write(
+        dir.join("template.yaml"),
+        "Resources:\n  PricesTable:\n    Type: AWS::DynamoDB::Table\n    Metadata:\n      SqsafeLocalSeed: seeds/prices.json\n    Properties:\n      KeySchema:\n        - AttributeName: sku\n          KeyType: HASH\n",
+    )
+    .expect("template");
+    dir.join("template.yaml")
+}
+
+#[tokio::test]
+async fn a_table_whose_resource_names_a_seed_file_is_created_with_its_items() {
+    let aws = sqsafe_testkit::sdk_config().await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let template = seeded_template(
+        "seed",
+        r#"[{"sku": "tea", "cents": 350, "tags": ["hot"]}, {"sku": "cake", "cents": 420, "vegan": false}]"#,
+    );
+    let spec = TemplateSpec::read(&template).expect("template");
+    let seed = spec.tables["PricesTable"]
+        .seed
+        .clone()
+        .expect("the seed file is named");
+    assert_eq!(
+        seed,
+        template.parent().expect("folder").join("seeds/prices.json"),
+        "resolved beside the template"
+    );
+    let options = StackOptions {
+        prefix: unique_name("seed"),
+        ..StackOptions::default()
+    };
+    let stack = LocalStack::create(&sqs, &dynamodb, spec, options)
+        .await
+        .expect("stack");
+    let table = &stack.tables["PricesTable"];
+    let items = dynamodb
+        .scan()
+        .table_name(table)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    let mut seen: Vec<(String, String)> = items
+        .iter()
+        .map(|item| {
+            let text = |k: &str| {
+                item.get(k)
+                    .and_then(|v| v.as_s().ok())
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let cents = item
+                .get("cents")
+                .and_then(|v| v.as_n().ok())
+                .cloned()
+                .unwrap_or_default();
+            (text("sku"), cents)
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("cake".to_owned(), "420".to_owned()),
+            ("tea".to_owned(), "350".to_owned())
+        ]
+    );
+    let tea = items
+        .iter()
+        .find(|i| i.get("sku").and_then(|v| v.as_s().ok()).map(String::as_str) == Some("tea"));
+    assert!(
+        tea.and_then(|i| i.get("tags")).is_some_and(|t| t.is_l()),
+        "arrays become lists"
+    );
+}
+
+#[tokio::test]
+async fn a_seed_item_without_the_key_is_refused_naming_the_file_and_item_and_nothing_is_created() {
+    let aws = sqsafe_testkit::sdk_config().await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    for (seed, expected) in [
+        (r#"[{"sku": "tea"}, {"cents": 1}]"#, "item 1 has no `sku`"),
+        (r#"{"sku": "tea"}"#, "expected a JSON array of objects"),
+    ] {
+        let template = seeded_template("bad-seed", seed);
+        let spec = TemplateSpec::read(&template).expect("template");
+        let prefix = unique_name("bad-seed");
+        let options = StackOptions {
+            prefix: prefix.clone(),
+            ..StackOptions::default()
+        };
+        let error = LocalStack::create(&sqs, &dynamodb, spec, options)
+            .await
+            .expect_err("refused");
+        let message = error.to_string();
+        assert!(
+            message.contains("prices.json") && message.contains(expected),
+            "{message}"
+        );
+        let tables = dynamodb
+            .list_tables()
+            .send()
+            .await
+            .expect("list")
+            .table_names
+            .unwrap_or_default();
+        assert!(
+            !tables.iter().any(|t| t.starts_with(&prefix)),
+            "no table created: {tables:?}"
+        );
+    }
+}

@@ -14,7 +14,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 
-pub use template::{EnvSource, FunctionSpec, QueueSpec, TableSpec, TemplateError, TemplateSpec};
+pub use template::{
+    EnvSource, FunctionSpec, QueueSpec, SEED_METADATA, TableSpec, TemplateError, TemplateSpec,
+};
 
 /// The project's template.yaml: the nearest at or above the crate under test, the binary `cargo run` runs, or the
 /// current folder (see [`sqsafe_testkit::project_root`]); in this repository or in a team's own. When there is none,
@@ -111,6 +113,16 @@ pub enum StackError {
     /// The template could not be read.
     #[error(transparent)]
     Template(#[from] TemplateError),
+    /// A table's seed file could not be read, or is not a JSON array of objects.
+    #[error("seed file {path} of table {table}: {reason}")]
+    Seed {
+        /// The table's logical id.
+        table: String,
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// The local AWS refused a call.
     #[error("creating {what}: {detail}")]
     Aws {
@@ -323,6 +335,12 @@ async fn create_table(
             .map_err(|e| aws(name, e))?;
         create = create.stream_specification(stream);
     }
+    // Read before anything is created: a broken seed file creates nothing.
+    let seed = table
+        .seed
+        .as_deref()
+        .map(|path| read_seed(table, path))
+        .transpose()?;
     match create.send().await {
         Ok(_) => {}
         Err(e)
@@ -330,6 +348,7 @@ async fn create_table(
                 && e.as_service_error()
                     .is_some_and(|e| e.is_resource_in_use_exception()) =>
         {
+            // What exists is kept, its items too: the seed is for a table created here.
             return Ok(());
         }
         Err(e) => return Err(aws(name, e)),
@@ -348,7 +367,49 @@ async fn create_table(
             .await
             .map_err(|e| aws(name, e))?;
     }
+    for (index, item) in seed.into_iter().flatten().enumerate() {
+        client
+            .put_item()
+            .table_name(name)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| aws(&format!("{name}: seed item {index}"), e))?;
+    }
     Ok(())
+}
+
+/// A seed file's items: a JSON array of objects, each converted as serde_dynamo converts JSON (strings to S, numbers
+/// to N, booleans to BOOL, arrays to L, objects to M, null to NULL).
+fn read_seed(
+    table: &TableSpec,
+    path: &std::path::Path,
+) -> Result<
+    Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>,
+    StackError,
+> {
+    let fail = |reason: String| StackError::Seed {
+        table: table.logical_id.clone(),
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let items: Vec<serde_json::Map<String, serde_json::Value>> = serde_json::from_str(&text)
+        .map_err(|e| fail(format!("expected a JSON array of objects: {e}")))?;
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let keys = std::iter::once(&table.partition_key).chain(table.sort_key.as_ref());
+            if let Some(key) = keys.into_iter().find(|k| !item.contains_key(*k)) {
+                return Err(fail(format!(
+                    "item {index} has no `{key}`, a key of the table"
+                )));
+            }
+            serde_dynamo::aws_sdk_dynamodb_1::to_item(item)
+                .map_err(|e| fail(format!("item {index}: {e}")))
+        })
+        .collect()
 }
 
 async fn create_queue(

@@ -1,9 +1,12 @@
 //! What the local stack needs from template.yaml, read from the template itself so the two cannot drift.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_norway::Value;
+
+/// The `Metadata` key of a table resource that names its local seed file ([`TableSpec::seed`]).
+pub const SEED_METADATA: &str = "SqsafeLocalSeed";
 
 /// A DynamoDB table of the template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +21,10 @@ pub struct TableSpec {
     pub ttl_attribute: Option<String>,
     /// The stream's view type (`NEW_IMAGE`, ...), if the table has a stream.
     pub stream_view_type: Option<String>,
+    /// Items to put into the table when it is created locally: a JSON file (an array of objects) that the resource
+    /// names in its `Metadata` as `SqsafeLocalSeed`, relative to the template's folder. Local only: CloudFormation
+    /// keeps a resource's Metadata and does nothing with it.
+    pub seed: Option<PathBuf>,
 }
 
 /// An SQS queue of the template.
@@ -114,11 +121,18 @@ fn get_att_target(v: &Value) -> Option<String> {
 }
 
 impl TemplateSpec {
-    /// Reads a template file.
+    /// Reads a template file. Seed files ([`TableSpec::seed`]) are resolved against its folder.
     pub fn read(path: &Path) -> Result<Self, TemplateError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| TemplateError(format!("{}: {e}", path.display())))?;
-        Self::parse(&text)
+        let mut spec = Self::parse(&text)?;
+        let folder = path.parent().unwrap_or(Path::new("."));
+        for table in spec.tables.values_mut() {
+            if let Some(seed) = &table.seed {
+                table.seed = Some(folder.join(seed));
+            }
+        }
+        Ok(spec)
     }
 
     /// Parses template text.
@@ -174,6 +188,10 @@ impl TemplateSpec {
                             stream_view_type: props
                                 .get("StreamSpecification")
                                 .and_then(|s| scalar(s.get("StreamViewType")?)),
+                            seed: resource
+                                .get("Metadata")
+                                .and_then(|m| scalar(m.get(SEED_METADATA)?))
+                                .map(PathBuf::from),
                         },
                     );
                 }
