@@ -591,8 +591,15 @@ impl BatchProcessor {
                     Disposition::Succeeded(processed)
                 }
                 Err(error) => {
-                    Box::pin(self.dispose(&message, &message_id, &correlation_id, error, metrics))
-                        .await
+                    Box::pin(self.dispose(
+                        &message,
+                        &message_id,
+                        &correlation_id,
+                        error,
+                        deadline,
+                        metrics,
+                    ))
+                    .await
                 }
             };
             RecordReport {
@@ -656,13 +663,29 @@ impl BatchProcessor {
         })
     }
 
-    /// Decides where a failed record goes, and logs it once.
+    /// How long a call made while disposing of a record (the DLQ send, the backoff's visibility change) may take:
+    /// until [`REPORT_MARGIN`] before the deadline, kept to return the batch's response. `None` when the deadline
+    /// is unknown (the SDK's own timeouts bound the call then). Unlike starting a record, which stops at the whole
+    /// reserve, a failed record's last calls may use the reserve: a record on its last attempt (a deferred one
+    /// included) should reach the DLQ with its context rather than come back to SQS's own redrive without it.
+    fn call_budget(&self, deadline: Option<SystemTime>) -> Option<Duration> {
+        let end = deadline?.checked_sub(REPORT_MARGIN)?;
+        Some(
+            end.duration_since(self.clock.now())
+                .unwrap_or(Duration::ZERO),
+        )
+    }
+
+    /// Decides where a failed record goes, and logs it once. The calls it makes end before the deadline
+    /// ([`call_budget`](Self::call_budget)): a DLQ send cut there leaves the record to come back (reported, not
+    /// lost), a visibility change cut there leaves the queue's own timeout.
     async fn dispose(
         &self,
         message: &SqsMessage,
         message_id: &str,
         correlation_id: &str,
         error: RecordError,
+        deadline: Option<SystemTime>,
         metrics: &BatchMetrics,
     ) -> Disposition {
         let attempts = receive_count(message);
@@ -688,7 +711,12 @@ impl BatchProcessor {
                     consumer_version: self.consumer_version,
                     correlation_id: correlation_id.to_owned(),
                 };
-                match dlq.send_boxed(message, &failure).await {
+                match within(
+                    self.call_budget(deadline),
+                    dlq.send_boxed(message, &failure),
+                )
+                .await
+                {
                     Ok(()) => {
                         metrics.dead_lettered(error.kind());
                         tracing::error!(
@@ -720,7 +748,11 @@ impl BatchProcessor {
                 None => self.backoff.as_ref().map(|b| b.delay(attempts)),
             };
             if let Some(delay) = delay
-                && let Err(e) = control.set_visibility_boxed(receipt, delay).await
+                && let Err(e) = within(
+                    self.call_budget(deadline),
+                    control.set_visibility_boxed(receipt, delay),
+                )
+                .await
             {
                 tracing::warn!(error = %e, delay_s = delay.as_secs(),
                     "could not change the message's visibility; the queue's timeout applies");
@@ -747,6 +779,31 @@ impl BatchProcessor {
             );
         }
         Disposition::Retry(error)
+    }
+}
+
+/// Time kept before the invocation's deadline to return the batch's response: a DLQ send or a visibility change
+/// still running then is cut (`BatchProcessor::call_budget`).
+const REPORT_MARGIN: Duration = Duration::from_millis(250);
+
+/// Runs `call` within `budget` (see `BatchProcessor::call_budget`): not at all when none is left, cut when it runs
+/// out. Either is an error of the call, as if the service had failed it.
+async fn within(
+    budget: Option<Duration>,
+    call: impl Future<Output = Result<(), BoxError>>,
+) -> Result<(), BoxError> {
+    match budget {
+        None => call.await,
+        Some(left) if left.is_zero() => {
+            Err("not made: the invocation's deadline is too near to wait for an answer".into())
+        }
+        Some(left) => tokio::time::timeout(left, call).await.unwrap_or_else(|_| {
+            Err(format!(
+                "cut after {} ms, before the invocation's deadline",
+                left.as_millis()
+            )
+            .into())
+        }),
     }
 }
 

@@ -339,3 +339,124 @@ async fn a_deadline_already_past_when_the_batch_arrives_is_treated_as_unknown() 
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert_eq!(*ran.lock().expect("lock"), ["m1"]);
 }
+
+/// A handler that fails every record: permanently for a body `permanent`, else transiently.
+fn failing(record: Record) -> std::future::Ready<Result<Processed, RecordError>> {
+    std::future::ready(Err(if record.body().ok() == Some("permanent") {
+        RecordError::permanent("precondition", "refused")
+    } else {
+        RecordError::transient("downstream_unavailable", "503")
+    }))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_letter_send_that_hangs_is_cut_before_the_deadline_and_the_record_comes_back() {
+    let clock = ManualClock::at_millis(T0_MS);
+    // An SQS that takes a minute to answer (the SDK's own timeouts are 10 s an operation, and a retry can follow).
+    let dlq = RecordingDlq {
+        delay: Duration::from_secs(60),
+        ..RecordingDlq::default()
+    };
+    let processor = BatchProcessor::builder("c", 1)
+        .deadline_reserve(Duration::from_secs(2))
+        .dead_letter_queue(dlq.clone())
+        .clock(clock.clone())
+        .build()
+        .expect("config");
+    let started = tokio::time::Instant::now();
+    // 6 s left: the send may run until just before the deadline (250 ms are kept to return the response).
+    let report = processor
+        .process(
+            event(vec![message("m1", "permanent")]),
+            Some(at(Duration::from_secs(6))),
+            &failing,
+        )
+        .await
+        .expect("batch");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "the batch took {took:?}, past its deadline"
+    );
+    assert_eq!(*dlq.started.lock().expect("lock"), 1, "the send was tried");
+    assert!(
+        dlq.sent.lock().expect("lock").is_empty(),
+        "and never answered"
+    );
+    assert!(
+        matches!(&report.records[0].disposition, Disposition::Retry(e) if e.kind() == "precondition"),
+        "not dead-lettered, so it comes back: {:?}",
+        report.records[0].disposition
+    );
+    assert_eq!(reported(&report), ["m1"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_dead_letter_send_starts_when_the_deadline_is_too_near_to_wait_for_its_answer() {
+    let clock = ManualClock::at_millis(T0_MS);
+    let dlq = RecordingDlq::default();
+    let processor = BatchProcessor::builder("c", 1)
+        .deadline_reserve(Duration::from_secs(2))
+        .dead_letter_queue(dlq.clone())
+        .clock(clock.clone())
+        .build()
+        .expect("config");
+    // The record starts with 2.5 s left (past the reserve check) and its handler takes 2.4 s: 100 ms are left when
+    // it fails, less than the time kept to return the response.
+    let handler = {
+        let clock = clock.clone();
+        move |record: Record| {
+            clock.advance(Duration::from_millis(2_400));
+            failing(record)
+        }
+    };
+    let report = processor
+        .process(
+            event(vec![message("m1", "permanent")]),
+            Some(at(Duration::from_millis(2_500))),
+            &handler,
+        )
+        .await
+        .expect("batch");
+    assert_eq!(*dlq.started.lock().expect("lock"), 0, "no send started");
+    assert_eq!(reported(&report), ["m1"], "the record comes back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_backoff_visibility_change_that_hangs_is_cut_before_the_deadline() {
+    let clock = ManualClock::at_millis(T0_MS);
+    let visibility = RecordingVisibility {
+        delay: Duration::from_secs(60),
+        ..RecordingVisibility::default()
+    };
+    let processor = BatchProcessor::builder("c", 1)
+        .deadline_reserve(Duration::from_secs(2))
+        .visibility(visibility.clone())
+        .backoff(Backoff::new(Duration::from_secs(30), Duration::from_secs(900)).expect("backoff"))
+        .clock(clock.clone())
+        .build()
+        .expect("config");
+    let started = tokio::time::Instant::now();
+    let report = processor
+        .process(
+            event(vec![message("m1", "transient")]),
+            Some(at(Duration::from_secs(6))),
+            &failing,
+        )
+        .await
+        .expect("batch");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "the batch took {took:?}, past its deadline"
+    );
+    assert!(
+        visibility.changes.lock().expect("lock").is_empty(),
+        "the change never answered"
+    );
+    assert_eq!(
+        reported(&report),
+        ["m1"],
+        "the record comes back after the queue's own timeout"
+    );
+}

@@ -54,10 +54,16 @@ pub fn event(records: Vec<SqsMessage>) -> SqsEvent {
 pub struct RecordingDlq {
     pub sent: Arc<Mutex<Vec<(String, FailureContext)>>>,
     pub fail: bool,
+    /// How long each send takes to answer (an SQS that accepts the connection and is slow, or never answers).
+    pub delay: Duration,
+    /// Sends started, answered or not.
+    pub started: Arc<Mutex<u32>>,
 }
 
 impl DeadLetterQueue for RecordingDlq {
     async fn send(&self, message: &SqsMessage, failure: &FailureContext) -> Result<(), BoxError> {
+        *self.started.lock().expect("lock") += 1;
+        tokio::time::sleep(self.delay).await;
         if self.fail {
             return Err("DLQ unavailable".into());
         }
