@@ -113,10 +113,7 @@ pub enum Error {
 /// or binary running (see [`sqsafe_testkit::project_root`]), not the folder this crate was compiled in.
 /// [`MotoServer::start`] says clearly when `moto_server` is not there.
 pub fn venv_bin() -> PathBuf {
-    sqsafe_testkit::project_root()
-        .unwrap_or_else(|_| sqsafe_testkit::search_start())
-        .join(".venv")
-        .join("bin")
+    crate::stack::project_dir().join(".venv").join("bin")
 }
 
 /// A running moto server, private to its owner.

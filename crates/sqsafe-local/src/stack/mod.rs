@@ -22,9 +22,13 @@ pub use template::{
 /// current folder (see [`sqsafe_testkit::project_root`]); in this repository or in a team's own. When there is none,
 /// `template.yaml` in the folder the search started from (reading it then fails with that path).
 pub fn template_path() -> PathBuf {
-    sqsafe_testkit::project_root()
-        .unwrap_or_else(|_| sqsafe_testkit::search_start())
-        .join(sqsafe_testkit::TEMPLATE_FILE)
+    project_dir().join(sqsafe_testkit::TEMPLATE_FILE)
+}
+
+/// The project's folder ([`sqsafe_testkit::project_root`]), or the folder its search started from when there is
+/// none (paths under it then fail with that path when used).
+pub fn project_dir() -> PathBuf {
+    sqsafe_testkit::project_root().unwrap_or_else(|_| sqsafe_testkit::search_start())
 }
 
 /// The project's cargo target folder: `CARGO_TARGET_DIR` when set, else `target` beside the template.
@@ -32,11 +36,7 @@ pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .filter(|dir| !dir.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            sqsafe_testkit::project_root()
-                .unwrap_or_else(|_| sqsafe_testkit::search_start())
-                .join("target")
-        })
+        .unwrap_or_else(|| project_dir().join("target"))
 }
 
 /// The functions' backoff and visibility heartbeat settings (environment variables) scaled to a source queue
