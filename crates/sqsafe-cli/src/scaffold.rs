@@ -314,11 +314,14 @@ fn read_manifest(path: &Path) -> Result<Option<WorkspaceManifest>, ScaffoldError
     }))
 }
 
-/// Whether a workspace member pattern (path segments, `*` for any one segment, as in `functions/*`) names `path`.
+/// Whether a workspace member pattern (`functions/*`, as cargo reads it: a glob whose `*` stays within one path
+/// segment) names `path`.
 fn glob_matches(pattern: &str, path: &str) -> bool {
-    let pattern: Vec<_> = pattern.trim_end_matches('/').split('/').collect();
-    let path: Vec<_> = path.split('/').collect();
-    pattern.len() == path.len() && pattern.iter().zip(&path).all(|(p, s)| *p == "*" || p == s)
+    let segments = glob::MatchOptions {
+        require_literal_separator: true,
+        ..glob::MatchOptions::new()
+    };
+    glob::Pattern::new(pattern.trim_end_matches('/')).is_ok_and(|p| p.matches_with(path, segments))
 }
 
 /// Writes every file of the consumer into `project`; refuses to overwrite anything and checks everything before
