@@ -1,7 +1,10 @@
 //! `cargo xtask`: the project's own tasks, a plain binary run through the cargo alias in `.cargo/config.toml`.
 //!
-//! `cargo xtask new-consumer NAME [--fifo] [--transact] [--root DIR]` is `sqsafe new consumer` (crates/sqsafe-cli),
-//! kept so that this repository's scripts and habits keep working: the same code, the same files written.
+//! - `cargo xtask new-consumer NAME [--fifo] [--transact] [--root DIR]` is `sqsafe new consumer` (crates/sqsafe-cli),
+//!   kept so that this repository's scripts and habits keep working: the same code, the same files written.
+//! - `cargo xtask project-template [--check]` writes the generated part of the project template (templates/project):
+//!   its consumer, made by `sqsafe new consumer`'s code, and the scripts it shares with this repository. `--check`
+//!   writes nothing and fails when what is committed differs (a test runs it).
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -9,6 +12,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use sqsafe_cli::{NewCommand, NewConsumerArgs};
+
+mod project_template;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "sqsafe's project tasks")]
@@ -33,26 +38,56 @@ enum Task {
         #[arg(long)]
         root: Option<PathBuf>,
     },
+    /// Writes the generated files of templates/project (its consumer and shared scripts); `--check` only compares.
+    ProjectTemplate {
+        /// Write nothing; fail, naming each file, when the committed template differs from what would be written.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 fn main() -> ExitCode {
-    let Task::NewConsumer {
-        name,
-        fifo,
-        transact,
-        root,
-    } = Cli::parse().task;
-    let command = NewCommand::Consumer(NewConsumerArgs {
-        name,
-        fifo,
-        transact,
-        root,
-    });
-    match sqsafe_cli::run_new(command, &mut std::io::stdout().lock()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
+    match Cli::parse().task {
+        Task::NewConsumer {
+            name,
+            fifo,
+            transact,
+            root,
+        } => {
+            let command = NewCommand::Consumer(NewConsumerArgs {
+                name,
+                fifo,
+                transact,
+                root,
+            });
+            match sqsafe_cli::run_new(command, &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Task::ProjectTemplate { check } => {
+            let root = project_template::repository_root();
+            let result = if check {
+                project_template::check(&root).map(|()| {
+                    println!("templates/project is what `cargo xtask project-template` writes");
+                })
+            } else {
+                project_template::write(&root).map(|written| {
+                    for path in written {
+                        println!("wrote {path}");
+                    }
+                })
+            };
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }

@@ -6,6 +6,7 @@ mod clock;
 mod error;
 mod inspect;
 mod letter;
+pub mod project_template;
 mod queue;
 mod redrive;
 mod scaffold;

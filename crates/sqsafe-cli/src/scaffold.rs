@@ -30,7 +30,7 @@ pub struct Spec {
 
 /// Why a name, the workspace or the template refuses the consumer; nothing was written.
 #[derive(Debug)]
-pub struct ScaffoldError(String);
+pub struct ScaffoldError(pub(crate) String);
 
 impl fmt::Display for ScaffoldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -138,7 +138,7 @@ pub struct Project {
 
 /// The parts of a workspace's Cargo.toml that decide what a generated crate's own Cargo.toml says.
 #[derive(Debug, Clone, Default)]
-struct WorkspaceManifest {
+pub(crate) struct WorkspaceManifest {
     /// Keys of `[workspace.package]`.
     package: BTreeSet<String>,
     /// Names in `[workspace.dependencies]`.
@@ -209,7 +209,37 @@ impl Project {
     /// The crate's Cargo.toml: what the workspace offers is inherited, the rest written out. Refuses a workspace
     /// that lacks a dependency the consumer needs (naming each) or whose members would not include the crate.
     fn cargo_toml(&self, spec: &Spec) -> Result<String, ScaffoldError> {
-        let m = &self.manifest;
+        self.manifest
+            .cargo_toml(&self.root.join("Cargo.toml"), spec)
+    }
+}
+
+impl WorkspaceManifest {
+    /// What the project template's workspace Cargo.toml offers (templates/project): every package key, every
+    /// dependency a consumer inherits, the lints, `functions/*` as members.
+    pub(crate) fn project_template() -> Self {
+        Self {
+            package: ["version", "edition", "rust-version", "license", "publish"]
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            dependencies: DEPENDENCIES
+                .iter()
+                .chain(DEV_DEPENDENCIES.iter())
+                .map(|name| (*name).to_owned())
+                .collect(),
+            lints: true,
+            members: vec!["functions/*".to_owned()],
+            exclude: Vec::new(),
+        }
+    }
+
+    pub(crate) fn cargo_toml(
+        &self,
+        manifest_path: &Path,
+        spec: &Spec,
+    ) -> Result<String, ScaffoldError> {
+        let m = self;
         let missing: Vec<_> = DEPENDENCIES
             .iter()
             .chain(DEV_DEPENDENCIES.iter())
@@ -219,7 +249,7 @@ impl Project {
             return fail(format!(
                 "{}: [workspace.dependencies] lacks {}; a consumer inherits them (sqsafe's project template has \
                  the lines: add them, then run this again)",
-                self.root.join("Cargo.toml").display(),
+                manifest_path.display(),
                 missing
                     .iter()
                     .map(|n| format!("`{n}`"))
@@ -232,7 +262,7 @@ impl Project {
         if !matches(&m.members) || matches(&m.exclude) {
             return fail(format!(
                 "{path} would not be a member of the workspace: add \"functions/*\" to [workspace] members in {}",
-                self.root.join("Cargo.toml").display()
+                manifest_path.display()
             ));
         }
         let mut out = format!(
@@ -340,6 +370,36 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Vec<String>, ScaffoldE
     let template_path = project.template.as_path();
     let template = fs::read_to_string(template_path)
         .map_err(|e| ScaffoldError(format!("read {}: {e}", template_path.display())))?;
+    let template = with_consumer(&template, spec)?;
+    let files = consumer_files(cargo_toml, spec);
+    // The sample events live beside the template (where sqsafe_testkit::event_file looks for them).
+    let events_dir = template_path.parent().unwrap_or(root).join("events");
+    let event_path = events_dir.join(format!("{}.json", spec.name));
+    if event_path.exists() {
+        return fail(format!("{} exists already", event_path.display()));
+    }
+    let mut written = Vec::with_capacity(files.len() + 1);
+    for (path, text) in files {
+        let full = match path.strip_prefix("events/") {
+            Some(file) => events_dir.join(file),
+            None => root.join(&path),
+        };
+        if let Some(dir) = full.parent() {
+            fs::create_dir_all(dir)
+                .map_err(|e| ScaffoldError(format!("create {}: {e}", dir.display())))?;
+        }
+        fs::write(&full, text).map_err(|e| ScaffoldError(format!("write {path}: {e}")))?;
+        written.push(path);
+    }
+    fs::write(template_path, template)
+        .map_err(|e| ScaffoldError(format!("write {}: {e}", template_path.display())))?;
+    written.push(template_path.display().to_string());
+    format_rust(root, &written)?;
+    Ok(written)
+}
+
+/// The template with the consumer's resources and outputs added; refuses a logical id it already has.
+pub(crate) fn with_consumer(template: &str, spec: &Spec) -> Result<String, ScaffoldError> {
     // Every logical id the consumer adds must be new (the template also holds resources that are not consumers',
     // e.g. the outbox's `OutboxTable`, which `new-consumer outbox --transact` would otherwise duplicate).
     for line in spec.fill(&resources_yaml(spec)).lines() {
@@ -353,9 +413,12 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Vec<String>, ScaffoldE
             return fail(format!("template.yaml already has {id}"));
         }
     }
-    let template = add_to_template(&template, spec)?;
+    add_to_template(template, spec)
+}
 
-    let files: Vec<(String, String)> = vec![
+/// The consumer's files (paths relative to the workspace root; the sample event's under `events/`), unformatted.
+pub(crate) fn consumer_files(cargo_toml: String, spec: &Spec) -> Vec<(String, String)> {
+    vec![
         (format!("functions/{}/Cargo.toml", spec.name), cargo_toml),
         (
             format!("functions/{}/README.md", spec.name),
@@ -385,31 +448,7 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Vec<String>, ScaffoldE
             format!("events/{}.json", spec.name),
             spec.fill(&event_json(spec)),
         ),
-    ];
-    // The sample events live beside the template (where sqsafe_testkit::event_file looks for them).
-    let events_dir = template_path.parent().unwrap_or(root).join("events");
-    let event_path = events_dir.join(format!("{}.json", spec.name));
-    if event_path.exists() {
-        return fail(format!("{} exists already", event_path.display()));
-    }
-    let mut written = Vec::with_capacity(files.len() + 1);
-    for (path, text) in files {
-        let full = match path.strip_prefix("events/") {
-            Some(file) => events_dir.join(file),
-            None => root.join(&path),
-        };
-        if let Some(dir) = full.parent() {
-            fs::create_dir_all(dir)
-                .map_err(|e| ScaffoldError(format!("create {}: {e}", dir.display())))?;
-        }
-        fs::write(&full, text).map_err(|e| ScaffoldError(format!("write {path}: {e}")))?;
-        written.push(path);
-    }
-    fs::write(template_path, template)
-        .map_err(|e| ScaffoldError(format!("write {}: {e}", template_path.display())))?;
-    written.push(template_path.display().to_string());
-    format_rust(root, &written)?;
-    Ok(written)
+    ]
 }
 
 /// Formats the generated Rust files with the toolchain's rustfmt (the workspace's edition), as a person would.
