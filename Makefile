@@ -11,7 +11,7 @@ help:
 	@echo "Targets:"
 	@echo "  make test        whole suite: venv, moto, fmt, clippy -D warnings, rustdoc -D warnings, cargo test, the"
 	@echo "                   fault-injection suite, the template checks (sam validate, cfn-lint, sam build, rules,"
-	@echo "                   smoke deploy) and a throwaway consumer made with cargo xtask new-consumer"
+	@echo "                   smoke deploy) and a new project from templates/project, outside the workspace"
 	@echo "  make demo        the main job end to end: naive, key-only and sqsafe consumers fed the same deliveries"
 	@echo "  make local       the whole pipeline by hand: moto, template.yaml's stack, the functions and their pollers, until Ctrl-C"
 	@echo "                   (the functions under the local Lambda Runtime API: timeouts, crashes and cold starts as in Lambda)"

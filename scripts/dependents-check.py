@@ -14,7 +14,8 @@ resolves it with this workspace's Cargo.lock (offline: nothing new is downloaded
   consumer's tests have them): no workspace-hack either.
 
 Prints the number of packages the dependent builds. Run by scripts/test.sh; `--keep DIR` writes the crate to DIR
-instead (to build it by hand, for example for its release binary's size).
+instead (to build it by hand, for example for its release binary's size). `--project DIR` checks an existing project
+instead of writing one: a project made from templates/project (scripts/project-check.py), its whole workspace.
 """
 
 from __future__ import annotations
@@ -142,14 +143,17 @@ def problems_in(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", type=Path, help="write the consumer crate here and keep it")
+    parser.add_argument("--project", type=Path, help="check this project (a Cargo workspace with a Cargo.lock) instead")
     args = parser.parse_args()
-    directory = args.keep or Path(tempfile.mkdtemp(prefix="sqsafe-dependent-"))
+    scratch = args.keep or Path(tempfile.mkdtemp(prefix="sqsafe-dependent-"))
+    directory = args.project or scratch
     try:
-        write_consumer(directory)
-        write_baseline(directory / "baseline")
+        if args.project is None:
+            write_consumer(directory)
+        write_baseline(scratch / "baseline")
         upstream = {
             (package.split(" ")[0], feature)
-            for package, features in tree(directory / "baseline", "normal,build")
+            for package, features in tree(scratch / "baseline", "normal,build")
             for feature in features
         }
         build = tree(directory, "normal,build")
@@ -166,12 +170,13 @@ def main() -> int:
                   "(.config/hakari.toml final-excludes) nor enable these features outside [dev-dependencies]",
                   file=sys.stderr)
             return 1
-        print(f"dependents-check: a crate outside the workspace depending on sqsafe builds {len(distinct)} packages, "
+        what = f"the project {directory}" if args.project else "a crate outside the workspace depending on sqsafe"
+        print(f"dependents-check: {what} builds {len(distinct)} packages, "
               f"none of {', '.join(sorted(FORBIDDEN_PACKAGES))}, no `test-util` or `server` feature")
         return 0
     finally:
         if args.keep is None:
-            shutil.rmtree(directory, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

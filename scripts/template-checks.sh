@@ -18,7 +18,11 @@
 # this script adds it (`rustup target add`, bounded to 2 minutes) where the toolchain came without it. When that
 # download fails (a machine without access to static.rust-lang.org), the functions are built for x86_64 instead
 # (parameter Architecture=x86_64, for this build only) and the script says so.
-# SQSAFE_BUILD_ARCH=arm64|x86_64 forces one. Outputs stay in .aws-sam/ (ignored by git); cargo-lambda builds in
+# SQSAFE_BUILD_ARCH=arm64|x86_64 forces one.
+#
+# SQSAFE_TEMPLATE=/path/to/project/template.yaml checks another project's template instead (a project made from
+# templates/project, scripts/project-check.py): 1-3, then the rules alone (template_rules.py --template), no build,
+# no smoke deploy (the pytest files are this repository's own template's tests). Outputs stay in .aws-sam/ (ignored by git); cargo-lambda builds in
 # target/<triple>/release and target/lambda/, apart from the dev build in target/debug.
 set -euo pipefail
 
@@ -26,7 +30,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 VENV="${ROOT}/.venv"
 OUT="${ROOT}/.aws-sam"
-TEMPLATE="template.yaml"
+TEMPLATE="${SQSAFE_TEMPLATE:-template.yaml}"
 REGION="us-east-1"
 
 die() {
@@ -87,12 +91,23 @@ timed "sam validate" env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SE
 # ---------------------------------------------------------------- 3. translate + cfn-lint
 step "SAM transform (aws-sam-translator) + cfn-lint on the result"
 TRANSLATED="${OUT}/checks/translated.json"
+if [[ -n "${SQSAFE_TEMPLATE:-}" ]]; then
+  TRANSLATED="${OUT}/checks/translated-$(basename "$(dirname "${TEMPLATE}")").json"
+fi
 translate_and_lint() {
   python tests/template/sam_translate.py --template "${TEMPLATE}" --region "${REGION}" --out "${TRANSLATED}" \
     && cfn-lint --regions "${REGION}" -- "${TRANSLATED}" \
     && echo "cfn-lint: ${TRANSLATED#"${ROOT}/"} clean"
 }
 timed "translate + cfn-lint" translate_and_lint
+
+if [[ -n "${SQSAFE_TEMPLATE:-}" ]]; then
+  step "the template rules on ${TEMPLATE} (tests/template/template_rules.py)"
+  timed "template rules" python tests/template/template_rules.py --template "${TEMPLATE}"
+  printf '\n--> template checks passed (%s)\n' "${TEMPLATE}"
+  printf '    %s\n' "${TIMINGS[@]}"
+  exit 0
+fi
 
 # ---------------------------------------------------------------- 4. sam build
 arch="${SQSAFE_BUILD_ARCH:-}"
@@ -115,31 +130,19 @@ case "${arch}" in
   *) die "SQSAFE_BUILD_ARCH must be arm64 or x86_64, not ${arch}" ;;
 esac
 rm -f "${OUT}/sqsafe-build.json"
-if [[ "${SQSAFE_TEMPLATE_CHECKS_NO_BUILD:-}" == "1" ]]; then
-  # scripts/scaffold-check.py: a copy of this checkout with one generated consumer more, whose crate it builds and
-  # tests itself. sam build would compile every workspace crate again in release at the copy's path (minutes) to
-  # build a function whose build method the rules check (build-method) and the checkout's own sam build proves.
-  step "sam build skipped (SQSAFE_TEMPLATE_CHECKS_NO_BUILD=1), and with it the smoke deploy, which needs its output"
-else
-  step "sam build: ${arch} (${reason})"
-  timed "sam build (${arch})" sam build --template-file "${TEMPLATE}" --parameter-overrides "Architecture=${arch}"
-  printf '{"architecture": "%s", "reason": "%s"}\n' "${arch}" "${reason}" > "${OUT}/sqsafe-build.json"
-  for f in "${OUT}"/build/*/bootstrap; do
-    echo "built: ${f#"${ROOT}/"} ($(du -h "${f}" | cut -f1), $(file -b "${f}" 2>/dev/null | cut -d, -f1-2 || echo "${arch}"))"
-  done
-  if [[ "${arch}" != "arm64" ]]; then
-    echo "NOTE: built ${arch}, not arm64: ${reason}"
-  fi
+step "sam build: ${arch} (${reason})"
+timed "sam build (${arch})" sam build --template-file "${TEMPLATE}" --parameter-overrides "Architecture=${arch}"
+printf '{"architecture": "%s", "reason": "%s"}\n' "${arch}" "${reason}" > "${OUT}/sqsafe-build.json"
+for f in "${OUT}"/build/*/bootstrap; do
+  echo "built: ${f#"${ROOT}/"} ($(du -h "${f}" | cut -f1), $(file -b "${f}" 2>/dev/null | cut -d, -f1-2 || echo "${arch}"))"
+done
+if [[ "${arch}" != "arm64" ]]; then
+  echo "NOTE: built ${arch}, not arm64: ${reason}"
 fi
 
 # ---------------------------------------------------------------- 5. pytest
 step "pytest tests/template (rules, structure, smoke deploy into moto at ${AWS_ENDPOINT_URL})"
-if [[ "${SQSAFE_TEMPLATE_CHECKS_NO_BUILD:-}" == "1" ]]; then
-  timed "pytest tests/template (no smoke deploy)" python -m pytest tests/template --durations=3 \
-    --ignore tests/template/test_smoke_deploy.py
-else
-  timed "pytest tests/template" python -m pytest tests/template --durations=3
-fi
+timed "pytest tests/template" python -m pytest tests/template --durations=3
 
 printf '\n--> template checks passed\n'
 printf '    %s\n' "${TIMINGS[@]}"

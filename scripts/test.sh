@@ -160,30 +160,28 @@ echo "linker: $(readelf -p .comment "${ROOT}/target/debug/sqsafe-local" 2>/dev/n
 
 step "fault-injection suite: built now, run in the background beside the next steps (its output follows them)"
 # The suite spends its minutes waiting on visibility timeouts, lease expiries and SIGKILLed functions, the template
-# and scaffold checks compiling: side by side they take the time of the longer one. Figures and seed are printed
+# and project checks compiling: side by side they take the time of the longer one. Figures and seed are printed
 # when it ends (SQSAFE_FAULT_SEED=<n> replays, SQSAFE_FAULTS_HEAVY=1 for more).
 # Built here, the suite's binary and the fault-injection builds of the functions (the suite builds them once, at its
 # start, as a no-op), so that the suite needs cargo's lock no more while sam build holds it.
 cargo test -p sqsafe-e2e --test faults --no-run
 cargo build -q -p charge-payment -p apply-ledger --features charge-payment/fault-injection,apply-ledger/fault-injection
 background "the fault-injection suite" cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
-echo "its output is printed after the scaffold check and the bench smoke"
+echo "its output is printed after the project check and the bench smoke"
 
 step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; run since the step above)"
 report_background "the template checks" "the steps above"
 
-step "bench smoke: started in the background beside the scaffold check (its output follows it)"
-# The smoke waits on its own moto and the peers' pipelines; the scaffold check compiles. Side by side.
+step "bench smoke: started in the background beside the project check (its output follows it)"
+# The smoke waits on its own moto and the peers' pipelines; the project check compiles. Side by side.
 background "the bench smoke" bash "${ROOT}/scripts/bench.sh" --smoke
 
-step "a new consumer in one command (scripts/scaffold-check.py: cargo xtask new-consumer in a scratch copy)"
-packages=(-p sqsafe-local)
-for crate in "${ROOT}"/functions/*/; do packages+=(-p "$(basename "${crate}")"); done
-cargo build -q "${packages[@]}" --bins
-"${ROOT}/.venv/bin/python" "${ROOT}/scripts/scaffold-check.py"
+step "a new project outside the workspace (scripts/project-check.py: sam init --location templates/project, sqsafe new consumer)"
+cargo build -q -p sqsafe-local -p sqsafe-cli -p charge-payment --bins
+"${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
 
 step "bench smoke: its output (every peer and figure, a few batches; request counts, no timings)"
-report_background "the bench smoke" "the scaffold check"
+report_background "the bench smoke" "the project check"
 
 step "fault-injection suite: its output (it ran in the background since the step of that name)"
 report_background "the fault-injection suite" "the steps above"

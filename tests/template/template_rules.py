@@ -1072,3 +1072,31 @@ def _check_policy_documents(t: Template, fail) -> None:
                 if service in DATA_PLANE_SERVICES and "*" in as_list(st.get("Resource")) and (rid, f"{action}@*") not in seen:
                     seen.add((rid, f"{action}@*"))
                     fail("least-privilege", rid, f"allows {action} on Resource '*'")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python tests/template/template_rules.py --template PATH`: the rules on any project's template (its function
+    crates are found under functions/ beside it); prints each violation, exits 1 when there is one."""
+    import argparse
+    import sys
+
+    from sam_translate import load_template
+
+    parser = argparse.ArgumentParser(description="Check a SAM template against sqsafe's template rules.")
+    parser.add_argument("--template", type=Path, default=ROOT / "template.yaml")
+    args = parser.parse_args(argv)
+    path = args.template.resolve()
+    doc = load_template(path)
+    violations = check(doc, crate_binaries=function_crate_binaries(path.parent))
+    for v in violations:
+        print(v, file=sys.stderr)
+    functions = sum(1 for r in doc.get("Resources", {}).values() if r.get("Type") == "AWS::Serverless::Function")
+    if violations:
+        print(f"template_rules: {len(violations)} violation(s) in {path}", file=sys.stderr)
+        return 1
+    print(f"template_rules: {path}: all {len(RULES)} rules hold for its {functions} function(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

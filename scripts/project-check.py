@@ -1,0 +1,323 @@
+"""Proves that a team can take sqsafe home: a new project from the project template, outside this workspace, as
+`make test` runs it (scripts/test.sh).
+
+1. renders templates/project with the ecosystem's own tool, `sam init --location templates/project` (cookiecutter),
+   into a temporary folder outside the workspace, with sqsafe as a path dependency (a team's comes from a git tag);
+2. checks what the project builds (scripts/dependents-check.py --project: no workspace-hack, clap, server, test-util);
+3. its consumer: formatted, clippy-clean, built, its tests pass against moto; then its effect is broken (a permanent
+   error, as a real effect refusing every record would) and its tests must FAIL: a generated test that passes while
+   every record is dead-lettered proves nothing;
+4. its template: sam validate --lint, sam validate, cfn-lint on the translated template and the template rules
+   (scripts/template-checks.sh with SQSAFE_TEMPLATE); and the rules must fail on a copy without the DLQ alarm;
+5. `sqsafe new consumer --fifo --transact` run a second time, from a folder inside the project (it finds the workspace
+   and the template upward), and 3 and 4 again for the new consumer;
+6. the local pipeline on the project's template with both consumers under `cargo lambda watch`
+   (`sqsafe-local up --watch`): each sample message sent twice, one effect per intent, and the standard queue's second
+   delivery answered from the record (replayed or skipped by the cache), not applied again;
+7. its debug binary against charge-payment's built inside the workspace (within 10%: no workspace-hack bloat);
+8. removes the project and its binaries.
+
+Cargo builds into the workspace's target folder (CARGO_TARGET_DIR), with the workspace's linker, and the project
+resolves with a copy of the workspace's Cargo.lock (the same versions, nothing new downloaded): what the project
+compiles anew is what a dependent gets differently (its own features, without the hack). Expects what scripts/test.sh sets up: the venv, moto
+server with AWS_ENDPOINT_URL exported, and the workspace's sqsafe-local, sqsafe and charge-payment binaries built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+import boto3
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "probe-shop"
+NAME = "ship-order"
+NAME_TRANSACT = "book-shipment"
+# What each generated handler returns on success, and a permanent error in its place: the effect broken on purpose.
+BREAKS = {
+    "Ok(Applied { id: p.id })": 'Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
+    "Ok((vec![TransactWriteItem::builder().put(put).build()], applied))":
+        'let _ = (put, applied);\n        Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
+}
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
+VENV = ROOT / ".venv"
+
+
+def step(text: str) -> None:
+    print(f"\n--> project: {text}", flush=True)
+
+
+def run(*args: str, cwd: Path, env: dict | None = None) -> None:
+    print("$ " + " ".join(args), flush=True)
+    subprocess.run(args, cwd=cwd, env=env, check=True)
+
+
+def sam_env(scratch: Path) -> dict:
+    """SAM CLI without telemetry and without its version check (it would call pypi.org): loopback only."""
+    home = scratch / "sam-cli-home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "metadata.json").write_text(json.dumps({"telemetryEnabled": False, "lastVersionCheck": int(time.time())}))
+    return {**os.environ, "SAM_CLI_TELEMETRY": "0", "__SAM_CLI_APP_DIR": str(home)}
+
+
+def render(scratch: Path) -> Path:
+    context = {"project_name": PROJECT, "consumer_name": NAME, "sqsafe_path": str(ROOT)}
+    run(
+        str(VENV / "bin" / "sam"), "init", "--location", str(ROOT / "templates" / "project"), "--no-input",
+        "--output-dir", str(scratch), "--extra-context", json.dumps(context),
+        cwd=scratch, env=sam_env(scratch),
+    )
+    project = scratch / PROJECT
+    if not (project / "Cargo.toml").is_file() or not (project / "functions" / NAME / "src" / "handler.rs").is_file():
+        raise SystemExit(f"project: sam init did not write the project at {project}")
+    leftovers = [
+        str(p.relative_to(project)) for p in project.rglob("*")
+        if p.is_file() and re.search(r"\{\{ *cookiecutter\.", p.read_text(errors="replace"))
+    ]
+    if leftovers:
+        raise SystemExit(f"project: template syntax left in {leftovers}")
+    # A team's own render: sqsafe from a git tag (not fetched here: the manifest must say so and parse).
+    defaults = scratch / "defaults"
+    defaults.mkdir()
+    run(
+        str(VENV / "bin" / "sam"), "init", "--location", str(ROOT / "templates" / "project"), "--no-input",
+        "--output-dir", str(defaults), cwd=scratch, env=sam_env(scratch),
+    )
+    manifest = tomllib.loads((defaults / "my-consumers" / "Cargo.toml").read_text())
+    for name in ("sqsafe", "sqsafe-local", "sqsafe-testkit"):
+        dep = manifest["workspace"]["dependencies"][name]
+        if set(dep) != {"git", "tag"}:
+            raise SystemExit(f"project: a default render's {name} dependency is {dep}, not a git tag")
+    print(f"a default render depends on sqsafe by git tag: {manifest['workspace']['dependencies']['sqsafe']}")
+    # The same versions as the workspace (already downloaded); a team resolves its own.
+    shutil.copy(ROOT / "Cargo.lock", project / "Cargo.lock")
+    # The project's pinned tools are the workspace's (the same requirements file): link the venv, do not install it.
+    (project / ".venv").symlink_to(VENV)
+    return project
+
+
+def crate_checks(project: Path, env: dict, name: str) -> None:
+    """The generated crate: formatted, clippy-clean, its tests pass; with its effect broken, its tests fail."""
+    run("cargo", "fmt", "--check", "-p", name, cwd=project, env=env)
+    run("cargo", "clippy", "-p", name, "--all-targets", "--", "-D", "warnings", cwd=project, env=env)
+    run("cargo", "test", "-p", name, cwd=project, env=env)
+    handler = project / "functions" / name / "src" / "handler.rs"
+    original = handler.read_text()
+    found = [ok for ok in BREAKS if ok in original]
+    if len(found) != 1:
+        raise SystemExit(f"project: {handler} has no effect to break (looked for {list(BREAKS)})")
+    handler.write_text(original.replace(found[0], BREAKS[found[0]]))
+    try:
+        print(f"$ cargo test -p {name}   (effect broken: every record dead-lettered; the tests must fail)", flush=True)
+        broken = subprocess.run(
+            ["cargo", "test", "-p", name, "--no-fail-fast"], cwd=project, env=env, capture_output=True, text=True
+        )
+    finally:
+        handler.write_text(original)
+    out = broken.stdout + broken.stderr
+    if broken.returncode == 0:
+        raise SystemExit(f"project: {name}'s tests passed with its effect broken:\n{out[-3000:]}")
+    failed = sorted(set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE)))
+    if "the_sample_event_applies_once_and_its_redelivery_is_replayed" not in failed:
+        raise SystemExit(f"project: {name}: the sample-event test did not fail with the effect broken:\n{out[-3000:]}")
+    print(f"with the effect broken, {name}'s tests fail as they must: {', '.join(failed)}", flush=True)
+    # `cargo test` built the function's binary from the broken source too: build it again from the restored one,
+    # or the pipeline would run the broken binary.
+    run("cargo", "build", "-q", "-p", name, "--bins", cwd=project, env=env)
+
+
+def template_checks(project: Path, env: dict) -> None:
+    template = project / "template.yaml"
+    run("bash", "scripts/template-checks.sh", cwd=ROOT, env={**env, "SQSAFE_TEMPLATE": str(template)})
+    # The rules can fail there too: the first consumer's DLQ alarm taken out of a copy must be named.
+    broken = project / "template.no-dlq-alarm.yaml"
+    text = template.read_text()
+    pascal = "".join(part.capitalize() for part in NAME.split("-"))
+    start = text.index(f"  {pascal}DeadLetterAlarm:\n")
+    end = re.compile(r"^  \S", re.MULTILINE).search(text, start + 3).start()
+    broken.write_text(text[:start] + text[end:])
+    try:
+        check = subprocess.run(
+            [str(VENV / "bin" / "python"), "tests/template/template_rules.py", "--template", str(broken)],
+            cwd=ROOT, capture_output=True, text=True,
+        )
+    finally:
+        broken.unlink()
+    if check.returncode == 0 or "alarm-dlq" not in check.stderr:
+        raise SystemExit(f"project: the rules did not catch a missing DLQ alarm:\n{check.stdout}{check.stderr}")
+    print(f"without {pascal}DeadLetterAlarm the rules fail as they must: {check.stderr.splitlines()[0]}", flush=True)
+
+
+def metric_count(log: Path, metric: str) -> int:
+    """The sum of one EMF counter over a function's log lines."""
+    total = 0
+    if not log.is_file():
+        return 0
+    for line in log.read_text(errors="replace").splitlines():
+        if f'"{metric}"' not in line or not line.startswith("{"):
+            continue
+        try:
+            total += int(json.loads(line).get(metric, 0))
+        except (ValueError, TypeError):
+            continue
+    return total
+
+
+def pipeline(project: Path, env: dict) -> None:
+    """sqsafe-local up --watch on the project's template; each sample twice; one effect per intent."""
+    cmd = [str(TARGET / "debug" / "sqsafe-local"), "up", "--watch", "--visibility-timeout", "5"]
+    print("$ " + " ".join(cmd) + f"   (in {project})", flush=True)
+    proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    session = None
+    try:
+        endpoint = table = logs = None
+        queues: dict[str, str] = {}
+        hints: dict[str, str] = {}
+        deadline = time.monotonic() + 600
+        assert proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("project: sqsafe-local stopped before it was ready:\n" + "".join(lines))
+            lines.append(line)
+            if m := re.match(r"moto server\s+(\S+)", line):
+                endpoint = m.group(1)
+            elif m := re.match(r"table\s+(\S+)\s+\(IdempotencyTable\)", line):
+                table = m.group(1)
+            elif m := re.match(r"function logs\s+(\S+)", line):
+                logs = Path(m.group(1))
+            elif m := re.match(r"(\S+)\s+queue\s+(\S+)", line):
+                queues[m.group(1)] = m.group(2)
+            elif m := re.match(r"  (\S+)\s+(\.venv/bin/python scripts/send-message\.py .*)$", line):
+                hints[m.group(1)] = m.group(2)
+            elif line.startswith("Under cargo lambda watch"):
+                break
+        if not (endpoint and table and logs) or set(hints) != {NAME, NAME_TRANSACT}:
+            raise SystemExit(f"project: sqsafe-local did not print the endpoint, table, logs and sends:\n{''.join(lines)}")
+        session = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        sqs, dynamodb = boto3.client("sqs", **session), boto3.client("dynamodb", **session)
+        # Each sample twice, with the command sqsafe-local printed (the FIFO one carries its group; SQS drops its
+        # second copy within the 5-minute deduplication window, as it would in AWS: the standard queue shows the
+        # redelivery).
+        for name in (NAME, NAME_TRANSACT):
+            for _ in range(2):
+                print(f"$ {hints[name]}", flush=True)
+                subprocess.run(hints[name], shell=True, cwd=project, check=True)
+        deadline = time.monotonic() + 600  # the first delivery builds and starts each function under watch
+        completed: dict[str, list[str]] = {}
+        settled = False
+        while time.monotonic() < deadline and not settled:
+            items = dynamodb.scan(TableName=table)["Items"]
+            completed = {
+                name: [i["pk"]["S"] for i in items
+                       if i["status"]["S"] == "COMPLETED" and i["pk"]["S"].startswith(f"{name}#v1#")]
+                for name in (NAME, NAME_TRANSACT)
+            }
+            answered = metric_count(logs / f"{NAME}.watch.log", "RecordsReplayed") + metric_count(
+                logs / f"{NAME}.watch.log", "RecordsSkippedByCache")
+            empty = all(
+                all(v == "0" for v in sqs.get_queue_attributes(
+                    QueueUrl=url,
+                    AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+                )["Attributes"].values())
+                for name, url in queues.items() if name in (NAME, NAME_TRANSACT)
+            )
+            settled = empty and all(completed.values()) and answered >= 1
+            if not settled:
+                time.sleep(1)
+        applied = metric_count(logs / f"{NAME}.watch.log", "RecordsProcessed")
+        answered = metric_count(logs / f"{NAME}.watch.log", "RecordsReplayed") + metric_count(
+            logs / f"{NAME}.watch.log", "RecordsSkippedByCache")
+        if not settled:
+            raise SystemExit(f"project: the samples did not settle: completed {completed}, {NAME} applied {applied}, "
+                             f"answered from the record {answered}\n{''.join(lines[-20:])}")
+        if any(len(pks) != 1 for pks in completed.values()) or applied != 1 or answered != 1:
+            raise SystemExit(f"project: expected one effect per intent and one replay: completed {completed}, "
+                             f"{NAME} applied {applied}, answered from the record {answered}")
+        print(f"each sample sent twice: one COMPLETED intent each ({', '.join(p[0] for p in completed.values())}); "
+              f"{NAME}: 1 applied, its second delivery answered from the record; the queues are empty", flush=True)
+    finally:
+        # SIGTERM, as a CI runner or `kill` sends it: sqsafe-local must stop everything it started, moto included.
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        print("".join(lines[-5:]) + (out or "")[-2000:], flush=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"project: sqsafe-local did not stop cleanly on SIGTERM (exit {proc.returncode})")
+    try:
+        boto3.client("sqs", **session).list_queues()
+    except Exception:  # noqa: BLE001 - any failure to connect means the server is gone
+        print("sqsafe-local stopped on SIGTERM, and its moto server with it", flush=True)
+    else:
+        raise SystemExit(f"project: moto at {session['endpoint_url']} still answers after sqsafe-local got SIGTERM")
+
+
+def sizes() -> None:
+    ours = TARGET / "debug" / NAME
+    inside = TARGET / "debug" / "charge-payment"
+    a, b = ours.stat().st_size, inside.stat().st_size
+    print(f"debug binaries: {NAME} (outside project) {a:,} B, charge-payment (inside the workspace) {b:,} B", flush=True)
+    if a > b * 1.10:
+        raise SystemExit(f"project: {NAME}'s debug binary is more than 10% larger than charge-payment's: "
+                         "something pulls in more than a consumer uses")
+
+
+def main() -> int:
+    scratch = Path(tempfile.mkdtemp(prefix="sqsafe-project-"))
+    if scratch.resolve().is_relative_to(ROOT):
+        raise SystemExit(f"project: {scratch} is inside the workspace; set TMPDIR elsewhere")
+    env = {
+        **os.environ,
+        "CARGO_TARGET_DIR": str(TARGET),
+        # The workspace's linker (its .cargo/config.toml): cargo's fingerprint includes it, and with another one the
+        # crates both builds share would be rebuilt by each in turn.
+        "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER": str(ROOT / "scripts" / "linker.sh"),
+    }
+    env.pop("CARGO_MANIFEST_DIR", None)
+    started = time.monotonic()
+    try:
+        step(f"sam init --location templates/project into {scratch} (outside the workspace)")
+        project = render(scratch)
+        step("what the project builds: scripts/dependents-check.py --project")
+        run(str(VENV / "bin" / "python"), str(ROOT / "scripts" / "dependents-check.py"), "--project", str(project),
+            cwd=ROOT, env=env)
+        step(f"{NAME}: formatted, clippy-clean, built, tested; its tests fail when its effect breaks")
+        crate_checks(project, env, NAME)
+        step("the project's template: sam validate --lint, cfn-lint, the rules")
+        template_checks(project, env)
+        step(f"sqsafe new consumer {NAME_TRANSACT} --fifo --transact, from a folder inside the project; the same checks")
+        run(str(TARGET / "debug" / "sqsafe"), "new", "consumer", NAME_TRANSACT, "--fifo", "--transact",
+            cwd=project / "functions", env=env)
+        crate_checks(project, env, NAME_TRANSACT)
+        template_checks(project, env)
+        step("both consumers under cargo lambda watch behind the local SQS pipeline; each sample twice")
+        pipeline(project, env)
+        step("binary size")
+        sizes()
+        step(f"passed in {time.monotonic() - started:.0f} s; discarding the project")
+        return 0
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        for name in (NAME, NAME_TRANSACT):
+            for leftover in (TARGET / "debug").glob(f"{name}*"):
+                if leftover.is_file():
+                    leftover.unlink()
+            shutil.rmtree(TARGET / "lambda" / name, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
