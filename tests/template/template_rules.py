@@ -28,7 +28,8 @@ RULES: dict[str, str] = {
     "architecture": "functions are arm64 (a parameter may offer x86_64 for builds, but its default is arm64)",
     "build-method": "functions are built by rust-cargolambda (Metadata BuildMethod, BuildProperties.Binary, Handler bootstrap)",
     "log-group": "each function logs JSON (LoggingConfig LogFormat JSON) to a log group of the template with RetentionInDays",
-    "sqs-event": "each function has exactly one event source of the template: one SQS queue (an SQS consumer) or one DynamoDB stream, `!GetAtt Table.StreamArn` (a stream function, see stream-mapping)",
+    "sqs-event": "each function has exactly one event source of the template: one SQS queue (an SQS consumer), one DynamoDB stream, `!GetAtt Table.StreamArn` (a stream function, see stream-mapping), or one schedule (the outbox sweeper, see outbox-sweeper)",
+    "outbox-sweeper": "each outbox table a stream function relays has a sweeper: a scheduled function (rate of at most 5 minutes) with that OUTBOX_TABLE and the relay's OUTBOX_DESTINATIONS, reading its OUTBOX_PENDING_INDEX, a global secondary index of the table on pending (S, HASH) and created_at (N, RANGE) projecting ALL; and an alarm on sqsafe's OutboxOldestPendingAge (dimension consumer = the sweeper's binary) that notifies an SNS topic of the template and treats missing data as breaching (a sweeper that stopped running)",
     "stream-mapping": "a stream function's DynamoDB event reads a table whose stream is enabled with NEW_IMAGE or NEW_AND_OLD_IMAGES, from TRIM_HORIZON, with FunctionResponseTypes [ReportBatchItemFailures], BisectBatchOnFunctionError true, a bounded MaximumRetryAttempts (0..10000, never -1: a poison record would block its shard for the stream's 24 hours) and an on-failure destination (DestinationConfig.OnFailure) that is a standard SQS queue of the template",
     "report-batch-item-failures": "every SQS event source mapping has FunctionResponseTypes [ReportBatchItemFailures]",
     "maximum-concurrency": "every SQS event source mapping sets ScalingConfig.MaximumConcurrency, bounded within 2..1000",
@@ -56,10 +57,10 @@ RULES: dict[str, str] = {
     "dashboard": "each consumer has an AWS::CloudWatch::Dashboard (body valid JSON) that shows, for its own consumer, queue, DLQ and function: received, applied and replayed records, dead letters in all and by error kind, the DLQ's depth, the age of the oldest message, and the function's duration",
     "dashboard-metrics": "every sqsafe metric a dashboard or an alarm names is one the code writes (crates/sqsafe-telemetry/src/metrics.rs)",
     "emf-log-level": "a function's ApplicationLogLevel can only be TRACE, DEBUG or INFO: EMF metric lines carry no level, Lambda files them as INFO and drops them at WARN and above",
-    "grant-only-what-is-used": "on each table a function's role grants no item action its code does not call (idempotency table: PutItem, UpdateItem, DeleteItem; ledger: PutItem, UpdateItem; effect table: PutItem; outbox table: UpdateItem; outbox destinations: SendMessage)",
+    "grant-only-what-is-used": "on each table a function's role grants no item action its code does not call (idempotency table: PutItem, UpdateItem, DeleteItem; ledger: PutItem, UpdateItem; effect table: PutItem; outbox table: UpdateItem, and Query for the sweeper; outbox destinations: SendMessage)",
     "idempotency-leading-keys": "every statement that grants item actions on a function's IDEMPOTENCY_TABLE limits them to the function's own keys: Condition ForAllValues:StringLike dynamodb:LeadingKeys [\"<its binary>#*\"] (the key prefix its consumer writes), so consumers that share the table cannot write or delete each other's records",
     "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ, its on-failure queue, the tables and queues named in its environment, and (stream reads) its own stream; no managed policies (they cannot be checked here)",
-    "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, ChangeMessageVisibility on its QUEUE_URL, SendMessage on its DLQ, item actions on its tables; a stream function: DescribeStream, GetRecords and GetShardIterator on its stream, SendMessage on its on-failure queue and its OUTBOX_DESTINATIONS, UpdateItem on its OUTBOX_TABLE",
+    "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, ChangeMessageVisibility on its QUEUE_URL, SendMessage on its DLQ, item actions on its tables; a stream function: DescribeStream, GetRecords and GetShardIterator on its stream, SendMessage on its on-failure queue and its OUTBOX_DESTINATIONS, UpdateItem on its OUTBOX_TABLE; the outbox sweeper: Query and UpdateItem on its OUTBOX_TABLE, SendMessage on its OUTBOX_DESTINATIONS",
     "change-message-visibility": "each SQS consumer's role grants sqs:ChangeMessageVisibility on the function's source queue and on nothing else (not its DLQ, not another queue, not '*'); a stream function's grants it nowhere",
     "max-attempts": "MAX_ATTEMPTS (max) <= the consumed queue's maxReceiveCount",
     "idempotency-window": "IDEMPOTENCY_WINDOW_DAYS (min) x 86400 >= source queue retention + DLQ retention + redrive margin",
@@ -87,6 +88,8 @@ USED_ACTIONS: dict[str, set[str]] = {
     # The outbox relay marks items sent (a conditional UpdateItem) and publishes to its destinations.
     "OUTBOX_TABLE": {"dynamodb:UpdateItem"},
     "OUTBOX_DESTINATIONS": {"sqs:SendMessage"},
+    # The sweeper reads the pending index (Query on its ARN, under the table) and marks like the relay.
+    "OUTBOX_TABLE (sweeper)": {"dynamodb:Query", "dynamodb:UpdateItem"},
 }
 EMF_LOG_LEVELS = {"TRACE", "DEBUG", "INFO"}
 
@@ -108,7 +111,12 @@ REQUIRED_ACTIONS: dict[str, set[str]] = {
     "(on-failure)": {"sqs:SendMessage"},
     "OUTBOX_TABLE": {"dynamodb:UpdateItem"},
     "OUTBOX_DESTINATIONS": {"sqs:SendMessage"},
+    "OUTBOX_TABLE (sweeper)": {"dynamodb:Query", "dynamodb:UpdateItem"},
 }
+# The outbox sweeper: what it reads, how often it must run at least, the metric its alarm watches.
+PENDING_INDEX_DEFAULT = "PendingByAge"
+MAX_SWEEP_INTERVAL_SECONDS = 300
+OUTBOX_AGE_METRIC = "OutboxOldestPendingAge"
 # Actions on a stream ARN (GetAtt Table.StreamArn), not on a table: a stream function may hold them on its own stream.
 STREAM_ACTIONS = {"dynamodb:describestream", "dynamodb:getrecords", "dynamodb:getsharditerator", "dynamodb:liststreams"}
 # MaximumRetryAttempts' range besides -1 (retry until the record expires), which the stream-mapping rule refuses.
@@ -262,6 +270,7 @@ class Consumer:
     dlq: str | None = None  # that queue's dead-letter queue
     role: str | None = None  # logical id of its AWS::IAM::Role, if any
     stream_table: str | None = None  # a stream function: the table whose stream its DynamoDB event reads
+    schedule: dict[str, Any] | None = None  # a scheduled function (the outbox sweeper): its Schedule event's Properties
     on_failure: str | None = None  # a stream function: its mapping's on-failure queue
 
 
@@ -341,6 +350,7 @@ def check(doc: dict[str, Any], *, crate_binaries: dict[str, str] | None = None) 
     for c in consumers:
         if c.queue:
             _check_dashboard(t, c, dashboards, fail)
+    _check_outbox_sweepers(t, consumers, tables, alarms, fail)
     _check_sqsafe_metric_names(t, alarms, dashboards, fail)
     _check_policy_documents(t, fail)
     return out
@@ -357,7 +367,16 @@ def _consumer(t: Template, f: str, queues: dict, dlq_of: dict, fail) -> Consumer
         for name, ev in (props.get("Events") or {}).items()
         if isinstance(ev, dict) and ev.get("Type") == "DynamoDB"
     }
-    if not sqs_events and len(stream_events) == 1:
+    schedule_events = {
+        name: ev
+        for name, ev in (props.get("Events") or {}).items()
+        if isinstance(ev, dict) and ev.get("Type") in ("Schedule", "ScheduleV2")
+    }
+    if not sqs_events and not stream_events and len(schedule_events) == 1 and len(props.get("Events") or {}) == 1:
+        # A scheduled function (the outbox sweeper): its one event is a schedule.
+        c.event_name, ev = next(iter(schedule_events.items()))
+        c.schedule = ev.get("Properties") or {}
+    elif not sqs_events and len(stream_events) == 1:
         # A stream function (the outbox relay): its one event is a DynamoDB stream.
         c.event_name, ev = next(iter(stream_events.items()))
         c.event = ev.get("Properties") or {}
@@ -368,7 +387,7 @@ def _consumer(t: Template, f: str, queues: dict, dlq_of: dict, fail) -> Consumer
             c.stream_table = targets[0]
         c.on_failure = _on_failure_queue(c.event, queues)
     elif len(sqs_events) != 1 or stream_events:
-        fail("sqs-event", f, f"has {len(sqs_events)} SQS and {len(stream_events)} DynamoDB events; an sqsafe function has exactly one event source")
+        fail("sqs-event", f, f"has {len(sqs_events)} SQS, {len(stream_events)} DynamoDB and {len(schedule_events)} schedule events; an sqsafe function has exactly one event source")
     if sqs_events:
         c.event_name, ev = next(iter(sqs_events.items()))
         c.event = ev.get("Properties") or {}
@@ -750,6 +769,8 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
         for x in refs(env.get(var)):
             if x in queues or x in tables:
                 needs.append((var, x))
+    if c.schedule is not None:
+        needs = [("OUTBOX_TABLE (sweeper)" if var == "OUTBOX_TABLE" else var, x) for var, x in needs]
     for var, x in needs:
         have = granted_stream.get(x, set()) if var == "(stream)" else granted.get(x, set())
         missing = sorted(REQUIRED_ACTIONS[var] - have)
@@ -821,7 +842,7 @@ def _check_tables(t: Template, tables: dict, consumers: list[Consumer], fail) ->
     for c in consumers:
         env = (c.props.get("Environment") or {}).get("Variables") or {}
         idempotency.update(x for x in refs(env.get("IDEMPOTENCY_TABLE")) if x in tables)
-        if "IDEMPOTENCY_TABLE" not in env and not c.stream_table:
+        if "IDEMPOTENCY_TABLE" not in env and not c.stream_table and c.schedule is None:
             fail("idempotency-table", c.function, "IDEMPOTENCY_TABLE is not set")
     for tb in sorted(idempotency):
         tp = t.props(tb)
@@ -904,7 +925,7 @@ def _check_function_alarms(t: Template, alarms: dict, c: Consumer, fail) -> None
         for a in iterator_age:
             if not _alarm_actions_ok(t, t.props(a)):
                 fail("alarm-stream-age", a, "AlarmActions do not notify an SNS topic of this template")
-    elif not dead_letters:
+    elif c.schedule is None and not dead_letters:
         fail("alarm-dead-letters", f, f"no alarm on namespace sqsafe RecordsSentToDlq with consumer = {binary!r}")
     for a in dead_letters:
         ap = t.props(a)
@@ -922,7 +943,11 @@ def _check_function_alarms(t: Template, alarms: dict, c: Consumer, fail) -> None
 # The counters the code writes: `Metric::X => "Name"` in crates/sqsafe-telemetry/src/metrics.rs, and BatchDuration.
 def sqsafe_metric_names(root: Path = ROOT) -> set[str]:
     code = (root / "crates/sqsafe-telemetry/src/metrics.rs").read_text(encoding="utf-8")
-    return set(re.findall(r'Metric::\w+ => "(\w+)"', code)) | set(re.findall(r'BATCH_DURATION: &str = "(\w+)"', code))
+    return (
+        set(re.findall(r'Metric::\w+ => "(\w+)"', code))
+        | set(re.findall(r'BATCH_DURATION: &str = "(\w+)"', code))
+        | set(re.findall(r'pub const OUTBOX_\w+: &str = "(\w+)"', code))
+    )
 
 
 @dataclass
@@ -1052,6 +1077,72 @@ def _policy_documents(t: Template) -> Iterable[tuple[str, dict]]:
             for policy in as_list(p.get("Policies")):
                 if isinstance(policy, dict) and "Statement" in policy:
                     yield rid, policy
+
+
+def _schedule_seconds(expression: Any) -> int | None:
+    """Seconds between runs of a `rate(N unit)` schedule; None for anything else (cron, an intrinsic)."""
+    m = re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)", str(expression).strip())
+    if not m:
+        return None
+    unit = {"minute": 60, "hour": 3600, "day": 86400}[m.group(2).rstrip("s")]
+    return int(m.group(1)) * unit
+
+
+def _check_outbox_sweepers(t: Template, consumers: list[Consumer], tables: dict, alarms: dict, fail) -> None:
+    """outbox-sweeper: no outbox event may stay PENDING unseen (the relay's stream record given up on, or gone)."""
+    def env(c: Consumer) -> dict:
+        return (c.props.get("Environment") or {}).get("Variables") or {}
+
+    sweepers = [c for c in consumers if c.schedule is not None and refs(env(c).get("OUTBOX_TABLE"))]
+    for relay in (c for c in consumers if c.stream_table and refs(env(c).get("OUTBOX_TABLE"))):
+        table = relay.stream_table
+        mine = [c for c in sweepers if table in refs(env(c).get("OUTBOX_TABLE"))]
+        if not mine:
+            fail("outbox-sweeper", relay.function, f"no scheduled function sweeps {table}: an event whose stream record "
+                 "the relay gave up on (or never received) would stay PENDING for good")
+            continue
+        for c in mine:
+            seconds = _schedule_seconds((c.schedule or {}).get("Schedule", (c.schedule or {}).get("ScheduleExpression")))
+            if seconds is None or seconds > MAX_SWEEP_INTERVAL_SECONDS:
+                fail("outbox-sweeper", f"{c.function}.Events.{c.event_name}",
+                     f"runs {'on no rate(...) schedule' if seconds is None else f'every {seconds} s'}: at most every "
+                     f"{MAX_SWEEP_INTERVAL_SECONDS} s")
+            if refs(env(c).get("OUTBOX_DESTINATIONS")) != refs(env(relay).get("OUTBOX_DESTINATIONS")):
+                fail("outbox-sweeper", c.function, f"OUTBOX_DESTINATIONS differ from {relay.function}'s: the sweeper "
+                     "would refuse (or be allowed) other queues than the relay")
+            index_name = t.default(env(c).get("OUTBOX_PENDING_INDEX", PENDING_INDEX_DEFAULT))
+            tp = t.props(table)
+            index = next((i for i in as_list(tp.get("GlobalSecondaryIndexes"))
+                          if isinstance(i, dict) and i.get("IndexName") == index_name), None)
+            types = {a.get("AttributeName"): a.get("AttributeType") for a in as_list(tp.get("AttributeDefinitions"))
+                     if isinstance(a, dict)}
+            keys = [(k.get("AttributeName"), k.get("KeyType")) for k in as_list((index or {}).get("KeySchema"))
+                    if isinstance(k, dict)]
+            if index is None:
+                fail("outbox-sweeper", table, f"no global secondary index {index_name!r} (OUTBOX_PENDING_INDEX of {c.function})")
+            elif (keys != [("pending", "HASH"), ("created_at", "RANGE")] or types.get("pending") != "S"
+                  or types.get("created_at") != "N"
+                  or (index.get("Projection") or {}).get("ProjectionType") != "ALL"):
+                fail("outbox-sweeper", table, f"index {index_name!r} must be pending (S, HASH) + created_at (N, RANGE) "
+                     f"projecting ALL, not {keys} {(index.get('Projection') or {})}")
+            binary = ((t.resources[c.function].get("Metadata") or {}).get("BuildProperties") or {}).get("Binary")
+            watching = [
+                a for a, res in alarms.items()
+                if (p := res.get("Properties") or {}).get("Namespace") == "sqsafe"
+                and p.get("MetricName") == OUTBOX_AGE_METRIC
+                and any(isinstance(d, dict) and d.get("Name") == "consumer" and d.get("Value") == binary
+                        for d in as_list(p.get("Dimensions")))
+            ]
+            if not watching:
+                fail("outbox-sweeper", c.function, f"no alarm on sqsafe {OUTBOX_AGE_METRIC} (consumer = {binary}): an "
+                     "event neither the relay nor the sweeper can publish would wait unseen")
+            for a in watching:
+                ap = t.props(a)
+                if not _alarm_actions_ok(t, ap):
+                    fail("outbox-sweeper", a, "AlarmActions do not notify an SNS topic of this template")
+                if ap.get("TreatMissingData") != "breaching":
+                    fail("outbox-sweeper", a, f"TreatMissingData is {ap.get('TreatMissingData')!r}: a sweeper that "
+                         "stopped running reports nothing, which must alarm (breaching)")
 
 
 def _check_policy_documents(t: Template, fail) -> None:

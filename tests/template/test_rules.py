@@ -42,11 +42,12 @@ def test_rules_are_not_vacuous(sam_template) -> None:
         for r in sam_template["Resources"].values()
         if r["Type"] == "AWS::Serverless::Function"
     ]
-    sqs, streams = sources.count({"SQS"}), sources.count({"DynamoDB"})
-    assert sqs >= 2 and streams >= 1 and sqs + streams == len(crates), sources
+    sqs, streams, schedules = sources.count({"SQS"}), sources.count({"DynamoDB"}), sources.count({"Schedule"})
+    assert sqs >= 2 and streams >= 1 and schedules >= 1 and sqs + streams + schedules == len(crates), sources
     assert kinds.count("AWS::SQS::Queue") == 2 * sqs + streams, "a queue and a DLQ per consumer, an on-failure queue per stream function"
-    assert kinds.count("AWS::CloudWatch::Alarm") == 4 * sqs + 3 * streams, (
-        "per consumer DLQ depth, queue age, dead letters, errors; per stream function on-failure depth, iterator age, errors"
+    assert kinds.count("AWS::CloudWatch::Alarm") == 4 * sqs + 3 * streams + 2 * schedules, (
+        "per consumer DLQ depth, queue age, dead letters, errors; per stream function on-failure depth, iterator age, "
+        "errors; per outbox sweeper pending age, errors"
     )
     assert kinds.count("AWS::DynamoDB::Table") >= 1
 
@@ -301,6 +302,24 @@ MUTATIONS: list[Mutation] = [
      "sqs-event", "OutboxRelayFunction"),
     ("stream function with a SAM-generated role", lambda d: props(d, "OutboxRelayFunction").pop("Role"),
      "least-privilege", "OutboxRelayFunction"),
+    # The outbox sweeper: nothing stays PENDING unseen.
+    ("outbox sweeper removed", lambda d: d[R].pop("OutboxSweeperFunction"), "outbox-sweeper", "OutboxRelayFunction"),
+    ("pending index removed", lambda d: props(d, "OutboxTable").pop("GlobalSecondaryIndexes"), "outbox-sweeper", "OutboxTable"),
+    ("pending index keyed by status", lambda d: props(d, "OutboxTable")["GlobalSecondaryIndexes"][0]["KeySchema"][0].update(AttributeName="status"),
+     "outbox-sweeper", "OutboxTable"),
+    ("pending index projects keys only", lambda d: props(d, "OutboxTable")["GlobalSecondaryIndexes"][0]["Projection"].update(ProjectionType="KEYS_ONLY"),
+     "outbox-sweeper", "OutboxTable"),
+    ("sweeper runs hourly", lambda d: props(d, "OutboxSweeperFunction")["Events"]["Schedule"]["Properties"].update(Schedule="rate(1 hour)"),
+     "outbox-sweeper", "OutboxSweeperFunction.Events.Schedule"),
+    ("sweeper publishes to other destinations than the relay", lambda d: props(d, "OutboxSweeperFunction")["Environment"]["Variables"].update(
+        OUTBOX_DESTINATIONS={"Ref": "ChargePaymentQueue"}), "outbox-sweeper", "OutboxSweeperFunction"),
+    ("outbox age alarm removed", lambda d: d[R].pop("OutboxPendingAgeAlarm"), "outbox-sweeper", "OutboxSweeperFunction"),
+    ("outbox age alarm silent when the sweeper stops", lambda d: props(d, "OutboxPendingAgeAlarm").update(TreatMissingData="notBreaching"),
+     "outbox-sweeper", "OutboxPendingAgeAlarm"),
+    ("the sweeper cannot read the pending index", lambda d: statements(d, "OutboxSweeperRole").remove(statement(d, "OutboxSweeperRole", "ReadPending")),
+     "permissions", "OutboxSweeperRole"),
+    ("the sweeper may delete outbox items", lambda d: statement(d, "OutboxSweeperRole", "MarkSent").update(Action=["dynamodb:UpdateItem", "dynamodb:DeleteItem"]),
+     "grant-only-what-is-used", "OutboxSweeperRole"),
 ]
 
 

@@ -28,6 +28,10 @@ pub mod attributes {
     pub const MESSAGE_GROUP_ID: &str = "message_group_id";
     /// `PENDING` or `SENT`.
     pub const STATUS: &str = "status";
+    /// `PENDING` while the item is pending, removed when the relay marks it sent: the partition key of the sparse
+    /// index that the sweeper reads (see [`PENDING_INDEX`](super::PENDING_INDEX)), so the index holds only what
+    /// still waits to be published.
+    pub const PENDING: &str = "pending";
     /// When the producer wrote it, epoch milliseconds.
     pub const CREATED_AT: &str = "created_at";
     /// When the relay marked it sent, epoch milliseconds.
@@ -41,6 +45,11 @@ pub mod attributes {
 
 /// The value of [`attributes::ENTITY`] on every outbox item.
 pub const ENTITY: &str = "sqsafe.outbox-event";
+
+/// The default name of the outbox table's sparse global secondary index on pending items: partition key
+/// [`attributes::PENDING`] (string), sort key [`attributes::CREATED_AT`] (number), every attribute projected. Only
+/// pending items carry [`attributes::PENDING`], so the [`Sweeper`](crate::Sweeper) reads nothing else.
+pub const PENDING_INDEX: &str = "PendingByAge";
 
 /// Where an outbox item stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -90,6 +99,7 @@ pub(crate) fn new_item(
         item.insert(attributes::MESSAGE_GROUP_ID.into(), s(group));
     }
     item.insert(attributes::STATUS.into(), s(Status::Pending.as_str()));
+    item.insert(attributes::PENDING.into(), s(Status::Pending.as_str()));
     item.insert(
         attributes::CREATED_AT.into(),
         AttributeValue::N(created_at_ms.to_string()),

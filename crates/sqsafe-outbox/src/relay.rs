@@ -113,6 +113,11 @@ impl Relay {
         &self.table
     }
 
+    /// The DynamoDB client it marks items with.
+    pub(crate) fn dynamodb(&self) -> &aws_sdk_dynamodb::Client {
+        &self.dynamodb
+    }
+
     /// Publishes and then marks sent (see [`Relay`] for what a crash between the two does).
     ///
     /// # Errors
@@ -191,11 +196,14 @@ impl Relay {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(record.keys().clone()))
+            // Out of the sparse pending index (attributes::PENDING) as it becomes SENT.
             .update_expression(
-                "SET #status = :sent, #sent_at = :now, #message_id = :message_id, #expiration = :expiration",
+                "SET #status = :sent, #sent_at = :now, #message_id = :message_id, #expiration = :expiration \
+                 REMOVE #pending",
             )
             .condition_expression("#event_id = :event_id AND #status = :pending")
             .expression_attribute_names("#status", attributes::STATUS)
+            .expression_attribute_names("#pending", attributes::PENDING)
             .expression_attribute_names("#sent_at", attributes::SENT_AT)
             .expression_attribute_names("#message_id", attributes::SENT_MESSAGE_ID)
             .expression_attribute_names("#expiration", attributes::EXPIRATION)

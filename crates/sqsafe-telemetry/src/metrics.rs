@@ -50,6 +50,44 @@ const ERROR_KIND_DIMENSION: &str = "error_kind";
 /// The metric name of the batch duration.
 const BATCH_DURATION: &str = "BatchDuration";
 
+/// The outbox sweeper's gauge: seconds since the oldest outbox item still `PENDING` was written (0 when none is).
+/// The outbox-age alarm watches it.
+pub const OUTBOX_OLDEST_PENDING_AGE: &str = "OutboxOldestPendingAge";
+/// The outbox sweeper's count of events it published in one run.
+pub const OUTBOX_EVENTS_SWEPT: &str = "OutboxEventsSwept";
+/// The outbox sweeper's count of due events it could not publish or mark in one run.
+pub const OUTBOX_SWEEP_FAILURES: &str = "OutboxSweepFailures";
+
+/// One outbox sweep's EMF document: [`OUTBOX_OLDEST_PENDING_AGE`] (seconds), [`OUTBOX_EVENTS_SWEPT`] and
+/// [`OUTBOX_SWEEP_FAILURES`] (counts) under the dimension `consumer` = the sweeper's name.
+pub fn outbox_sweep_emf(
+    namespace: &str,
+    sweeper: &str,
+    timestamp_ms: u64,
+    swept: u64,
+    failures: u64,
+    oldest_pending: Duration,
+) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [[CONSUMER_DIMENSION]],
+                "Metrics": [
+                    { "Name": OUTBOX_OLDEST_PENDING_AGE, "Unit": "Seconds" },
+                    { "Name": OUTBOX_EVENTS_SWEPT, "Unit": "Count" },
+                    { "Name": OUTBOX_SWEEP_FAILURES, "Unit": "Count" },
+                ],
+            }],
+        },
+        CONSUMER_DIMENSION: sweeper,
+        OUTBOX_OLDEST_PENDING_AGE: oldest_pending.as_secs(),
+        OUTBOX_EVENTS_SWEPT: swept,
+        OUTBOX_SWEEP_FAILURES: failures,
+    })
+}
+
 /// What happened to a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
