@@ -30,7 +30,7 @@ RULES: dict[str, str] = {
     "log-group": "each function logs JSON (LoggingConfig LogFormat JSON) to a log group of the template with RetentionInDays",
     "sqs-event": "each function has exactly one event source of the template: one SQS queue (an SQS consumer), one DynamoDB stream, `!GetAtt Table.StreamArn` (a stream function, see stream-mapping), or one schedule (the outbox sweeper, see outbox-sweeper)",
     "outbox-sweeper": "each outbox table a stream function relays has a sweeper: a scheduled function (rate of at most 5 minutes) with that OUTBOX_TABLE and the relay's OUTBOX_DESTINATIONS, reading its OUTBOX_PENDING_INDEX, a global secondary index of the table on pending (S, HASH) and created_at (N, RANGE) projecting ALL; and an alarm on sqsafe's OutboxOldestPendingAge (dimension consumer = the sweeper's binary) that notifies an SNS topic of the template and treats missing data as breaching (a sweeper that stopped running)",
-    "stream-mapping": "a stream function's DynamoDB event reads a table whose stream is enabled with NEW_IMAGE or NEW_AND_OLD_IMAGES, from TRIM_HORIZON, with FunctionResponseTypes [ReportBatchItemFailures], BisectBatchOnFunctionError true, a bounded MaximumRetryAttempts (0..10000, never -1: a poison record would block its shard for the stream's 24 hours) and an on-failure destination (DestinationConfig.OnFailure) that is a standard SQS queue of the template",
+    "stream-mapping": "a stream function's DynamoDB event reads a table whose stream is enabled with NEW_IMAGE or NEW_AND_OLD_IMAGES, from TRIM_HORIZON, with FunctionResponseTypes [ReportBatchItemFailures], BisectBatchOnFunctionError true, MaximumRetryAttempts -1 (unset is -1: a retryable failure is retried while the stream holds the record, so a destination that recovers gets its events; the relay takes permanent failures off the shard itself), the function's FAILURE_QUEUE_URL naming its on-failure destination (DestinationConfig.OnFailure), a standard SQS queue of the template",
     "report-batch-item-failures": "every SQS event source mapping has FunctionResponseTypes [ReportBatchItemFailures]",
     "maximum-concurrency": "every SQS event source mapping sets ScalingConfig.MaximumConcurrency, bounded within 2..1000",
     "fifo-mapping": "a FIFO queue's mapping has BatchSize 1 (no record held back behind a failing one of its group, so "
@@ -112,6 +112,7 @@ REQUIRED_ACTIONS: dict[str, set[str]] = {
     "OUTBOX_TABLE": {"dynamodb:UpdateItem"},
     "OUTBOX_DESTINATIONS": {"sqs:SendMessage"},
     "OUTBOX_TABLE (sweeper)": {"dynamodb:Query", "dynamodb:UpdateItem"},
+    "FAILURE_QUEUE_URL": {"sqs:SendMessage"},
 }
 # The outbox sweeper: what it reads, how often it must run at least, the metric its alarm watches.
 PENDING_INDEX_DEFAULT = "PendingByAge"
@@ -119,8 +120,6 @@ MAX_SWEEP_INTERVAL_SECONDS = 300
 OUTBOX_AGE_METRIC = "OutboxOldestPendingAge"
 # Actions on a stream ARN (GetAtt Table.StreamArn), not on a table: a stream function may hold them on its own stream.
 STREAM_ACTIONS = {"dynamodb:describestream", "dynamodb:getrecords", "dynamodb:getsharditerator", "dynamodb:liststreams"}
-# MaximumRetryAttempts' range besides -1 (retry until the record expires), which the stream-mapping rule refuses.
-MAX_STREAM_RETRIES = 10_000
 
 
 @dataclass(frozen=True)
@@ -422,11 +421,16 @@ def _check_stream_mapping(t: Template, c: Consumer, ev: dict, where: str, queues
         fail("stream-mapping", where, "FunctionResponseTypes lacks ReportBatchItemFailures: a failed record would replay its whole batch")
     if not truthy(ev.get("BisectBatchOnFunctionError")):
         fail("stream-mapping", where, "BisectBatchOnFunctionError is not true: a record that crashes the function is never isolated")
-    retries = ev.get("MaximumRetryAttempts")
+    retries = ev.get("MaximumRetryAttempts", -1)
     lo, lo_d = t.bound(retries, "min")
     hi, hi_d = t.bound(retries, "max")
-    if retries is None or lo is None or hi is None or lo < 0 or hi > MAX_STREAM_RETRIES:
-        fail("stream-mapping", where, f"MaximumRetryAttempts must be set within 0..{MAX_STREAM_RETRIES} (-1 retries until the record expires): {lo_d}, {hi_d}")
+    if lo != -1 or hi != -1:
+        fail("stream-mapping", where, f"MaximumRetryAttempts must be -1 (retry while the stream holds the record): {lo_d}, {hi_d}; "
+             "a mapping that gives up on a retryable failure leaves its event for the sweeper alone")
+    env = (c.props.get("Environment") or {}).get("Variables") or {}
+    if c.on_failure is not None and refs(env.get("FAILURE_QUEUE_URL")) != {c.on_failure}:
+        fail("stream-mapping", c.function, f"FAILURE_QUEUE_URL is {env.get('FAILURE_QUEUE_URL')!r}, not its on-failure queue "
+             f"{c.on_failure}: a permanent failure's details would go elsewhere, or the relay would refuse to start")
     if c.on_failure is None:
         fail("stream-mapping", where, "no DestinationConfig.OnFailure.Destination naming a queue of this template: a record given up on would leave no trace")
     elif truthy(t.props(c.on_failure).get("FifoQueue")):
@@ -765,7 +769,7 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
         needs.append(("(stream)", c.stream_table))
     if c.on_failure:
         needs.append(("(on-failure)", c.on_failure))
-    for var in ("QUEUE_URL", "DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE", "EFFECT_TABLE", "OUTBOX_TABLE", "OUTBOX_DESTINATIONS"):
+    for var in ("QUEUE_URL", "DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE", "EFFECT_TABLE", "OUTBOX_TABLE", "OUTBOX_DESTINATIONS", "FAILURE_QUEUE_URL"):
         for x in refs(env.get(var)):
             if x in queues or x in tables:
                 needs.append((var, x))

@@ -99,10 +99,10 @@ def test_translation_inventory(sam_template, translated) -> None:
         p = res["Properties"]
         assert p["FunctionResponseTypes"] == ["ReportBatchItemFailures"], m
         if m in streams:
-            # A stream mapping has no ScalingConfig (SQS only): bisection, bounded retries and an on-failure queue
+            # A stream mapping has no ScalingConfig (SQS only): bisection, retries while the stream holds the record, an on-failure queue
             # instead (rule stream-mapping).
             assert (p["StartingPosition"], p["BisectBatchOnFunctionError"]) == ("TRIM_HORIZON", True), m
-            assert 0 <= p["MaximumRetryAttempts"] <= 10_000, m
+            assert p["MaximumRetryAttempts"] == -1, m
             assert translated[R][on_failure_queue(res)]["Type"] == "AWS::SQS::Queue", m
             continue
         assert p["ScalingConfig"]["MaximumConcurrency"] == {"Ref": "MaximumConcurrency"}, m

@@ -1,8 +1,10 @@
 //! One batch of the outbox table's stream: each new outbox item published to its queue and marked sent, in the
-//! shard's order. The first record that fails stops the batch: it and every later record are reported.
+//! shard's order. A retryable failure is retried within the invocation, then stops the batch: it and every later
+//! record are reported. A permanent one goes to the failure queue at once and the shard moves on.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::dynamodb::{Event, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
@@ -19,6 +21,41 @@ use crate::settings::Settings;
 #[derive(Debug, Clone)]
 pub struct OutboxRelay {
     relay: Relay,
+    retry: RetryPolicy,
+    failures: Option<FailureQueue>,
+}
+
+/// How a retryable failure (throttling, a timeout, a 5xx, a queue briefly gone) is retried inside one invocation,
+/// before the record is reported to the stream mapping (which retries it as long as the stream holds it).
+///
+/// # Default
+/// 100 ms before the second try, doubling up to 2 s, and no try started less than 3 s before the invocation's
+/// deadline (the time kept to report the batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// The wait before the second try.
+    pub first_delay: Duration,
+    /// The longest wait between two tries.
+    pub max_delay: Duration,
+    /// No try starts, and no wait ends, later than this before the deadline.
+    pub reserve: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            first_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(2),
+            reserve: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Where a permanent failure's details go (template.yaml: the stream mapping's on-failure queue).
+#[derive(Debug, Clone)]
+struct FailureQueue {
+    sqs: aws_sdk_sqs::Client,
+    url: String,
 }
 
 /// What happened to one stream record.
@@ -102,14 +139,38 @@ impl RecordFailure {
 }
 
 impl OutboxRelay {
-    /// A relay function over `relay`.
+    /// A relay function over `relay`, with the default [`RetryPolicy`] and no failure queue: without one, a
+    /// permanent failure is reported like a retryable one (it then blocks its shard until the mapping gives up).
     pub fn new(relay: Relay) -> Self {
-        Self { relay }
+        Self {
+            relay,
+            retry: RetryPolicy::default(),
+            failures: None,
+        }
     }
 
-    /// Reads [`Settings`] from `clients.env` and builds the relay with its clients.
+    /// How retryable failures are retried within an invocation.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Sends a permanent failure's details (event id, type, destination, group, keys, error; not the payload) to
+    /// `url` and goes on with the batch, instead of reporting it: a poison event does not block its shard. The item
+    /// stays `PENDING`; the sweeper publishes it once the cause is fixed. Later events of the same FIFO message
+    /// group in the batch go the same way, so the group's order holds.
+    pub fn failure_queue(mut self, sqs: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
+        self.failures = Some(FailureQueue {
+            sqs,
+            url: url.into(),
+        });
+        self
+    }
+
+    /// Reads [`Settings`] from `clients.env` and builds the relay with its clients (`FAILURE_QUEUE_URL` required).
     pub fn from_clients(clients: &sqsafe::Clients) -> Result<Self, sqsafe::Error> {
         let settings = Settings::from_env(&clients.env)?;
+        let failure_queue = clients.env.required("FAILURE_QUEUE_URL")?;
         Ok(Self::new(
             Relay::new(
                 clients.sqs.clone(),
@@ -118,17 +179,21 @@ impl OutboxRelay {
             )
             .destinations(settings.destinations)
             .sent_retention(settings.sent_retention),
-        ))
+        )
+        .failure_queue(clients.sqs.clone(), failure_queue))
     }
 
-    /// Handles one invocation: the records in order, until the first failure.
+    /// Handles one invocation: the records in order, until the first failure that outlives its retries.
     ///
-    /// **Partial batch failures on a stream.** Lambda resumes a shard from the lowest sequence number reported, so
-    /// a record after a failed one must not be published ahead of it: the batch stops at the first failure, and
-    /// that record and every later one are reported (their `SequenceNumber` as `itemIdentifier`). They come back
-    /// in order; the records before the failure are done and are not sent again. A record that keeps failing is
-    /// retried up to the mapping's `MaximumRetryAttempts` (bisecting the batch on the way), then its details go to
-    /// the mapping's on-failure queue and the shard moves on; its item stays `PENDING` in the table.
+    /// **Retryable failures** are retried within the invocation ([`RetryPolicy`], never past the deadline's
+    /// reserve). **Partial batch failures on a stream.** Lambda resumes a shard from the lowest sequence number
+    /// reported, so a record after a failed one must not be published ahead of it: the batch stops at the first
+    /// failure that is still retryable, and that record and every later one are reported (their `SequenceNumber` as
+    /// `itemIdentifier`). They come back in order; the records before the failure are done and are not sent again.
+    /// The mapping retries them as long as the stream holds them (template.yaml: `MaximumRetryAttempts: -1`).
+    /// **Permanent failures** (a destination not allowed, a malformed item, a refused payload) go to the failure
+    /// queue at once ([`failure_queue`](OutboxRelay::failure_queue)) and the batch goes on; their items stay
+    /// `PENDING` for the sweeper.
     ///
     /// # Errors
     /// [`HandlerError::MissingSequenceNumber`] before running anything, when a record could not be reported.
@@ -137,10 +202,17 @@ impl OutboxRelay {
         event: LambdaEvent<Event>,
     ) -> Result<DynamoDbEventResponse, HandlerError> {
         let span = sqsafe_telemetry::invocation_span(&event.context);
-        self.batch(&event.payload.records).instrument(span).await
+        let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
+        self.batch(&event.payload.records, deadline)
+            .instrument(span)
+            .await
     }
 
-    async fn batch(&self, records: &[EventRecord]) -> Result<DynamoDbEventResponse, HandlerError> {
+    async fn batch(
+        &self,
+        records: &[EventRecord],
+        deadline: SystemTime,
+    ) -> Result<DynamoDbEventResponse, HandlerError> {
         // Every record must be reportable before any runs: a batch cut short by a missing id would be half done.
         let sequence_numbers = records
             .iter()
@@ -158,13 +230,42 @@ impl OutboxRelay {
             .collect::<Result<Vec<_>, _>>()
             .inspect_err(|e| tracing::error!(error = %e, "batch refused"))?;
 
-        let (mut relayed, mut ignored) = (0usize, 0usize);
+        let (mut relayed, mut ignored, mut diverted) = (0usize, 0usize, 0usize);
         let mut failed_at = None;
+        // FIFO groups (destination, group) with an event sent to the failure queue in this batch.
+        let mut held: BTreeSet<(String, String)> = BTreeSet::new();
         for (index, (record, sequence_number)) in records.iter().zip(&sequence_numbers).enumerate()
         {
             let span = record_span(record, sequence_number);
+            if let Some(group) = fifo_group(record)
+                && held.contains(&group)
+            {
+                // Behind a diverted event of its group: published ahead of it, it would break the group's order.
+                let _entered = span.enter();
+                let why = "an earlier event of its message group went to the failure queue";
+                match self
+                    .divert(record, sequence_number, "held_behind", why)
+                    .await
+                {
+                    Ok(()) => {
+                        diverted += 1;
+                        tracing::warn!(
+                            "outbox event held behind its group: sent to the failure queue, item PENDING"
+                        );
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "the failure queue refused it: it and every later record are reported");
+                        failed_at = Some(index);
+                        break;
+                    }
+                }
+            }
             // Boxed: the SDK's futures nest deep enough to overflow the compiler's layout query otherwise.
-            let work = Box::pin(self.record(record).instrument(span.clone()));
+            let work = Box::pin(
+                self.record_with_retries(record, deadline)
+                    .instrument(span.clone()),
+            );
             let result = AssertUnwindSafe(work)
                 .catch_unwind()
                 .await
@@ -182,6 +283,30 @@ impl OutboxRelay {
                 Ok(RecordOutcome::Ignored(why)) => {
                     ignored += 1;
                     tracing::debug!(reason = ?why, "stream record ignored");
+                }
+                Err(e) if !e.is_retryable() && self.failures.is_some() => {
+                    tracing::error!(
+                        kind = e.kind(),
+                        error = %e,
+                        "outbox event failed permanently: its details go to the failure queue and the batch goes on; \
+                         the item stays PENDING for the sweeper"
+                    );
+                    match self
+                        .divert(record, sequence_number, e.kind(), &e.to_string())
+                        .await
+                    {
+                        Ok(()) => {
+                            diverted += 1;
+                            if let Some(group) = fifo_group(record) {
+                                held.insert(group);
+                            }
+                        }
+                        Err(send) => {
+                            tracing::error!(error = %send, "the failure queue refused it: it and every later record are reported");
+                            failed_at = Some(index);
+                            break;
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::error!(
@@ -210,10 +335,88 @@ impl OutboxRelay {
             records = records.len(),
             relayed,
             ignored,
+            diverted,
             reported = response.batch_item_failures.len(),
             "batch done"
         );
         Ok(response)
+    }
+
+    /// [`record`](Self::record), a retryable failure tried again after a growing wait while the deadline allows.
+    async fn record_with_retries(
+        &self,
+        record: &EventRecord,
+        deadline: SystemTime,
+    ) -> Result<RecordOutcome, RecordFailure> {
+        let mut delay = self.retry.first_delay;
+        let mut tries = 1u32;
+        loop {
+            match self.record(record).await {
+                Err(e) if e.is_retryable() => {
+                    let wake = SystemTime::now() + delay;
+                    if wake + self.retry.reserve > deadline {
+                        return Err(e);
+                    }
+                    tracing::warn!(
+                        kind = e.kind(),
+                        error = %e,
+                        tries,
+                        retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        "outbox record failed, retrying within the invocation"
+                    );
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(self.retry.max_delay);
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Sends a failed record's details to the failure queue (never its payload): the event's id, type,
+    /// destination, group, correlation id and item keys, the stream record's ids, the error.
+    async fn divert(
+        &self,
+        record: &EventRecord,
+        sequence_number: &str,
+        kind: &str,
+        error: &str,
+    ) -> Result<(), String> {
+        let Some(queue) = &self.failures else {
+            return Err("no failure queue".to_owned());
+        };
+        let keys: HashMap<String, AttributeValue> = record.change.keys.clone().into();
+        let image: HashMap<String, AttributeValue> = record.change.new_image.clone().into();
+        let event = OutboxRecord::from_item(keys.clone(), &image)
+            .ok()
+            .flatten()
+            .map(|r| r.event().clone());
+        let body = serde_json::json!({
+            "source": "outbox-relay",
+            "error_kind": kind,
+            "error": error,
+            "table": self.relay.table(),
+            "keys": keys
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_s().ok().cloned())))
+                .collect::<serde_json::Map<_, _>>(),
+            "sequence_number": sequence_number,
+            "stream_event_id": record.event_id,
+            "event_id": event.as_ref().map(|e| e.event_id().to_owned()),
+            "event_type": event.as_ref().map(|e| e.event_type().to_owned()),
+            "destination": event.as_ref().map(|e| e.destination().to_owned()),
+            "message_group_id": event.as_ref().and_then(|e| e.message_group_id().map(str::to_owned)),
+            "correlation_id": event.as_ref().map(|e| e.correlation_id()),
+        });
+        queue
+            .sqs
+            .send_message()
+            .queue_url(&queue.url)
+            .message_body(body.to_string())
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())
     }
 
     /// One record: an `INSERT` of an outbox item is published and marked; anything else is ignored.
@@ -249,6 +452,20 @@ impl OutboxRelay {
             marked: relayed.marked,
         })
     }
+}
+
+/// The (destination, message group) of a FIFO outbox event, for keeping its group's order: read from the item's
+/// attributes as they are, so that a malformed item that names its group still holds the group's later events.
+fn fifo_group(record: &EventRecord) -> Option<(String, String)> {
+    if record.event_name != "INSERT" {
+        return None;
+    }
+    let image: HashMap<String, AttributeValue> = record.change.new_image.clone().into();
+    let text = |name: &str| image.get(name).and_then(|v| v.as_s().ok()).cloned();
+    Some((
+        text(sqsafe_outbox::attributes::DESTINATION)?,
+        text(sqsafe_outbox::attributes::MESSAGE_GROUP_ID)?,
+    ))
 }
 
 /// The span of one stream record; the event's fields are filled in once its image is read.

@@ -11,7 +11,9 @@ use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
 use lambda_runtime::LambdaEvent;
-use outbox_relay::OutboxRelay;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use outbox_relay::{OutboxRelay, RetryPolicy};
 use sqsafe::{Clients, Env, Setup};
 use sqsafe_outbox::{Outbox, OutboxEvent, Relay, Written};
 use sqsafe_testkit::{create_queue, create_table, event_file, invocation, sdk_config, unique_name};
@@ -24,6 +26,8 @@ struct Fixture {
     orders: String,
     outbox: Outbox,
     stream: Stream,
+    /// The relay's failure queue (template.yaml: the mapping's on-failure queue, FAILURE_QUEUE_URL).
+    failures: String,
 }
 
 async fn fixture() -> Fixture {
@@ -39,8 +43,11 @@ async fn fixture() -> Fixture {
         &outbox_table,
     )
     .await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let failures = create_queue(&sqs, "outbox-relay-failures", false).await;
     Fixture {
-        sqs: aws_sdk_sqs::Client::new(&aws),
+        sqs,
+        failures,
         outbox: Outbox::new(&outbox_table),
         aws,
         dynamodb,
@@ -55,8 +62,18 @@ impl Fixture {
         let env = Env::from_pairs([
             ("OUTBOX_TABLE", self.outbox.table().to_owned()),
             ("OUTBOX_DESTINATIONS", destinations.join(",")),
+            ("FAILURE_QUEUE_URL", self.failures.clone()),
         ]);
         OutboxRelay::from_clients(&Clients::new(env, self.aws.clone())).expect("relay")
+    }
+
+    /// The failure queue's messages, as JSON.
+    async fn failure_reports(&self) -> Vec<serde_json::Value> {
+        self.receive(&self.failures)
+            .await
+            .iter()
+            .map(|m| serde_json::from_str(m.body().unwrap_or_default()).expect("JSON"))
+            .collect()
     }
 
     /// A relay that dies between publishing and marking: its mark goes to a table that does not exist, so the
@@ -231,46 +248,165 @@ async fn an_outbox_insert_is_published_and_marked_and_everything_else_is_ignored
 }
 
 #[tokio::test]
-async fn the_first_failure_is_reported_with_every_later_record_and_order_is_kept() {
+async fn a_permanent_failure_goes_to_the_failure_queue_and_the_shard_moves_on() {
     let mut fx = fixture().await;
     let allowed = create_queue(&fx.sqs, "allowed", false).await;
-    let other = create_queue(&fx.sqs, "not-yet-allowed", false).await;
+    let other = create_queue(&fx.sqs, "not-allowed", false).await;
     for (id, queue) in [("e-1", &allowed), ("e-2", &other), ("e-3", &allowed)] {
-        let event = OutboxEvent::new("T", format!(r#"{{"n":"{id}"}}"#), queue).with_event_id(id);
+        let event = OutboxEvent::new("T", format!(r#"{{"n":"{id}","secret":"s3cr3t"}}"#), queue)
+            .with_event_id(id)
+            .with_correlation_id(format!("c-{id}"));
         fx.place_order(id, &event).await;
     }
     let batch = fx.stream.next_batch().await;
     let sequence = sequence_numbers(&batch);
-    assert_eq!(sequence.len(), 3);
 
-    // e-2's destination is not allowed: e-2 fails, and e-3 must not be published ahead of it.
-    let failures = reported(&fx.relay(&[&allowed]).await, batch.clone()).await;
-    assert_eq!(
-        failures,
-        sequence[1..],
-        "the failed record and every later one"
-    );
+    // e-2's destination is not allowed, which no retry changes: its details go to the failure queue at once, and e-3
+    // is published (nothing is reported, so the shard does not wait on a poison event).
+    let failures = reported(&fx.relay(&[&allowed]).await, batch).await;
+    assert!(failures.is_empty(), "{failures:?}");
     let bodies: Vec<String> = fx
         .receive(&allowed)
         .await
         .iter()
         .filter_map(|m| m.body().map(str::to_owned))
         .collect();
-    assert_eq!(bodies, [r#"{"n":"e-1"}"#], "e-3 waits behind e-2");
+    assert_eq!(bodies.len(), 2, "e-1 and e-3: {bodies:?}");
+    let reports = fx.failure_reports().await;
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let r = &reports[0];
+    assert_eq!(r["event_id"], "e-2");
+    assert_eq!(r["error_kind"], "destination_not_allowed");
+    assert_eq!(r["destination"], other.as_str());
+    assert_eq!(r["correlation_id"], "c-e-2");
+    assert_eq!(r["sequence_number"], sequence[1].as_str());
+    assert_eq!(r["keys"]["sk"], "event#e-2");
+    assert!(
+        !r.to_string().contains("s3cr3t"),
+        "the payload stays in the table: {r}"
+    );
     assert_eq!(fx.status_of("e-1").await, "SENT");
-    assert_eq!(fx.status_of("e-2").await, "PENDING");
-    assert_eq!(fx.status_of("e-3").await, "PENDING");
+    assert_eq!(fx.status_of("e-2").await, "PENDING", "left for the sweeper");
+    assert_eq!(fx.status_of("e-3").await, "SENT");
+}
 
-    // Lambda resumes the shard at the lowest reported sequence number; the destination is now allowed.
-    let mut resumed = batch;
-    resumed.records.drain(..1);
-    let failures = reported(&fx.relay(&[&allowed, &other]).await, resumed).await;
+#[tokio::test]
+async fn a_fifo_event_behind_a_diverted_one_of_its_group_is_diverted_too() {
+    let mut fx = fixture().await;
+    let queue = create_queue(&fx.sqs, "ledger", true).await;
+    // g-1's first event is malformed (written by something else, no type, payload or created_at): permanent. Its second must not be
+    // published ahead of it; g-2's event goes on.
+    fx.dynamodb
+        .put_item()
+        .table_name(fx.outbox.table())
+        .item("pk", AttributeValue::S("outbox#g-1".into()))
+        .item("sk", AttributeValue::S("event#e-1".into()))
+        .item("entity", AttributeValue::S(sqsafe_outbox::ENTITY.into()))
+        .item("event_id", AttributeValue::S("e-1".into()))
+        .item("destination", AttributeValue::S(queue.clone()))
+        .item("message_group_id", AttributeValue::S("g-1".into()))
+        .item("status", AttributeValue::S("PENDING".into()))
+        .send()
+        .await
+        .expect("put");
+    for (id, group) in [("e-2", "g-1"), ("e-3", "g-2")] {
+        let event = OutboxEvent::new("T", format!(r#"{{"n":"{id}"}}"#), &queue)
+            .with_event_id(id)
+            .with_message_group_id(group);
+        fx.place_order(id, &event).await;
+    }
+    let batch = fx.stream.next_batch().await;
+    assert_eq!(batch.records.len(), 3);
+    let failures = reported(&fx.relay(&[&queue]).await, batch).await;
     assert!(failures.is_empty(), "{failures:?}");
-    assert_eq!(fx.receive(&other).await.len(), 1);
-    assert_eq!(fx.receive(&allowed).await.len(), 1, "e-3, once");
-    for id in ["e-1", "e-2", "e-3"] {
+    let published: Vec<String> = fx
+        .receive(&queue)
+        .await
+        .iter()
+        .map(|m| attribute(m, "eventId"))
+        .collect();
+    assert_eq!(published, ["e-3"]);
+    let reports = fx.failure_reports().await;
+    let kinds: Vec<(String, String)> = reports
+        .iter()
+        .map(|r| {
+            (
+                r["keys"]["sk"].as_str().unwrap_or_default().to_owned(),
+                r["error_kind"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("event#e-1".to_owned(), "malformed_item".to_owned()),
+            ("event#e-2".to_owned(), "held_behind".to_owned())
+        ]
+    );
+    assert_eq!(fx.status_of("e-2").await, "PENDING");
+}
+
+#[tokio::test]
+async fn a_retryable_failure_is_retried_within_the_invocation_and_reported_with_every_later_record_when_time_runs_out()
+ {
+    let mut fx = fixture().await;
+    let queue = create_queue(&fx.sqs, "orders-placed", false).await;
+    for id in ["e-1", "e-2"] {
+        let event = OutboxEvent::new("T", format!(r#"{{"n":"{id}"}}"#), &queue).with_event_id(id);
+        fx.place_order(id, &event).await;
+    }
+    let batch = fx.stream.next_batch().await;
+    let sequence = sequence_numbers(&batch);
+    // DynamoDB throttles every mark (UpdateItem) until the proxy's faults are turned off: retryable.
+    let proxy = sqsafe_local::proxy::FaultProxyConfig {
+        throttle_rate: 1.0,
+        operations: Some(vec!["UpdateItem".into()]),
+        ..sqsafe_local::proxy::FaultProxyConfig::new(sqsafe_testkit::endpoint())
+    }
+    .start()
+    .await
+    .expect("proxy");
+    let throttled =
+        aws_sdk_dynamodb::Client::new(&sqsafe_testkit::sdk_config_at(&proxy.endpoint()).await);
+    let relay = OutboxRelay::new(Relay::new(fx.sqs.clone(), throttled, fx.outbox.table()))
+        .failure_queue(fx.sqs.clone(), fx.failures.clone())
+        .retry(RetryPolicy {
+            first_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(100),
+            reserve: Duration::ZERO,
+        });
+
+    // No time left (the deadline has passed): one try, then e-1 and every later record are reported, in order, and
+    // nothing goes to the failure queue: a retryable failure is never given up on.
+    let failures = reported(&relay, batch.clone()).await;
+    assert_eq!(failures, sequence, "the failed record and every later one");
+    assert!(fx.failure_reports().await.is_empty());
+    assert_eq!(fx.status_of("e-1").await, "PENDING");
+
+    // Time left, and DynamoDB recovers while the relay retries within the invocation: nothing is reported.
+    let mut context = lambda_runtime::Context::default();
+    context.request_id = "req-relay-retry".into();
+    context.deadline = u64::try_from(
+        (SystemTime::now() + Duration::from_secs(30))
+            .duration_since(UNIX_EPOCH)
+            .expect("epoch")
+            .as_millis(),
+    )
+    .expect("millis");
+    let (response, ()) = tokio::join!(relay.handle(LambdaEvent::new(batch, context)), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        proxy.set_enabled(false);
+    });
+    let response = response.expect("batch");
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "retried until DynamoDB answered"
+    );
+    for id in ["e-1", "e-2"] {
         assert_eq!(fx.status_of(id).await, "SENT", "{id}");
     }
+    assert!(proxy.stats().faults() > 0, "the marks were throttled");
+    proxy.shutdown().await;
 }
 
 #[tokio::test]

@@ -254,8 +254,9 @@ async fn an_event_the_relay_gave_up_on_is_published_by_the_sweeper_and_charge_pa
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .expect("arn");
 
-    // The destination refuses every send (it is gone) for longer than the relay's retries: the stream mapping gives
-    // up on the record, the item stays PENDING. Written 10 minutes ago, past the sweeper's 5-minute threshold.
+    // The destination refuses every send (it is gone): the relay gives up on the record (a missing queue is a
+    // permanent failure: its details go to the failure queue), the item stays PENDING. Written 10 minutes ago, past
+    // the sweeper's 5-minute threshold.
     fx.sqs
         .delete_queue()
         .queue_url(&queue)
@@ -274,12 +275,15 @@ async fn an_event_the_relay_gave_up_on_is_published_by_the_sweeper_and_charge_pa
     .with_correlation_id("checkout-7");
     fx.place_order(&at(10), "o-7", &event).await;
     let batch: Event = stream.next_batch().await;
+    let failures = create_queue(&fx.sqs, "outbox-relay-failures", false).await;
     let env = Env::from_pairs([
         ("OUTBOX_TABLE", fx.table.clone()),
         ("OUTBOX_DESTINATIONS", queue.clone()),
+        ("FAILURE_QUEUE_URL", failures.clone()),
     ]);
     let clients = Clients::new(env, fx.aws.clone());
     let relay = OutboxRelay::from_clients(&clients).expect("relay");
+    // Three deliveries of the record (say a retried batch): each gives up the same way.
     for attempt in 0..3 {
         let mut context = lambda_runtime::Context::default();
         context.request_id = format!("req-relay-{attempt}");
@@ -287,8 +291,16 @@ async fn an_event_the_relay_gave_up_on_is_published_by_the_sweeper_and_charge_pa
             .handle(LambdaEvent::new(batch.clone(), context))
             .await
             .expect("batch");
-        assert_eq!(response.batch_item_failures.len(), 1, "attempt {attempt}");
+        assert!(
+            response.batch_item_failures.is_empty(),
+            "attempt {attempt}: diverted, not reported"
+        );
     }
+    assert_eq!(
+        fx.receive_all(&failures).await.len(),
+        3,
+        "each attempt's details on the failure queue"
+    );
     assert_eq!(status(&fx.items().await["order-o-7/payment"]), "PENDING");
 
     // The destination recovers; the sweeper, as deployed (its environment, the system clock), publishes the event.

@@ -116,7 +116,10 @@ impl Stream {
     }
 
     /// The stream's ARN (the records' `eventSourceARN`).
-    #[allow(dead_code, reason = "relay.rs uses it, sweeper.rs does not: each test binary compiles this module")]
+    #[allow(
+        dead_code,
+        reason = "relay.rs uses it, sweeper.rs does not: each test binary compiles this module"
+    )]
     pub(crate) fn arn(&self) -> &str {
         &self.arn
     }
