@@ -107,6 +107,66 @@ pub(crate) fn new_item(
     item
 }
 
+/// The reservation item of an event's id (see [`Outbox`](crate::Outbox)): what identifies the event, not its payload
+/// (a SHA-256 of it), and an `expiration` for the table's TTL.
+pub(crate) fn reservation_item(
+    event: &OutboxEvent,
+    key: HashMap<String, AttributeValue>,
+    created_at_ms: u64,
+    expires_secs: u64,
+) -> HashMap<String, AttributeValue> {
+    let s = |v: &str| AttributeValue::S(v.to_owned());
+    let mut item = key;
+    item.insert(
+        attributes::ENTITY.into(),
+        s(crate::outbox::RESERVATION_ENTITY),
+    );
+    item.insert(attributes::EVENT_ID.into(), s(&event.event_id));
+    item.insert(attributes::EVENT_TYPE.into(), s(&event.event_type));
+    item.insert(attributes::DESTINATION.into(), s(&event.destination));
+    if let Some(group) = &event.message_group_id {
+        item.insert(attributes::MESSAGE_GROUP_ID.into(), s(group));
+    }
+    item.insert(PAYLOAD_SHA256.into(), s(&payload_sha256(&event.payload)));
+    item.insert(
+        attributes::CREATED_AT.into(),
+        AttributeValue::N(created_at_ms.to_string()),
+    );
+    item.insert(
+        attributes::EXPIRATION.into(),
+        AttributeValue::N(expires_secs.to_string()),
+    );
+    item
+}
+
+/// Whether a reservation item names this event (its type, destination, group and payload).
+pub(crate) fn reservation_matches(
+    item: &HashMap<String, AttributeValue>,
+    event: &OutboxEvent,
+) -> bool {
+    let text = |name: &str| {
+        item.get(name)
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+    };
+    text(attributes::EVENT_ID) == Some(event.event_id.as_str())
+        && text(attributes::EVENT_TYPE) == Some(event.event_type.as_str())
+        && text(attributes::DESTINATION) == Some(event.destination.as_str())
+        && text(attributes::MESSAGE_GROUP_ID) == event.message_group_id.as_deref()
+        && text(PAYLOAD_SHA256) == Some(payload_sha256(&event.payload).as_str())
+}
+
+/// The reservation's digest of the payload.
+const PAYLOAD_SHA256: &str = "payload_sha256";
+
+fn payload_sha256(payload: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(payload.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// An outbox item as read back: from the table's stream (the relay) or from a refused write (`ALL_OLD`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboxRecord {

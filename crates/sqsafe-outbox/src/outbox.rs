@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
@@ -17,10 +17,13 @@ use sqsafe_idempotency::{Clock, SystemClock};
 
 use crate::error::{Error, Result};
 use crate::event::OutboxEvent;
-use crate::item::{OutboxRecord, new_item};
+use crate::item::{OutboxRecord, new_item, reservation_item, reservation_matches};
 
-/// DynamoDB allows 100 items per transaction; the outbox item takes one.
-pub const MAX_BUSINESS_WRITES: usize = 99;
+/// DynamoDB allows 100 items per transaction; the outbox event takes two: its item and its id's reservation.
+pub const MAX_BUSINESS_WRITES: usize = 98;
+
+/// The value of `entity` on an event id's reservation item (the relay and the sweeper ignore it).
+pub const RESERVATION_ENTITY: &str = "sqsafe.outbox-id";
 
 /// What a write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,13 +43,22 @@ pub enum Written {
 /// `sk = event#<event id>`: the events of one group share a partition key, so the table's stream (and the relay,
 /// which keeps the stream's order) sees them in the order they were written.
 ///
+/// **An event id keeps its meaning.** Beside the event's item, the same transaction writes a reservation of its id
+/// (`pk = outbox-id#<event id>`, `sk = id`; the event's type, destination, group and a SHA-256 of its payload),
+/// conditional on none existing, that the table's TTL removes only after [`id_reservation`](Outbox::id_reservation)
+/// (30 days by default, the consumers' default idempotency window), long after a `SENT` item expires (7 days). So
+/// within that window the same id with other content is [`Error::EventIdReused`], also under another message group
+/// (whose item would have another partition key), and a late retry of a write whose `SENT` item has expired is
+/// [`Written::AlreadyRecorded`], not a second event.
+///
 /// # Default
-/// Key attributes `pk` and `sk` (both strings), the system clock.
+/// Key attributes `pk` and `sk` (both strings), ids reserved 30 days, the system clock.
 #[derive(Clone)]
 pub struct Outbox {
     table: String,
     partition_key: String,
     sort_key: String,
+    id_reservation: Duration,
     clock: Arc<dyn Clock>,
 }
 
@@ -67,8 +79,16 @@ impl Outbox {
             table: table.into(),
             partition_key: "pk".into(),
             sort_key: "sk".into(),
+            id_reservation: Duration::from_secs(30 * 86_400),
             clock: Arc::new(SystemClock),
         }
+    }
+
+    /// How long an event id stays reserved for its event (see [`Outbox`]): keep it at least as long as the
+    /// idempotency window of the consumers the events reach.
+    pub fn id_reservation(mut self, window: Duration) -> Self {
+        self.id_reservation = window;
+        self
     }
 
     /// Other names for the table's partition and sort key (both strings), e.g. in a single-table design.
@@ -108,19 +128,35 @@ impl Outbox {
         ])
     }
 
-    /// The outbox item's `Put`, for a transaction the caller builds: validated, `PENDING`, and conditional on no
-    /// item with this key existing, so that a retried producer call cannot create a second one.
+    /// The key of the event id's reservation item.
+    pub fn reservation_key(&self, event_id: &str) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (
+                self.partition_key.clone(),
+                AttributeValue::S(format!("outbox-id#{event_id}")),
+            ),
+            (self.sort_key.clone(), AttributeValue::S("id".to_owned())),
+        ])
+    }
+
+    /// The event's two `Put`s, for a transaction the caller builds, in this order: the outbox item (validated,
+    /// `PENDING`) and the reservation of its id, each conditional on no item with its key existing, so that a
+    /// retried producer call cannot create a second event.
     ///
     /// # Errors
     /// [`Error::InvalidEvent`] or [`Error::MissingGroupId`] (see [`OutboxEvent::validate`]).
-    pub fn put(&self, event: &OutboxEvent) -> Result<TransactWriteItem> {
+    pub fn items(&self, event: &OutboxEvent) -> Result<[TransactWriteItem; 2]> {
         event.validate()?;
-        let created_at = self
+        let now = self
             .clock
             .now()
             .duration_since(UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
+            .unwrap_or_default();
+        let created_at = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+        let invalid = |e: aws_sdk_dynamodb::error::BuildError| Error::InvalidEvent {
+            event_id: event.event_id().to_owned(),
+            reason: e.to_string(),
+        };
         // First try: no item, the Put lands with the business writes. A retry after a lost answer or a producer
         // restart meets that item: the whole transaction is cancelled, and ALL_OLD hands back the item to compare.
         let put = Put::builder()
@@ -130,15 +166,30 @@ impl Outbox {
             .expression_attribute_names("#pk", &self.partition_key)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
-            .map_err(|e| Error::InvalidEvent {
-                event_id: event.event_id().to_owned(),
-                reason: e.to_string(),
-            })?;
-        Ok(TransactWriteItem::builder().put(put).build())
+            .map_err(invalid)?;
+        let expires = now.as_secs().saturating_add(self.id_reservation.as_secs());
+        let reserve = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(reservation_item(
+                event,
+                self.reservation_key(event.event_id()),
+                created_at,
+                expires,
+            )))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", &self.partition_key)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(invalid)?;
+        Ok([
+            TransactWriteItem::builder().put(put).build(),
+            TransactWriteItem::builder().put(reserve).build(),
+        ])
     }
 
-    /// Appends the outbox item's `Put` to a transaction the caller builds; it goes last, so its index is the
-    /// number of items before it. Send the transaction, then read its answer with [`outcome`](Outbox::outcome).
+    /// Appends the event's two `Put`s ([`items`](Outbox::items)) to a transaction the caller builds; they go last, so
+    /// the outbox item's index is the number of items before them. Send the transaction, then read its answer with
+    /// [`outcome`](Outbox::outcome).
     ///
     /// ```no_run
     /// # async fn f(dynamodb: aws_sdk_dynamodb::Client, order: aws_sdk_dynamodb::types::TransactWriteItem)
@@ -148,25 +199,28 @@ impl Outbox {
     /// let outbox = Outbox::new("outbox");
     /// let event = OutboxEvent::new("OrderPlaced", r#"{"order_id":"o-1"}"#, "https://sqs.eu-west-1.amazonaws.com/1/orders");
     /// let tx = outbox.add_to(dynamodb.transact_write_items().transact_items(order), &event)?;
-    /// let index = tx.get_transact_items().as_ref().map_or(0, |items| items.len() - 1);
+    /// let index = tx.get_transact_items().as_ref().map_or(0, |items| items.len() - 2);
     /// let written = outbox.outcome(tx.send().await, index, &event)?;
     /// # let _ = written; Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`put`](Outbox::put).
+    /// As [`items`](Outbox::items).
     pub fn add_to(
         &self,
         transaction: TransactWriteItemsFluentBuilder,
         event: &OutboxEvent,
     ) -> Result<TransactWriteItemsFluentBuilder> {
-        Ok(transaction.transact_items(self.put(event)?))
+        let [item, reservation] = self.items(event)?;
+        Ok(transaction.transact_items(item).transact_items(reservation))
     }
 
-    /// What a transaction holding the event's outbox item (at `outbox_index`) did.
+    /// What a transaction holding the event's two items ([`items`](Outbox::items): the outbox item at
+    /// `outbox_index`, its id's reservation after it) did.
     ///
     /// # Errors
-    /// - [`Error::EventIdReused`]: the item exists with other content (the id names another event).
+    /// - [`Error::EventIdReused`]: the item or the id's reservation exists with other content (the id names
+    ///   another event).
     /// - [`Error::BusinessRefused`]: another item's condition failed (`index` counts every item of the
     ///   transaction); nothing was written.
     /// - [`Error::Aws`]: a conflict with another transaction, throttling, a timeout (retryable), or a refused
@@ -210,6 +264,23 @@ impl Outbox {
                 }),
             };
         }
+        if refused(outbox_index + 1) {
+            // The id is reserved: by an earlier try of this write whose item has since been sent and expired, or by
+            // another event (another group's, whose item has another key).
+            let old = reasons[outbox_index + 1]
+                .item()
+                .ok_or_else(|| Error::Inconsistent {
+                    event_id: event_id.to_owned(),
+                    detail: "reservation refused without the old item (ALL_OLD)".into(),
+                })?;
+            return if reservation_matches(old, event) {
+                Ok(Written::AlreadyRecorded)
+            } else {
+                Err(Error::EventIdReused {
+                    event_id: event_id.to_owned(),
+                })
+            };
+        }
         if let Some(index) = (0..reasons.len()).find(|&i| refused(i)) {
             return Err(Error::BusinessRefused {
                 event_id: event_id.to_owned(),
@@ -234,7 +305,7 @@ impl Outbox {
         self.write_items(dynamodb, vec![item], event).await
     }
 
-    /// Writes the business writes and the event's outbox item (last) in one transaction. Retry with the same
+    /// Writes the business writes and the event's two items (last) in one transaction. Retry with the same
     /// `event` (same id): a try that meets the item an earlier try committed returns
     /// [`Written::AlreadyRecorded`] and writes nothing.
     ///
@@ -255,7 +326,7 @@ impl Outbox {
         }
         let index = business.len();
         let mut items = business;
-        items.push(self.put(event)?);
+        items.extend(self.items(event)?);
         let sent = dynamodb
             .transact_write_items()
             .set_transact_items(Some(items))
@@ -315,8 +386,26 @@ mod tests {
     fn the_put_is_conditional_pending_and_stamped_by_the_clock() {
         let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
         let outbox = Outbox::new("outbox").clock(move || at);
-        let put = outbox.put(&event(None)).expect("put");
-        let put = put.put().expect("a Put");
+        let [item, reservation] = outbox.items(&event(None)).expect("items");
+        let put = item.put().expect("a Put");
+        let reserve = reservation.put().expect("a Put");
+        assert_eq!(
+            reserve.item()["pk"],
+            AttributeValue::S("outbox-id#e-1".into())
+        );
+        assert_eq!(
+            reserve.item()["entity"],
+            AttributeValue::S(RESERVATION_ENTITY.into())
+        );
+        assert_eq!(
+            reserve.item()["expiration"],
+            AttributeValue::N((1_700_000_000 + 30 * 86_400).to_string()),
+            "reserved 30 days"
+        );
+        assert_eq!(
+            reserve.condition_expression(),
+            Some("attribute_not_exists(#pk)")
+        );
         assert_eq!(
             put.condition_expression(),
             Some("attribute_not_exists(#pk)")
@@ -336,7 +425,7 @@ mod tests {
     fn an_invalid_event_gives_no_put() {
         let fifo = OutboxEvent::new("T", "{}", "https://q/x.fifo");
         assert!(matches!(
-            Outbox::new("outbox").put(&fifo),
+            Outbox::new("outbox").items(&fifo),
             Err(Error::MissingGroupId { .. })
         ));
     }

@@ -66,8 +66,13 @@ impl Fixture {
             .unwrap_or_default()
     }
 
+    /// The outbox events' items (not their ids' reservations).
     async fn outbox_items(&self) -> Vec<HashMap<String, AttributeValue>> {
-        self.scan(self.outbox.table()).await
+        self.scan(self.outbox.table())
+            .await
+            .into_iter()
+            .filter(|i| s(i, "entity") == sqsafe_outbox::ENTITY)
+            .collect()
     }
 
     /// The event's outbox item as the relay would get it.
@@ -234,6 +239,85 @@ async fn an_event_id_reused_for_another_event_is_refused() {
     );
     assert!(!err.is_retryable());
     assert_eq!(fx.scan(&fx.orders).await.len(), 1, "o-2 was not written");
+}
+
+#[tokio::test]
+async fn an_event_id_reused_with_another_fifo_group_is_refused_not_a_second_event() {
+    let fx = fixture().await;
+    let fifo = "http://127.0.0.1:9/123456789012/ledger.fifo";
+    let first = OutboxEvent::new("Credited", r#"{"n":1}"#, fifo)
+        .with_event_id("entry-7")
+        .with_message_group_id("acct-A");
+    fx.outbox
+        .write(&fx.dynamodb, fx.order("o-1", 1), &first)
+        .await
+        .expect("first");
+    // The same id, the same payload, another group: its item would land under another partition key.
+    let other_group = first.clone().with_message_group_id("acct-B");
+    let err = fx
+        .outbox
+        .write(&fx.dynamodb, fx.order("o-2", 1), &other_group)
+        .await
+        .expect_err("the id names the acct-A event");
+    assert!(
+        matches!(err, Error::EventIdReused { ref event_id } if event_id == "entry-7"),
+        "{err}"
+    );
+    let events: Vec<_> = fx
+        .outbox_items()
+        .await
+        .into_iter()
+        .filter(|i| s(i, "entity") == "sqsafe.outbox-event")
+        .collect();
+    assert_eq!(events.len(), 1, "one event under the id");
+    assert_eq!(fx.scan(&fx.orders).await.len(), 1, "o-2 was not written");
+}
+
+#[tokio::test]
+async fn an_event_id_keeps_its_meaning_after_its_sent_item_expired() {
+    let fx = fixture().await;
+    let e = event(QUEUE);
+    fx.outbox
+        .write(&fx.dynamodb, fx.order("o-1", 1), &e)
+        .await
+        .expect("first");
+    // Published, marked SENT, then removed by the table's TTL after the relay's retention (7 days).
+    fx.clock.advance(Duration::from_secs(8 * 86_400));
+    for item in fx.outbox_items().await {
+        if s(&item, "entity") == "sqsafe.outbox-event" {
+            fx.dynamodb
+                .delete_item()
+                .table_name(fx.outbox.table())
+                .key("pk", item["pk"].clone())
+                .key("sk", item["sk"].clone())
+                .send()
+                .await
+                .expect("expire the SENT item");
+        }
+    }
+    // A late retry of the same write is still recognised: nothing is written, nothing published again.
+    let retry = fx
+        .outbox
+        .write(&fx.dynamodb, fx.order("o-1", 2), &e)
+        .await
+        .expect("retry");
+    assert_eq!(retry, Written::AlreadyRecorded);
+    assert!(
+        fx.outbox_items()
+            .await
+            .iter()
+            .all(|i| s(i, "entity") != "sqsafe.outbox-event"),
+        "no second outbox event"
+    );
+    // And the id with other content is still refused.
+    let other =
+        OutboxEvent::new("OrderPlaced", r#"{"order_id":"o-9"}"#, QUEUE).with_event_id(e.event_id());
+    let err = fx
+        .outbox
+        .write(&fx.dynamodb, fx.order("o-9", 1), &other)
+        .await
+        .expect_err("reused");
+    assert!(matches!(err, Error::EventIdReused { .. }), "{err}");
 }
 
 #[tokio::test]

@@ -462,6 +462,9 @@ fn fifo_group(record: &EventRecord) -> Option<(String, String)> {
     }
     let image: HashMap<String, AttributeValue> = record.change.new_image.clone().into();
     let text = |name: &str| image.get(name).and_then(|v| v.as_s().ok()).cloned();
+    if text(sqsafe_outbox::attributes::ENTITY).as_deref() != Some(sqsafe_outbox::ENTITY) {
+        return None;
+    }
     Some((
         text(sqsafe_outbox::attributes::DESTINATION)?,
         text(sqsafe_outbox::attributes::MESSAGE_GROUP_ID)?,

@@ -67,7 +67,7 @@ impl Fixture {
         .clock(clock.clone())
     }
 
-    /// Every outbox item by event id.
+    /// Every outbox event's item by event id (not the ids' reservations).
     async fn items(&self) -> HashMap<String, HashMap<String, AttributeValue>> {
         self.dynamodb
             .scan()
@@ -79,6 +79,7 @@ impl Fixture {
             .items
             .unwrap_or_default()
             .into_iter()
+            .filter(|i| sqsafe_testkit::item_string(i, "entity") == sqsafe_outbox::ENTITY)
             .map(|i| (sqsafe_testkit::item_string(&i, "event_id"), i))
             .collect()
     }
