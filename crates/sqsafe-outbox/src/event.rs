@@ -7,9 +7,14 @@ use crate::error::{Error, Result};
 /// The longest event id and message group id: SQS's limit for `MessageDeduplicationId` and `MessageGroupId`.
 pub const MAX_ID_CHARS: usize = 128;
 
-/// The largest payload, in bytes: the message and its attributes stay within SQS's classic 256 KiB limit, and the
-/// outbox item within DynamoDB's 400 KB.
-pub const MAX_PAYLOAD_BYTES: usize = 240 * 1024;
+/// The largest payload, in bytes: 390,000. SQS takes messages of up to 1 MiB (a destination's `MaximumMessageSize`
+/// may be smaller: it then refuses the event at publish, a permanent failure); the binding limit is DynamoDB's 400 KB
+/// item, which the outbox item, with its longest ids, type and destination ([`MAX_DESTINATION_BYTES`]), still fits
+/// with this payload.
+pub const MAX_PAYLOAD_BYTES: usize = 390_000;
+
+/// The longest destination queue URL, in bytes (an SQS queue URL is about 120).
+pub const MAX_DESTINATION_BYTES: usize = 1024;
 
 /// The longest event type, in characters.
 pub const MAX_EVENT_TYPE_CHARS: usize = 256;
@@ -183,6 +188,12 @@ impl OutboxEvent {
             return invalid(format!(
                 "payload is {} bytes, more than {MAX_PAYLOAD_BYTES}",
                 self.payload.len()
+            ));
+        }
+        if self.destination.len() > MAX_DESTINATION_BYTES {
+            return invalid(format!(
+                "destination is {} bytes, more than {MAX_DESTINATION_BYTES}",
+                self.destination.len()
             ));
         }
         if !(self.destination.starts_with("https://") || self.destination.starts_with("http://")) {

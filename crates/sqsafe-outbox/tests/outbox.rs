@@ -321,6 +321,84 @@ async fn an_event_id_keeps_its_meaning_after_its_sent_item_expired() {
 }
 
 #[tokio::test]
+async fn an_event_of_300_kb_is_written_and_relayed_to_a_1_mib_queue_and_the_cap_is_dynamodbs_item_size()
+ {
+    let fx = fixture().await;
+    // SQS takes messages of up to 1 MiB; the outbox item must still fit DynamoDB's 400 KB.
+    let queue = fx
+        .sqs
+        .create_queue()
+        .queue_name(unique_name("outbox-big"))
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::MaximumMessageSize,
+            "1048576",
+        )
+        .send()
+        .await
+        .expect("queue")
+        .queue_url
+        .expect("url");
+    let payload = format!(r#"{{"blob":"{}"}}"#, "x".repeat(300_000));
+    let e = OutboxEvent::new("Big", payload.clone(), &queue).with_event_id("big-1");
+    let written = fx
+        .outbox
+        .write(&fx.dynamodb, fx.order("o-big", 1), &e)
+        .await
+        .expect("a 300 KB event is written");
+    assert_eq!(written, Written::Recorded);
+    let relayed = fx.relay().relay(&fx.record(&e).await).await.expect("relay");
+    assert_eq!(relayed.marked, Marked::Sent);
+    let messages = fx.receive(&queue).await;
+    assert_eq!(messages[0].body().map(str::len), Some(payload.len()));
+
+    // The largest payload still fits the item with the longest ids a FIFO event can carry; one byte more is
+    // refused before any call.
+    let fifo = "http://127.0.0.1:9/123456789012/big.fifo";
+    let largest = OutboxEvent::new(
+        "T".repeat(sqsafe_outbox::MAX_EVENT_TYPE_CHARS),
+        "y".repeat(sqsafe_outbox::MAX_PAYLOAD_BYTES),
+        fifo,
+    )
+    .with_event_id("e".repeat(sqsafe_outbox::MAX_ID_CHARS))
+    .with_message_group_id("g".repeat(sqsafe_outbox::MAX_ID_CHARS))
+    .with_correlation_id("c".repeat(sqsafe_outbox::MAX_ID_CHARS));
+    let written = fx
+        .outbox
+        .write(&fx.dynamodb, fx.order("o-largest", 1), &largest)
+        .await
+        .expect("the largest event is written");
+    assert_eq!(written, Written::Recorded);
+    // moto checks the item size on PutItem (not inside a transaction): put the written item again under another key.
+    let mut copy = fx
+        .outbox_items()
+        .await
+        .into_iter()
+        .find(|i| s(i, "event_id") == largest.event_id())
+        .expect("the largest item");
+    copy.insert("pk".into(), AttributeValue::S("size-probe".into()));
+    fx.dynamodb
+        .put_item()
+        .table_name(fx.outbox.table())
+        .set_item(Some(copy))
+        .send()
+        .await
+        .expect("the largest outbox item fits DynamoDB's item size");
+    let too_big = OutboxEvent::new(
+        "T",
+        "y".repeat(sqsafe_outbox::MAX_PAYLOAD_BYTES + 1),
+        &queue,
+    );
+    fx.counter.take();
+    let err = fx
+        .outbox
+        .write(&fx.dynamodb, fx.order("o-2", 1), &too_big)
+        .await
+        .expect_err("too big");
+    assert!(matches!(err, Error::InvalidEvent { .. }), "{err}");
+    assert!(fx.counter.take().is_empty(), "refused before any call");
+}
+
+#[tokio::test]
 async fn a_refused_business_condition_writes_neither_item() {
     let fx = fixture().await;
     fx.outbox
