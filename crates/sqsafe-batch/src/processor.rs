@@ -468,21 +468,43 @@ impl BatchProcessor {
         }
         let per_group = groups.into_iter().map(|group| async move {
             let mut out = Vec::with_capacity(group.len());
-            let mut blocked: Option<String> = None;
+            // The reported record the rest of the group waits behind, and when it is due again at the earliest.
+            let mut blocked: Option<(String, Option<Duration>)> = None;
             for (i, id, m) in group {
-                if let Some(first) = &blocked {
+                if let Some((first, due)) = &blocked {
                     metrics.incr(Metric::HeldBack);
                     let (span, _) = self.record_span(&m, &id, receive_count(&m));
                     span.in_scope(|| {
                         tracing::warn!(blocked_by = %first, disposition = "held_back",
                             "not run: an earlier message of its group was reported; reported too, to keep the group's order");
                     });
+                    // Due with the failed record, not after the queue's visibility timeout: the group resumes when
+                    // it does (SQS delivers no later message of a group while an earlier one is in flight).
+                    if let (Some(due), Some(control), Some(receipt)) =
+                        (due, &self.visibility, m.receipt_handle.as_deref())
+                        && let Err(e) = within(
+                            self.call_budget(deadline),
+                            control.set_visibility_boxed(receipt, *due),
+                        )
+                        .instrument(span.clone())
+                        .await
+                    {
+                        span.in_scope(|| {
+                            tracing::warn!(error = %e, delay_s = due.as_secs(),
+                                "could not change the held-back message's visibility; the queue's timeout applies");
+                        });
+                    }
                     out.push((i, RecordReport { message_id: id, disposition: Disposition::SkippedAfterGroupFailure }));
                     continue;
                 }
+                let kept = Arc::clone(&m);
                 let report = self.run_record(m, id, deadline, handler, metrics).await;
                 if report.disposition.is_reported() {
-                    blocked = Some(report.message_id.clone());
+                    let due = match &report.disposition {
+                        Disposition::Retry(error) => self.retry_floor(&kept, error),
+                        _ => None,
+                    };
+                    blocked = Some((report.message_id.clone(), due));
                 }
                 out.push((i, report));
             }
@@ -661,6 +683,20 @@ impl BatchProcessor {
                 format!("handler panicked: {what}"),
             ))
         })
+    }
+
+    /// The earliest a record reported with `error` is due again, when its visibility is changed for it: the end of
+    /// the lease it waits for, or the shortest delay of its backoff. `None`: the queue's visibility timeout applies.
+    fn retry_floor(&self, message: &SqsMessage, error: &RecordError) -> Option<Duration> {
+        self.visibility.as_ref()?;
+        message.receipt_handle.as_ref()?;
+        match error.retry_not_before() {
+            Some(at) => Some(visibility_until(at, self.clock.now())),
+            None => self
+                .backoff
+                .as_ref()
+                .map(|b| b.min_delay(receive_count(message))),
+        }
     }
 
     /// How long a call made while disposing of a record (the DLQ send, the backoff's visibility change) may take:

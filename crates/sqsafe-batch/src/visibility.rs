@@ -121,10 +121,21 @@ impl Backoff {
         self
     }
 
+    /// The shortest delay [`delay`](Self::delay) can give before delivery `receive_count + 1`: half its ceiling,
+    /// in whole seconds, at least 1 s. What records held back behind a failed one of their FIFO group wait, so that
+    /// they are never due after it.
+    pub fn min_delay(&self, receive_count: u32) -> Duration {
+        Duration::from_secs((self.ceiling(receive_count) / 2).as_secs().max(1))
+    }
+
+    fn ceiling(&self, receive_count: u32) -> Duration {
+        let exponent = receive_count.saturating_sub(1).min(30);
+        self.base.saturating_mul(1 << exponent).min(self.max)
+    }
+
     /// The delay before delivery `receive_count + 1`.
     pub fn delay(&self, receive_count: u32) -> Duration {
-        let exponent = receive_count.saturating_sub(1).min(30);
-        let ceiling = self.base.saturating_mul(1 << exponent).min(self.max);
+        let ceiling = self.ceiling(receive_count);
         let unit = self.rng.lock().unwrap_or_else(|p| p.into_inner()).f64();
         let half = ceiling / 2;
         // Whole seconds: SQS takes seconds. At least 1 s.

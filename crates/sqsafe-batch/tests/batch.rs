@@ -511,6 +511,61 @@ async fn transient_failures_get_a_jittered_backoff_from_their_receive_count() {
     );
 }
 
+#[tokio::test]
+async fn fifo_records_held_back_behind_a_failed_one_come_back_with_it_not_after_the_queues_timeout()
+{
+    let visibility = RecordingVisibility::default();
+    let processor = BatchProcessor::builder("c", 1)
+        .visibility(visibility.clone())
+        .backoff(
+            Backoff::new(Duration::from_secs(10), Duration::from_secs(600))
+                .expect("backoff")
+                .seed(1),
+        )
+        .build()
+        .expect("config");
+    // A FIFO mapping with a batch size above 1 (a user's own template may allow it): g1's first record fails on its
+    // third delivery; the two behind it are held back; g2 runs.
+    let batch = event(vec![
+        in_group(with_receive_count(message("a", "transient"), 3), "g1"),
+        in_group(message("b", "ok"), "g1"),
+        in_group(message("c", "ok"), "g1"),
+        in_group(message("d", "ok"), "g2"),
+    ]);
+    let report = processor
+        .process(batch, None, &by_body)
+        .await
+        .expect("batch");
+    let reported: Vec<_> = report
+        .response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    assert_eq!(reported, ["a", "b", "c"]);
+    let changes = visibility.changes.lock().expect("lock").clone();
+    let failed = changes
+        .iter()
+        .find(|(r, _)| r == "rh-a")
+        .expect("a's backoff")
+        .1;
+    assert!((20..=40).contains(&failed.as_secs()), "{failed:?}");
+    // b and c: no later than a (so the group resumes when a is due), not the queue's visibility timeout.
+    for held in ["rh-b", "rh-c"] {
+        let (_, delay) = changes
+            .iter()
+            .find(|(r, _)| r == held)
+            .unwrap_or_else(|| panic!("{held} keeps the queue's visibility timeout: {changes:?}"));
+        assert!(*delay <= failed, "{held}: {delay:?} after a's {failed:?}");
+        assert_eq!(
+            delay.as_secs(),
+            20,
+            "{held}: the lower bound of a's jittered backoff"
+        );
+    }
+    assert!(changes.iter().all(|(r, _)| r != "rh-d"), "d succeeded");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_long_record_keeps_its_message_invisible() {
     let visibility = RecordingVisibility::default();
