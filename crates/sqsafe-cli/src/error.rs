@@ -24,6 +24,9 @@ pub enum Error {
     /// `sqsafe new` refused (a name, the workspace, the template, a clash); nothing was written.
     #[error("{0}")]
     New(#[from] crate::ScaffoldError),
+    /// The AWS configuration lacks a region or credentials: one line says what to set, before any call.
+    #[error("{0}")]
+    Setup(String),
     /// Writing the output failed.
     #[error("writing the output: {0}")]
     Io(#[from] std::io::Error),

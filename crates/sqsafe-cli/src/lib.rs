@@ -11,6 +11,7 @@ mod queue;
 mod redrive;
 mod scaffold;
 mod scan;
+mod setup;
 mod time;
 
 pub use cli::{
@@ -26,4 +27,5 @@ pub use scaffold::{
     OUTPUTS_MARKER, Project, RESOURCES_MARKER, ScaffoldError, Spec, add_to_template, generate,
 };
 pub use scan::{ScanOptions, Scanned, Stopped, scan};
+pub use setup::check_aws;
 pub use time::{human_duration, parse_duration};

@@ -22,6 +22,10 @@ async fn main() -> ExitCode {
     let config = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
         .load()
         .await;
+    if let Err(e) = sqsafe_cli::check_aws(&config).await {
+        eprintln!("sqsafe: {e}");
+        return ExitCode::from(2);
+    }
     let sqs = aws_sdk_sqs::Client::new(&config);
     let mut out = std::io::stdout().lock();
     match sqsafe_cli::run(cli, &sqs, &SystemClock, &mut out).await {
