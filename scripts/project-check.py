@@ -183,7 +183,10 @@ def pipeline(project: Path, env: dict) -> None:
     try:
         endpoint = table = logs = None
         queues: dict[str, str] = {}
+        dlqs: dict[str, str] = {}
         hints: dict[str, str] = {}
+        exports: dict[str, str] = {}
+        last_function = None
         deadline = time.monotonic() + 600
         assert proc.stdout is not None
         while time.monotonic() < deadline:
@@ -199,6 +202,11 @@ def pipeline(project: Path, env: dict) -> None:
                 logs = Path(m.group(1))
             elif m := re.match(r"(\S+)\s+queue\s+(\S+)", line):
                 queues[m.group(1)] = m.group(2)
+                last_function = m.group(1)
+            elif (m := re.match(r"\s+DLQ\s+(\S+)", line)) and last_function:
+                dlqs[last_function] = m.group(1)
+            elif line.startswith("  export "):
+                exports.update(pair.split("=", 1) for pair in line.split()[1:] if "=" in pair)
             elif m := re.match(r"  (\S+)\s+(\.venv/bin/python scripts/send-message\.py .*)$", line):
                 hints[m.group(1)] = m.group(2)
             elif line.startswith("Under cargo lambda watch"):
@@ -245,6 +253,17 @@ def pipeline(project: Path, env: dict) -> None:
         if any(len(pks) != 1 for pks in completed.values()) or applied != 1 or answered != 1:
             raise SystemExit(f"project: expected one effect per intent and one replay: completed {completed}, "
                              f"{NAME} applied {applied}, answered from the record {answered}")
+        # The export lines it printed point sqsafe dlq at it: inspect the first consumer's DLQ with them alone.
+        if "AWS_ENDPOINT_URL" not in exports or NAME not in dlqs:
+            raise SystemExit(f"project: sqsafe-local printed no export lines or no DLQ for {NAME}:\n{''.join(lines)}")
+        inspect = subprocess.run(
+            [str(TARGET / "debug" / "sqsafe"), "dlq", "inspect", "--queue", dlqs[NAME]],
+            env={"PATH": os.environ["PATH"], "HOME": str(project), "AWS_EC2_METADATA_DISABLED": "true", **exports},
+            capture_output=True, text=True,
+        )
+        if inspect.returncode != 0:
+            raise SystemExit(f"project: sqsafe dlq inspect with the printed exports failed:\n{inspect.stdout}{inspect.stderr}")
+        print(f"sqsafe dlq inspect with the printed export lines: {inspect.stdout.strip().splitlines()[-1]}", flush=True)
         print(f"each sample sent twice: one COMPLETED intent each ({', '.join(p[0] for p in completed.values())}); "
               f"{NAME}: 1 applied, its second delivery answered from the record; the queues are empty", flush=True)
     finally:

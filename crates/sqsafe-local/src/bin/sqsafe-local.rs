@@ -280,6 +280,10 @@ async fn up(args: Args) -> Result<(), String> {
         }
     }
     println!("function logs    {}", log_dir.display());
+    println!("\nPoint the AWS CLI and sqsafe dlq at it (another terminal):");
+    for line in export_lines(&moto.endpoint()) {
+        println!("  {line}");
+    }
     println!("\nSend a message (Ctrl-C or SIGTERM stops everything):");
     // The sample events beside the template (a copy of the workspace has its own).
     let events = args
@@ -357,6 +361,17 @@ impl StopSignal {
             _ = self.terminate.recv() => Ok(()),
         }
     }
+}
+
+/// The shell lines that point the AWS CLI, the SDKs and `sqsafe dlq` at the local endpoint (moto takes any
+/// credentials; these are test values, never real ones).
+fn export_lines(endpoint: &str) -> [String; 4] {
+    [
+        format!("export AWS_ENDPOINT_URL={endpoint}"),
+        "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing".to_owned(),
+        "export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1".to_owned(),
+        "unset AWS_PROFILE AWS_SESSION_TOKEN".to_owned(),
+    ]
 }
 
 /// A ready command that sends the first record of the function's first sample event (`events/<binary>*.json`), with
