@@ -155,6 +155,10 @@ pub struct BatchProcessor {
     metrics_namespace: String,
     metrics_out: Arc<MetricsOut>,
     clock: Arc<dyn Clock>,
+    /// The queue's `maxReceiveCount`, read once (the receive-count rule for FIFO batches above 1).
+    max_receive_count: Arc<tokio::sync::OnceCell<Option<u32>>>,
+    /// The largest FIFO batch checked against it so far.
+    receive_count_checked: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Where [`BatchProcessor::handle`] writes each invocation's EMF line.
@@ -200,6 +204,8 @@ impl BatchProcessor {
                     let _ = std::io::stdout().lock().write_all(line);
                 }),
                 clock: Arc::new(SystemClock),
+                max_receive_count: Arc::new(tokio::sync::OnceCell::new()),
+                receive_count_checked: Arc::new(std::sync::atomic::AtomicUsize::new(1)),
             },
         }
     }
@@ -417,6 +423,9 @@ impl BatchProcessor {
             }),
         };
         let total = messages.len();
+        if fifo {
+            self.check_receive_count(total, deadline).await;
+        }
         let mut results: Vec<(usize, RecordReport)> = if fifo {
             self.run_fifo(messages, deadline, handler, metrics).await
         } else {
@@ -683,6 +692,58 @@ impl BatchProcessor {
                 format!("handler panicked: {what}"),
             ))
         })
+    }
+
+    /// The README's receive-count rule for a FIFO batch of `size` records, checked once per larger size: a record
+    /// held back behind failing ones of its group spends a receive each time, so the queue's `maxReceiveCount` must be
+    /// at least `size × (max_attempts − 1) + 1` for every record to get its `max_attempts` real tries. Read from the
+    /// queue when the visibility control can (SQS: its redrive policy), within the call budget; a warning names the
+    /// numbers. Nothing else changes.
+    async fn check_receive_count(&self, size: usize, deadline: Option<SystemTime>) {
+        if self
+            .receive_count_checked
+            .fetch_max(size, Ordering::Relaxed)
+            >= size
+        {
+            return;
+        }
+        let Some(control) = &self.visibility else {
+            return;
+        };
+        let budget = self.call_budget(deadline).unwrap_or(Duration::from_secs(5));
+        let read = self
+            .max_receive_count
+            .get_or_init(|| async {
+                match tokio::time::timeout(budget, control.max_receive_count_boxed()).await {
+                    Ok(Ok(count)) => count,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "the queue's maxReceiveCount could not be read");
+                        None
+                    }
+                    Err(_) => None,
+                }
+            })
+            .await;
+        let Some(max_receive_count) = *read else {
+            return;
+        };
+        let needed = u64::try_from(size)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(u64::from(self.max_attempts.saturating_sub(1)))
+            .saturating_add(1);
+        if u64::from(max_receive_count) < needed {
+            tracing::warn!(
+                batch_size = size,
+                max_attempts = self.max_attempts,
+                max_receive_count,
+                needed,
+                "FIFO batch of {size} records: a record held back behind failing ones of its group spends a receive \
+                 each time, so with max attempts {} the queue's maxReceiveCount ({max_receive_count}) should be at \
+                 least {needed} (batch size x (max attempts - 1) + 1), or the mapping's BatchSize 1; otherwise \
+                 held-back records reach the DLQ before their real tries (said once per batch size)",
+                self.max_attempts
+            );
+        }
     }
 
     /// The earliest a record reported with `error` is due again, when its visibility is changed for it: the end of

@@ -18,6 +18,12 @@ pub trait VisibilityControl: Send + Sync + 'static {
         receipt_handle: &str,
         timeout: Duration,
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
+
+    /// The queue's `maxReceiveCount` (its redrive policy), when it can be read: the processor warns once when a
+    /// FIFO batch is larger than that count allows (see the README's receive-count rule). `None` by default.
+    fn max_receive_count(&self) -> impl Future<Output = Result<Option<u32>, BoxError>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// [`VisibilityControl`] behind a pointer: the processor keeps any implementation, implementers write `async fn`.
@@ -27,6 +33,8 @@ pub(crate) trait DynVisibilityControl: Send + Sync + 'static {
         receipt_handle: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    fn max_receive_count_boxed(&self) -> BoxFuture<'_, Result<Option<u32>, BoxError>>;
 }
 
 impl<T: VisibilityControl> DynVisibilityControl for T {
@@ -36,6 +44,10 @@ impl<T: VisibilityControl> DynVisibilityControl for T {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(self.set_visibility(receipt_handle, timeout))
+    }
+
+    fn max_receive_count_boxed(&self) -> BoxFuture<'_, Result<Option<u32>, BoxError>> {
+        Box::pin(self.max_receive_count())
     }
 }
 
@@ -71,6 +83,29 @@ impl VisibilityControl for SqsVisibility {
             .send()
             .await?;
         Ok(())
+    }
+
+    /// `GetQueueAttributes(RedrivePolicy)` (the mapping's role has `sqs:GetQueueAttributes` on its queue).
+    async fn max_receive_count(&self) -> Result<Option<u32>, BoxError> {
+        let attributes = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.queue_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy)
+            .send()
+            .await?;
+        let Some(policy) = attributes
+            .attributes()
+            .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy))
+        else {
+            return Ok(None);
+        };
+        let policy: serde_json::Value = serde_json::from_str(policy)?;
+        Ok(match &policy["maxReceiveCount"] {
+            serde_json::Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+            serde_json::Value::String(s) => s.parse().ok(),
+            _ => None,
+        })
     }
 }
 

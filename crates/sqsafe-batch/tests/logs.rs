@@ -257,3 +257,48 @@ async fn a_lost_lease_is_counted_and_logged_as_an_error_that_names_clock_skew() 
         "{line}"
     );
 }
+
+#[tokio::test]
+async fn a_fifo_batch_larger_than_the_queues_receive_count_allows_is_warned_about_once_per_size() {
+    let (logs, _guard) = Logs::capture();
+    let processor = BatchProcessor::builder("c", 1)
+        .max_attempts(5)
+        .visibility(RecordingVisibility {
+            max_receive: Some(5),
+            ..RecordingVisibility::default()
+        })
+        .build()
+        .expect("config");
+    let ok = |_record: Record| async move { Ok(Processed::Applied) };
+    let batch = |n: usize| {
+        event(
+            (0..n)
+                .map(|i| in_group(message(&format!("m{i}"), "{}"), "g"))
+                .collect(),
+        )
+    };
+    for size in [1, 3, 3, 2, 4] {
+        processor
+            .process(batch(size), None, &ok)
+            .await
+            .expect("batch");
+    }
+    let warnings: Vec<(u64, u64)> = logs
+        .lines()
+        .iter()
+        .filter(|l| l["max_receive_count"] == 5)
+        .map(|l| {
+            (
+                l["batch_size"].as_u64().unwrap_or_default(),
+                l["needed"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    // A batch of 1 needs nothing; 3 records x (5 - 1) + 1 = 13 > 5, said once; 4 records: 17, said once more.
+    assert_eq!(warnings, [(3, 13), (4, 17)]);
+    let line = logs.text();
+    assert!(
+        line.contains("maxReceiveCount (5) should be at least 13"),
+        "{line}"
+    );
+}

@@ -301,6 +301,42 @@ async fn visibility_changes_reach_the_queue() {
     assert_eq!(receive().await.len(), 1, "visible again at once");
 }
 
+#[tokio::test]
+async fn the_queues_max_receive_count_is_read_from_its_redrive_policy() {
+    let sqs = client().await;
+    let dlq = queue(&sqs, "dlq", true).await;
+    let dlq_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&dlq)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .expect("arn");
+    let source = sqs
+        .create_queue()
+        .queue_name(sqsafe_testkit::unique_name("src").replace('.', "-") + ".fifo")
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(
+            QueueAttributeName::RedrivePolicy,
+            format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"7"}}"#),
+        )
+        .send()
+        .await
+        .expect("queue")
+        .queue_url
+        .expect("url");
+    let with_policy = SqsVisibility::new(sqs.clone(), &source);
+    assert_eq!(
+        with_policy.max_receive_count().await.expect("read"),
+        Some(7)
+    );
+    let without = SqsVisibility::new(sqs.clone(), &dlq);
+    assert_eq!(without.max_receive_count().await.expect("read"), None);
+}
+
 /// The event record Lambda would build from a received message.
 fn as_event_record(m: &aws_sdk_sqs::types::Message, receive_count: u32) -> SqsMessage {
     let mut record = message(

@@ -82,6 +82,8 @@ pub struct RecordingVisibility {
     pub changes: Arc<Mutex<Vec<(String, Duration)>>>,
     /// How long each change takes to answer (a slow SQS).
     pub delay: Duration,
+    /// The queue's `maxReceiveCount`, as its redrive policy would say.
+    pub max_receive: Option<u32>,
 }
 
 impl VisibilityControl for RecordingVisibility {
@@ -96,6 +98,10 @@ impl VisibilityControl for RecordingVisibility {
             .expect("lock")
             .push((receipt_handle.to_owned(), timeout));
         Ok(())
+    }
+
+    async fn max_receive_count(&self) -> Result<Option<u32>, BoxError> {
+        Ok(self.max_receive)
     }
 }
 
