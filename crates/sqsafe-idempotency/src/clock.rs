@@ -91,6 +91,7 @@ pub(crate) fn epoch_millis(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+#[cfg(feature = "dynamodb")]
 pub(crate) fn epoch_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

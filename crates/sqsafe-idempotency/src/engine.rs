@@ -12,11 +12,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::cache::CompletedCache;
-use crate::clock::{Clock, TokenSource, duration_millis, epoch_millis, epoch_secs};
+use crate::clock::{Clock, TokenSource, duration_millis, epoch_millis, from_millis};
 use crate::config::{CompletionRetry, Heartbeat, IdempotencyBuilder};
 use crate::error::{Error, Result, RunError};
 use crate::fingerprint::{Fingerprint, FingerprintFields, sha256_hex};
 use crate::key::IdempotencyKey;
+use crate::protocol::{self, ClaimRefused, FencedRefused};
 use crate::record::{Completion, IdempotencyRecord, Status, StoredResult};
 use crate::store::{ClaimAttempt, FencedWrite, IdempotencyStore};
 
@@ -370,14 +371,18 @@ impl<S: IdempotencyStore> Idempotency<S> {
             .await?
         {
             ClaimAttempt::Claimed => Ok(Claim::Acquired(self.guard(record, request.deadline))),
-            // The SDK retried a claim whose first try landed: the record it met is ours.
-            ClaimAttempt::Existing(existing)
-                if existing.token == record.token && existing.status == Status::InProgress =>
-            {
-                ambiguous_write_resolved("claim", &record.key);
-                Ok(Claim::Acquired(self.guard(record, request.deadline)))
+            ClaimAttempt::Existing(existing) => {
+                let seen = existing.seen_by(&record.token, &record.fingerprint);
+                let margin_ms = duration_millis(self.inner.takeover_margin);
+                match protocol::claim_refused(&seen, epoch_millis(now), margin_ms) {
+                    // The SDK retried a claim whose first try landed: the record it met is ours.
+                    ClaimRefused::OwnRetry => {
+                        ambiguous_write_resolved("claim", &record.key);
+                        Ok(Claim::Acquired(self.guard(record, request.deadline)))
+                    }
+                    decision => self.refused(request, existing, decision, now),
+                }
             }
-            ClaimAttempt::Existing(existing) => self.refused(request, existing, now),
         }
     }
 
@@ -390,6 +395,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
         }
     }
 
+    #[cfg(feature = "dynamodb")]
     pub(crate) fn inner(&self) -> &Inner<S> {
         &self.inner
     }
@@ -421,15 +427,15 @@ impl<S: IdempotencyStore> Idempotency<S> {
     ) -> IdempotencyRecord {
         let inner = &self.inner;
         let lease_until = self.lease_until(now, request.deadline);
-        // Never before the lease and the takeover margin end (rounded up to the second): a record gone while its
-        // claim is live would let a redelivery take the key over.
-        let lease_end_secs = lease_until
-            .saturating_add(duration_millis(inner.takeover_margin))
-            .div_ceil(1_000);
         IdempotencyRecord {
             key: request.key.clone(),
             status: Status::InProgress,
-            expiration: epoch_secs(now + inner.idempotency_window).max(lease_end_secs),
+            expiration: protocol::in_progress_expiration_s(
+                epoch_millis(now),
+                duration_millis(inner.idempotency_window),
+                lease_until,
+                duration_millis(inner.takeover_margin),
+            ),
             lease_expires_at: Some(lease_until),
             token,
             fingerprint: request.fingerprint.clone(),
@@ -456,17 +462,21 @@ impl<S: IdempotencyStore> Idempotency<S> {
         }
     }
 
-    /// The claim was refused: say why, from the old record the same write returned.
+    /// The claim was refused: say why, from the old record the same write returned and the protocol's reading of it.
     pub(crate) fn refused<T: DeserializeOwned>(
         &self,
         request: &Request,
         existing: IdempotencyRecord,
+        decision: ClaimRefused,
         now: SystemTime,
     ) -> Result<Claim<S, T>> {
         let key = &request.key;
-        check_fingerprint(key, &existing.fingerprint, &request.fingerprint)?;
-        match existing.status {
-            Status::Completed if !existing.is_expired(now) => {
+        match decision {
+            ClaimRefused::PayloadMismatch => {
+                check_fingerprint(key, &existing.fingerprint, &request.fingerprint)?;
+                Err(inconsistent_claim(key, &existing, now))
+            }
+            ClaimRefused::Replay => {
                 let result = decode(key, existing.result.as_ref());
                 self.remember(
                     key,
@@ -480,30 +490,23 @@ impl<S: IdempotencyStore> Idempotency<S> {
                     source: ReplaySource::Store,
                 })
             }
-            Status::InProgress if !existing.is_claimable(now, self.inner.takeover_margin) => {
-                Err(Error::InProgress {
-                    key: key.to_string(),
-                    lease_expires_at: existing
-                        .claimable_after(self.inner.takeover_margin)
-                        .unwrap_or(now),
-                })
-            }
-            _ => Err(Error::Inconsistent {
+            ClaimRefused::InProgress { claimable_after_ms } => Err(Error::InProgress {
                 key: key.to_string(),
-                detail: format!(
-                    "claim refused although the stored record is claimable at {now:?}: {existing:?}"
-                ),
+                lease_expires_at: claimable_after_ms.map_or(now, from_millis),
             }),
+            ClaimRefused::OwnRetry | ClaimRefused::Inconsistent => {
+                Err(inconsistent_claim(key, &existing, now))
+            }
         }
     }
 
     fn lease_until(&self, now: SystemTime, deadline: Option<SystemTime>) -> u64 {
-        let floor = now + self.inner.min_lease;
-        let until = match deadline {
-            Some(d) => d.max(floor),
-            None => now + self.inner.default_lease,
-        };
-        epoch_millis(until)
+        protocol::lease_until_ms(
+            epoch_millis(now),
+            deadline.map(epoch_millis),
+            duration_millis(self.inner.min_lease),
+            duration_millis(self.inner.default_lease),
+        )
     }
 
     /// The result to store with `record`: its JSON when it fits under the configured cap and in the store's item
@@ -560,7 +563,10 @@ impl<S: IdempotencyStore> Guard<S> {
         let result = self.idem.encode_result(&self.record, value);
         let completion = Completion {
             result: result.clone(),
-            expiration: epoch_secs(now + inner.idempotency_window),
+            expiration: protocol::completed_expiration_s(
+                epoch_millis(now),
+                duration_millis(inner.idempotency_window),
+            ),
         };
         let key = &self.record.key;
         let token = self.record.token.as_str();
@@ -630,10 +636,14 @@ impl<S: IdempotencyStore> Guard<S> {
         };
         match written {
             FencedWrite::Written => {}
-            FencedWrite::Refused(Some(r)) if r.token == token && r.status == Status::Completed => {
-                ambiguous_write_resolved("complete", key);
+            FencedWrite::Refused(found) => {
+                match protocol::complete_refused(self.seen(&found).as_ref()) {
+                    FencedRefused::Done => ambiguous_write_resolved("complete", key),
+                    FencedRefused::LeaseLost | FencedRefused::Inconsistent => {
+                        return Err(self.lost("complete", found.as_ref()));
+                    }
+                }
             }
-            FencedWrite::Refused(found) => return Err(self.lost("complete", found.as_ref())),
         }
         self.idem.remember(
             key,
@@ -655,17 +665,21 @@ impl<S: IdempotencyStore> Guard<S> {
                 self.lease_until.fetch_max(until, Ordering::Relaxed);
                 Ok(())
             }
-            FencedWrite::Refused(Some(r)) if r.token == self.record.token => match r.status {
-                // Already extended as far (by this write's first try, or by a longer lease).
-                Status::InProgress => {
-                    ambiguous_write_resolved("extend", key);
-                    self.lease_until
-                        .fetch_max(r.lease_expires_at.unwrap_or(0), Ordering::Relaxed);
-                    Ok(())
+            FencedWrite::Refused(found) => {
+                match (protocol::extend_refused(self.seen(&found).as_ref()), found) {
+                    // Already extended as far (by this write's first try, or by a longer lease).
+                    (FencedRefused::Done, Some(r)) if r.status == Status::InProgress => {
+                        ambiguous_write_resolved("extend", key);
+                        self.lease_until
+                            .fetch_max(r.lease_expires_at.unwrap_or(0), Ordering::Relaxed);
+                        Ok(())
+                    }
+                    (FencedRefused::Done, _) => Ok(()),
+                    (FencedRefused::LeaseLost | FencedRefused::Inconsistent, found) => {
+                        Err(self.lost("extend", found.as_ref()))
+                    }
                 }
-                Status::Completed => Ok(()),
-            },
-            FencedWrite::Refused(found) => Err(self.lost("extend", found.as_ref())),
+            }
         }
     }
 
@@ -679,20 +693,29 @@ impl<S: IdempotencyStore> Guard<S> {
         }
         match inner.store.release(key, &self.record.token).await? {
             FencedWrite::Written => Ok(()),
-            FencedWrite::Refused(None) => {
-                ambiguous_write_resolved("release", key);
-                Ok(())
+            FencedWrite::Refused(found) => {
+                match protocol::release_refused(self.seen(&found).as_ref()) {
+                    FencedRefused::Done => {
+                        ambiguous_write_resolved("release", key);
+                        Ok(())
+                    }
+                    FencedRefused::Inconsistent => Err(Error::Inconsistent {
+                        key: key.to_string(),
+                        detail: format!(
+                            "release refused although the record still carries this claim's token: {found:?}"
+                        ),
+                    }),
+                    FencedRefused::LeaseLost => Err(self.lost("release", found.as_ref())),
+                }
             }
-            FencedWrite::Refused(Some(r)) if r.token == self.record.token => {
-                Err(Error::Inconsistent {
-                    key: key.to_string(),
-                    detail: format!(
-                        "release refused although the record still carries this claim's token: {r:?}"
-                    ),
-                })
-            }
-            FencedWrite::Refused(found) => Err(self.lost("release", found.as_ref())),
         }
+    }
+
+    /// A record found by a refused write, as this claim sees it.
+    fn seen(&self, found: &Option<IdempotencyRecord>) -> Option<protocol::Seen> {
+        found
+            .as_ref()
+            .map(|r| r.seen_by(&self.record.token, &self.record.fingerprint))
     }
 
     /// Another attempt holds the key now (or nobody does): log it loudly, since it can mean clock skew, and say so.
@@ -800,6 +823,20 @@ fn decode<T: DeserializeOwned>(key: &IdempotencyKey, stored: Option<&StoredResul
                 reason: format!("stored result does not decode: {e}"),
             }
         }
+    }
+}
+
+/// A refused claim that the protocol's rules say should have landed: the store disagrees with them.
+fn inconsistent_claim(
+    key: &IdempotencyKey,
+    existing: &IdempotencyRecord,
+    now: SystemTime,
+) -> Error {
+    Error::Inconsistent {
+        key: key.to_string(),
+        detail: format!(
+            "claim refused although the stored record is claimable at {now:?}: {existing:?}"
+        ),
     }
 }
 

@@ -10,6 +10,7 @@ mod error;
 mod fault;
 mod fingerprint;
 mod key;
+pub mod protocol;
 mod record;
 mod store;
 

@@ -1,11 +1,12 @@
 use std::time::{Duration, SystemTime};
 
-use crate::clock::{duration_millis, epoch_millis, epoch_secs, from_millis};
+use crate::clock::{duration_millis, epoch_millis, from_millis};
 use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
+use crate::protocol::{self, Seen};
 
 /// The stored state of a key. Expired is derived from [`IdempotencyRecord::expiration`], never stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Status {
     /// Claimed; the claimer's effect may be running. Valid while the lease lasts.
     InProgress,
@@ -78,26 +79,41 @@ pub struct IdempotencyRecord {
 impl IdempotencyRecord {
     /// `true` when the record no longer counts at `now`: TTL deletion lags, so every read checks this.
     pub fn is_expired(&self, now: SystemTime) -> bool {
-        self.expiration < epoch_secs(now)
+        protocol::is_expired(self.expiration, epoch_millis(now))
     }
 
     /// `true` when an in-progress claim's lease passed more than `margin` before `now`.
     pub fn is_lease_passed(&self, now: SystemTime, margin: Duration) -> bool {
-        self.status == Status::InProgress
-            && self
-                .lease_expires_at
-                .is_some_and(|lease| lease < takeover_cutoff_ms(now, margin))
+        protocol::is_lease_passed(
+            self.status,
+            self.lease_expires_at,
+            epoch_millis(now),
+            duration_millis(margin),
+        )
     }
 
     /// `true` when a new claim may replace this record at `now`, allowing `takeover_margin` for clock skew between
-    /// instances. Stores evaluate exactly this as their claim condition.
+    /// instances ([`protocol::is_claimable`]).
     pub fn is_claimable(&self, now: SystemTime, takeover_margin: Duration) -> bool {
         self.is_expired(now) || self.is_lease_passed(now, takeover_margin)
     }
 
+    /// The record as the attempt holding `token`, with content `fingerprint`, sees it: what the protocol's
+    /// conditions and decisions look at.
+    pub fn seen_by(&self, token: &str, fingerprint: &Fingerprint) -> Seen {
+        Seen {
+            status: self.status,
+            expiration_s: self.expiration,
+            lease_ms: self.lease_expires_at,
+            own_token: self.token == token,
+            same_fingerprint: self.fingerprint == *fingerprint,
+        }
+    }
+
     /// When a claim by another attempt can first take this in-progress record over: the lease end plus the margin.
     pub fn claimable_after(&self, takeover_margin: Duration) -> Option<SystemTime> {
-        self.lease_expires().map(|lease| lease + takeover_margin)
+        protocol::claimable_after_ms(self.lease_expires_at, duration_millis(takeover_margin))
+            .map(from_millis)
     }
 
     /// The lease end as a time.
@@ -107,8 +123,9 @@ impl IdempotencyRecord {
 }
 
 /// A lease that ended before this instant (epoch ms) may be taken over at `now`.
+#[cfg(feature = "dynamodb")]
 pub(crate) fn takeover_cutoff_ms(now: SystemTime, margin: Duration) -> u64 {
-    epoch_millis(now).saturating_sub(duration_millis(margin))
+    protocol::takeover_cutoff_ms(epoch_millis(now), duration_millis(margin))
 }
 
 /// What [`IdempotencyStore::complete`](crate::IdempotencyStore::complete) writes.

@@ -3,8 +3,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use super::{ClaimAttempt, FencedWrite, IdempotencyStore};
+use crate::clock::{duration_millis, epoch_millis};
 use crate::error::Result;
 use crate::key::IdempotencyKey;
+use crate::protocol;
 use crate::record::{Completion, IdempotencyRecord, Status};
 
 /// Records in this process's memory, with the same conditions as the DynamoDB store.
@@ -39,15 +41,16 @@ impl InMemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The record held under `token` and still `IN_PROGRESS`.
+    /// The record held under `token` and still `IN_PROGRESS` ([`protocol::owns`]).
     fn owned<'a>(
         records: &'a mut HashMap<IdempotencyKey, IdempotencyRecord>,
         key: &IdempotencyKey,
         token: &str,
     ) -> Option<&'a mut IdempotencyRecord> {
-        records
-            .get_mut(key)
-            .filter(|r| r.token == token && r.status == Status::InProgress)
+        records.get_mut(key).filter(|r| {
+            let seen = r.seen_by(token, &r.fingerprint);
+            protocol::owns(Some(&seen))
+        })
     }
 
     /// The refusal of a fenced write: the record as it is (or none).
@@ -67,8 +70,15 @@ impl IdempotencyStore for InMemoryStore {
         takeover_margin: Duration,
     ) -> Result<ClaimAttempt> {
         let mut records = self.lock();
+        let (now_ms, margin_ms) = (epoch_millis(now), duration_millis(takeover_margin));
         match records.get(&record.key) {
-            Some(existing) if !existing.is_claimable(now, takeover_margin) => {
+            Some(existing)
+                if !protocol::claim_lands(
+                    Some(&existing.seen_by(&record.token, &record.fingerprint)),
+                    now_ms,
+                    margin_ms,
+                ) =>
+            {
                 Ok(ClaimAttempt::Existing(existing.clone()))
             }
             _ => {
@@ -102,14 +112,15 @@ impl IdempotencyStore for InMemoryStore {
         lease_expires_at: u64,
     ) -> Result<FencedWrite> {
         let mut records = self.lock();
-        match Self::owned(&mut records, key, token) {
-            // A lease never shrinks: a shorter one is refused like the store's condition refuses it.
-            Some(record) if record.lease_expires_at.is_none_or(|l| l < lease_expires_at) => {
-                record.lease_expires_at = Some(lease_expires_at);
-                Ok(FencedWrite::Written)
-            }
-            _ => Ok(Self::refused(&records, key)),
+        let seen = records.get(key).map(|r| r.seen_by(token, &r.fingerprint));
+        // A lease never shrinks: a shorter one is refused like the store's condition refuses it.
+        if !protocol::extend_lands(seen.as_ref(), lease_expires_at) {
+            return Ok(Self::refused(&records, key));
         }
+        if let Some(record) = records.get_mut(key) {
+            record.lease_expires_at = Some(lease_expires_at);
+        }
+        Ok(FencedWrite::Written)
     }
 
     async fn release(&self, key: &IdempotencyKey, token: &str) -> Result<FencedWrite> {

@@ -10,8 +10,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::dynamodb::{CLAIM_CONDITION, DynamoDbStore, claim_values, store_error};
+use crate::clock::{duration_millis, epoch_millis};
 use crate::engine::{Claim, Idempotency, ReplaySource, Replayed, Request};
 use crate::error::{Error, Result};
+use crate::protocol;
 use crate::record::Status;
 
 /// DynamoDB allows 100 items per transaction; the record takes one.
@@ -131,7 +133,10 @@ impl Idempotency<DynamoDbStore> {
                 });
             };
             let existing = store.parse_item(request.key(), old)?;
-            return match self.refused::<T>(request, existing, now)? {
+            let seen = existing.seen_by(&token, request.fingerprint());
+            let margin_ms = duration_millis(inner.takeover_margin);
+            let decision = protocol::claim_refused(&seen, epoch_millis(now), margin_ms);
+            return match self.refused::<T>(request, existing, decision, now)? {
                 Claim::Replay { result, source } => {
                     Ok(TransactOutcome::Replayed { result, source })
                 }
