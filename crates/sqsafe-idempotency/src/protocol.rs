@@ -92,11 +92,18 @@ pub fn is_claimable(seen: &Seen, now_ms: u64, margin_ms: u64) -> bool {
         || is_lease_passed(seen.status, seen.lease_ms, now_ms, margin_ms)
 }
 
-/// The claim's condition: does a claim write made at `now_ms` land over `existing`?
+/// The claim's condition: does a claim write made at `now_ms` land over `existing`? No record, an expired one, or an
+/// in-progress claim of the same content whose lease passed by more than the margin. A passed claim of other
+/// content is not taken over: its effect may have run, so the other content is a payload mismatch (found by the
+/// model checker, property 5).
 ///
 /// DynamoDB: `CLAIM_CONDITION` in `store/dynamodb.rs`.
 pub fn claim_lands(existing: Option<&Seen>, now_ms: u64, margin_ms: u64) -> bool {
-    existing.is_none_or(|seen| is_claimable(seen, now_ms, margin_ms))
+    existing.is_none_or(|seen| {
+        is_expired(seen.expiration_s, now_ms)
+            || (seen.same_fingerprint
+                && is_lease_passed(seen.status, seen.lease_ms, now_ms, margin_ms))
+    })
 }
 
 /// What a refused claim means. The order matters: a retried claim meets its own record first; other content is a
@@ -217,6 +224,19 @@ mod tests {
             ClaimRefused::InProgress {
                 claimable_after_ms: Some(12_000)
             }
+        );
+    }
+
+    #[test]
+    fn a_passed_lease_of_other_content_is_a_mismatch_not_a_takeover() {
+        let seen = Seen {
+            same_fingerprint: false,
+            ..in_progress(10_000, false)
+        };
+        assert!(!claim_lands(Some(&seen), 20_000, 2_000));
+        assert_eq!(
+            claim_refused(&seen, 20_000, 2_000),
+            ClaimRefused::PayloadMismatch
         );
     }
 

@@ -55,6 +55,7 @@ on_dynamodb!(
     extend_never_shortens_a_lease_and_a_retried_extend_succeeds,
     takeover_waits_for_the_margin_so_a_fast_clock_cannot_steal_a_live_lease,
     a_live_claim_with_other_content_is_a_mismatch,
+    a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover,
 );
 
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -46,6 +46,7 @@ in_memory!(
     extend_never_shortens_a_lease_and_a_retried_extend_succeeds,
     takeover_waits_for_the_margin_so_a_fast_clock_cannot_steal_a_live_lease,
     a_live_claim_with_other_content_is_a_mismatch,
+    a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover,
 );
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -96,7 +96,7 @@ fn completed(expiration_s: u64, token: &'static str) -> Stored {
 }
 
 /// `CLAIM_CONDITION`: `attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND
-/// #lease < :now_ms)`, with `:now_ms` = now - margin.
+/// #lease < :now_ms AND #fingerprint = :fingerprint)`, with `:now_ms` = now - margin.
 #[tokio::test]
 async fn claim_condition() {
     let cases: Vec<(&str, Option<Stored>, &str)> = vec![
@@ -127,12 +127,12 @@ async fn claim_condition() {
             "a",
         ),
         (
-            "#lease < :now_ms: lease passed by more than the margin",
+            "#lease < :now_ms AND #fingerprint = :fingerprint: lease passed by more than the margin",
             Some(in_progress(NOW_MS - MARGIN_MS - 1, THEIRS)),
             "a",
         ),
         (
-            "#lease < :now_ms: lease passed by more than the margin, other content",
+            "none holds (#fingerprint = :fingerprint fails): lease passed by more than the margin, other content",
             Some(in_progress(NOW_MS - MARGIN_MS - 1, THEIRS)),
             "b",
         ),

@@ -205,9 +205,10 @@ pub(crate) fn n(v: impl ToString) -> AttributeValue {
 }
 
 /// Claimable: no record; or expired (TTL deletion lags up to ~48 h, so the condition checks it); or an IN_PROGRESS
-/// claim whose lease has passed (its owner crashed or timed out) by more than the takeover margin (`:now_ms` is now
-/// minus the margin). Same rule as `IdempotencyRecord::is_claimable`.
-pub(crate) const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND #lease < :now_ms)";
+/// claim of the same content whose lease has passed (its owner crashed or timed out) by more than the takeover margin
+/// (`:now_ms` is now minus the margin). Other content is never taken over: it is refused, and the old item makes it a
+/// payload mismatch. Same rule as `protocol::claim_lands`.
+pub(crate) const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND #lease < :now_ms AND #fingerprint = :fingerprint)";
 
 // Placeholders are fixed; attribute names are bound to them, so configured names need no escaping.
 const OWNED_BY_TOKEN: &str = "#token = :token AND #status = :in_progress";
@@ -238,6 +239,7 @@ impl DynamoDbStore {
             ("#expiration".to_owned(), names.expiration.clone()),
             ("#status".to_owned(), names.status.clone()),
             ("#lease".to_owned(), names.lease_expires_at.clone()),
+            ("#fingerprint".to_owned(), names.fingerprint.clone()),
         ])
     }
 
@@ -333,7 +335,11 @@ impl DynamoDbStore {
     }
 }
 
-pub(crate) fn claim_values(now: SystemTime, takeover_margin: Duration) -> Item {
+pub(crate) fn claim_values(
+    now: SystemTime,
+    takeover_margin: Duration,
+    fingerprint: &Fingerprint,
+) -> Item {
     HashMap::from([
         (":now_s".to_owned(), n(epoch_secs(now))),
         (
@@ -341,6 +347,7 @@ pub(crate) fn claim_values(now: SystemTime, takeover_margin: Duration) -> Item {
             n(takeover_cutoff_ms(now, takeover_margin)),
         ),
         (":in_progress".to_owned(), s(Status::InProgress.as_str())),
+        (":fingerprint".to_owned(), s(fingerprint.as_str())),
     ])
 }
 
@@ -441,7 +448,11 @@ impl IdempotencyStore for DynamoDbStore {
             .set_item(Some(self.record_item(record)))
             .condition_expression(CLAIM_CONDITION)
             .set_expression_attribute_names(Some(self.claim_names()))
-            .set_expression_attribute_values(Some(claim_values(now, takeover_margin)))
+            .set_expression_attribute_values(Some(claim_values(
+                now,
+                takeover_margin,
+                &record.fingerprint,
+            )))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;

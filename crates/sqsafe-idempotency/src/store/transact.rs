@@ -86,7 +86,11 @@ impl Idempotency<DynamoDbStore> {
             .set_item(Some(store.record_item(&record)))
             .condition_expression(CLAIM_CONDITION)
             .set_expression_attribute_names(Some(store.claim_names()))
-            .set_expression_attribute_values(Some(claim_values(now, inner.takeover_margin)))
+            .set_expression_attribute_values(Some(claim_values(
+                now,
+                inner.takeover_margin,
+                &record.fingerprint,
+            )))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(|e| Error::Config(format!("transaction item for `{}`: {e}", request.key())))?;

@@ -852,3 +852,38 @@ pub async fn a_live_claim_with_other_content_is_a_mismatch<S: IdempotencyStore>(
     assert_eq!(err.class(), ErrorClass::Permanent);
     assert_eq!(effects.load(Ordering::SeqCst), 0);
 }
+
+/// Found by the model checker (crates/sqsafe-model, property 5): an attempt claims with one content and dies (its
+/// effect may have run); once its lease has passed by the margin, a message of the same key with other content
+/// must still be a payload mismatch, as the README's table says, not a takeover that runs the other content's
+/// effect.
+pub async fn a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover<S: IdempotencyStore>(
+    fx: Fixture<S>,
+) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock)
+        .default_lease(Duration::from_secs(5))
+        .takeover_margin(Duration::from_secs(1))
+        .build()
+        .expect("config");
+    let request = idem
+        .request(key("p-26"), &payment("p-26", 100))
+        .expect("request");
+    // The first attempt claims and "crashes" (between its effect and its completion, say).
+    let Ok(Claim::Acquired(crashed)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    drop(crashed);
+
+    clock.advance(Duration::from_millis(6_001));
+    let effects = AtomicU32::new(0);
+    let err = idempotency_error(charge(&idem, "p-26", 999, &effects).await);
+    assert!(err.is_payload_mismatch(), "{err}");
+    assert_eq!(err.class(), ErrorClass::Permanent);
+    assert_eq!(effects.load(Ordering::SeqCst), 0);
+    // The record is still the first content's, and the same content still takes it over.
+    let taken = charge(&idem, "p-26", 100, &effects)
+        .await
+        .expect("takeover");
+    assert_eq!(taken, Outcome::Executed("ch_1".to_owned()));
+}

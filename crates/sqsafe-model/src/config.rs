@@ -1,0 +1,182 @@
+//! The sizes, times and faults of one check, and the guard a mutant reverts.
+
+/// Milliseconds per model tick: every time in the model is a whole number of ticks.
+pub const TICK_MS: u64 = 1_000;
+
+/// One of the protocol's guards, reverted in the model's table or engine to show the checker catches its loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// `complete` lands on any in-progress record, whatever its token (`OWNED_BY_TOKEN` without `#token = :token`).
+    CompleteIgnoresToken,
+    /// `extend` lands even when it shortens the lease (`OWNED_AND_LEASE_EARLIER` without `#lease < :lease`).
+    LeaseMayShrink,
+    /// A claim takes over a lease as soon as it passed on the claimer's clock (no takeover margin).
+    NoTakeoverMargin,
+    /// An in-progress record expires one window after its claim, even before its lease and margin end.
+    ExpiryIgnoresLease,
+}
+
+impl Mutation {
+    /// Every mutant, in the order they are checked.
+    pub const ALL: [Mutation; 4] = [
+        Mutation::CompleteIgnoresToken,
+        Mutation::LeaseMayShrink,
+        Mutation::NoTakeoverMargin,
+        Mutation::ExpiryIgnoresLease,
+    ];
+
+    /// The guard reverted, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Mutation::CompleteIgnoresToken => "the token condition on complete",
+            Mutation::LeaseMayShrink => "the lease-only-grows condition on extend",
+            Mutation::NoTakeoverMargin => "the takeover margin",
+            Mutation::ExpiryIgnoresLease => "expiry >= lease + margin",
+        }
+    }
+}
+
+/// A payload's fingerprint: the model's messages carry one of a few contents.
+pub type Fp = u8;
+
+/// What one check explores. Times are in ticks ([`TICK_MS`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// Consumer instances (Lambda execution environments).
+    pub instances: usize,
+    /// The messages in the queue, all for the same key, by payload fingerprint: `[0, 0]` is a message and its
+    /// duplicate; a `1` is the same key with other content.
+    pub messages: Vec<Fp>,
+    /// The downstream honours an `Idempotency-Key` (derived from the key): a request with a key it saw is not applied
+    /// again. Its key retention is longer than the checked horizon.
+    pub downstream_key: bool,
+    /// The function timeout: Lambda kills an invocation this long after it starts. Requests carry it as their
+    /// deadline, so the lease runs to it.
+    pub timeout: u8,
+    /// The takeover margin.
+    pub margin: u8,
+    /// The idempotency window.
+    pub window: u8,
+    /// Shortest lease (the engine's `min_lease`).
+    pub min_lease: u8,
+    /// Requests carry the Lambda deadline, so a claim's lease runs to it; otherwise the lease is `default_lease`
+    /// (shorter than the timeout: the case a heartbeat is for).
+    pub deadline_lease: bool,
+    /// The engine's `default_lease`, for requests without a deadline.
+    pub default_lease: u8,
+    /// The queue's visibility timeout.
+    pub visibility: u8,
+    /// SQS moves a message to the DLQ on the receive after this many.
+    pub max_receives: u8,
+    /// A heartbeat's lease length, or no heartbeat. Beats happen at any moment of the effect (their timer is not
+    /// modelled), so every spacing of beats is explored.
+    pub heartbeat_lease: Option<u8>,
+    /// The local cache of completed keys.
+    pub cache: bool,
+    /// The largest clock skew: instance 0 runs on true time, each other instance is `-skew`, `0` or `+skew` off.
+    pub skew: u8,
+    /// Instance crashes (at any step).
+    pub crashes: u8,
+    /// Writes whose answer is lost: the write lands now or later, and the SDK retries it.
+    pub lost_writes: u8,
+    /// Effects that fail downstream (the key is released).
+    pub effect_failures: u8,
+    /// No message is received after this tick. The horizon ([`Config::horizon`]) leaves every lease after it time
+    /// to pass (fairness).
+    pub last_receive: u8,
+    /// A guard reverted, or none.
+    pub mutation: Option<Mutation>,
+}
+
+impl Config {
+    /// The bounded check `make test` runs: 2 instances, a message and its duplicate, one fault of each kind.
+    pub fn bounded() -> Self {
+        Self {
+            instances: 2,
+            messages: vec![0, 0],
+            downstream_key: false,
+            timeout: 2,
+            margin: 1,
+            window: 4,
+            min_lease: 1,
+            deadline_lease: true,
+            default_lease: 1,
+            visibility: 3,
+            max_receives: 2,
+            heartbeat_lease: None,
+            cache: false,
+            skew: 1,
+            crashes: 1,
+            lost_writes: 1,
+            effect_failures: 0,
+            last_receive: 2,
+            mutation: None,
+        }
+    }
+
+    /// A long effect kept alive by a heartbeat: requests without a deadline take a 1-tick lease, a beat moves it to
+    /// now + 2 ticks, and Lambda's timeout is 3 ticks. No crash: the timeout kills. The window outlasts the longest
+    /// run plus a beat's lease and the margin (as a 15-minute Lambda timeout is far inside a window of days).
+    pub fn heartbeat() -> Self {
+        Self {
+            deadline_lease: false,
+            default_lease: 1,
+            heartbeat_lease: Some(2),
+            timeout: 3,
+            window: 7,
+            crashes: 0,
+            last_receive: 1,
+            ..Self::bounded()
+        }
+    }
+
+    /// A window shorter than the lease a Lambda deadline gives (the case the builder cannot check): the claim must
+    /// stretch the record's expiry past the lease and the margin.
+    pub fn short_window() -> Self {
+        Self {
+            window: 1,
+            timeout: 2,
+            last_receive: 1,
+            ..Self::bounded()
+        }
+    }
+
+    /// The configuration each mutant is checked with: the bounded one, or the one where its guard matters.
+    pub fn for_mutant(mutation: Mutation) -> Self {
+        let base = match mutation {
+            Mutation::CompleteIgnoresToken | Mutation::NoTakeoverMargin => Self::bounded(),
+            Mutation::LeaseMayShrink => Self::heartbeat(),
+            Mutation::ExpiryIgnoresLease => Self::short_window(),
+        };
+        base.with_mutation(mutation)
+    }
+
+    /// With `mutation` reverted.
+    pub fn with_mutation(mut self, mutation: Mutation) -> Self {
+        self.mutation = Some(mutation);
+        self
+    }
+
+    /// The last tick checked: the last receive, then long enough for its invocation to time out and for any lease
+    /// it took (with skew, the minimum lease or a heartbeat's) and the margin to pass.
+    pub fn horizon(&self) -> u8 {
+        let lease = self
+            .min_lease
+            .max(self.default_lease)
+            .max(self.heartbeat_lease.unwrap_or(0));
+        self.last_receive + self.timeout + self.skew + lease + self.margin + 1
+    }
+
+    /// The takeover margin the protocol applies (none under [`Mutation::NoTakeoverMargin`]), in ms.
+    pub(crate) fn takeover_margin_ms(&self) -> u64 {
+        match self.mutation {
+            Some(Mutation::NoTakeoverMargin) => 0,
+            _ => ms(self.margin),
+        }
+    }
+}
+
+/// Ticks as milliseconds.
+pub(crate) fn ms(ticks: u8) -> u64 {
+    u64::from(ticks) * TICK_MS
+}

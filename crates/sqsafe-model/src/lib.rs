@@ -1,0 +1,36 @@
+//! sqsafe's claim protocol, model-checked (issue #19).
+//!
+//! A [`stateright`] model of the protocol: two or three consumer instances with skewed clocks, SQS (receive,
+//! visibility timeout, redelivery, `maxReceiveCount` to the DLQ), the idempotency table (conditional writes evaluated
+//! atomically, `ALL_OLD` on refusal, TTL), and a downstream API with or without an `Idempotency-Key`. Faults are
+//! steps like any other: a crash at any step, a write whose answer is lost (it lands now or later, and the SDK
+//! retries it), an effect that fails, a request that lands after its sender's deadline, a heartbeat that lands late.
+//!
+//! The decisions are not restated here: the table's conditions, the claim's lease and expiry and the meaning of
+//! every refused write come from [`sqsafe_idempotency::protocol`], which the engine and the in-memory store call too.
+//! A [`Mutation`] reverts one guard at a time to show the checker catches it.
+//!
+//! ```
+//! use sqsafe_model::{Config, Stop, check};
+//!
+//! let mut config = Config::bounded();
+//! config.last_receive = 0;
+//! let report = check(config, Stop::Exhaustive, 1);
+//! assert!(report.violations.is_empty(), "{:?}", report.violations);
+//! ```
+
+mod check;
+mod config;
+mod model;
+mod properties;
+mod state;
+mod trace;
+
+pub use check::{Report, Stop, Violation, check};
+pub use config::{Config, Fp, Mutation, TICK_MS};
+pub use model::{Action, ProtocolModel};
+pub use properties::*;
+pub use state::{
+    Cached, End, Ghost, Instance, Job, Message, Phase, Record, Request, State, Token, Write,
+};
+pub use trace::{describe_action, describe_state, format_path, format_steps};

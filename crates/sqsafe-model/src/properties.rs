@@ -1,0 +1,90 @@
+//! The promises, each a named check on every state the checker reaches.
+
+use sqsafe_idempotency::Status;
+use sqsafe_idempotency::protocol;
+use stateright::Property;
+
+use crate::config::ms;
+use crate::model::ProtocolModel;
+use crate::state::{End, State};
+
+/// Property 1: with a downstream key, a key's effect is applied at most once while its record lives.
+pub const P1_AT_MOST_ONCE_WITH_KEY: &str =
+    "1. with a downstream key, applied at most once per record lifetime";
+/// Property 2: without a downstream key, a second application happens only on the README's named traces.
+pub const P2_SECOND_ONLY_NAMED: &str = "2. without a downstream key, a second application only after a crash or lost lease between effect and completion";
+/// Property 3: a completed key replays and never runs again while its record lives: every claim of the same content
+/// that meets it replays, nothing replaces or deletes it, and no attempt whose lease is live runs the effect after it
+/// (an attempt whose lease already passed is property 2's named case).
+pub const P3_COMPLETED_REPLAYS: &str =
+    "3. a completed key replays and never runs again while its record lives";
+/// Property 4: once every fault stopped and every lease had time to pass, no key is left in progress.
+pub const P4_NOT_STUCK: &str =
+    "4. no key stays IN_PROGRESS once the faults stop (bounded, under fairness)";
+/// Property 5: a payload mismatch never applies an effect.
+pub const P5_MISMATCH_NEVER_APPLIES: &str = "5. a payload mismatch never runs an effect";
+/// Property 6: an in-progress record never expires before its lease plus the takeover margin.
+pub const P6_EXPIRY_COVERS_LEASE: &str = "6. expiry is never earlier than lease + margin";
+/// Property 7: no message is lost: each ends applied, replayed or in the DLQ.
+pub const P7_NONE_LOST: &str =
+    "7. every message ends applied, replayed or in the DLQ: none is lost";
+/// An example, not a promise: the shortest trace where the effect applies twice without a downstream key.
+pub const EXAMPLE_SECOND_APPLICATION: &str =
+    "example: a second application without a downstream key";
+
+/// Every property of the protocol model.
+pub fn all() -> Vec<Property<ProtocolModel>> {
+    vec![
+        Property::always(P1_AT_MOST_ONCE_WITH_KEY, |m: &ProtocolModel, s: &State| {
+            !m.config.downstream_key || s.ghost.applied <= 1
+        }),
+        Property::always(P2_SECOND_ONLY_NAMED, |m: &ProtocolModel, s: &State| {
+            m.config.downstream_key || s.ghost.applied <= 1 || s.ghost.excused
+        }),
+        Property::always(P3_COMPLETED_REPLAYS, |_: &ProtocolModel, s: &State| {
+            !s.ghost.ran_after_completed
+        }),
+        Property::always(P4_NOT_STUCK, |m: &ProtocolModel, s: &State| {
+            !settled(m, s) || !stuck_in_progress(m, s)
+        }),
+        Property::always(P5_MISMATCH_NEVER_APPLIES, |_: &ProtocolModel, s: &State| {
+            !s.ghost.mismatch_applied
+        }),
+        Property::always(P6_EXPIRY_COVERS_LEASE, |m: &ProtocolModel, s: &State| {
+            s.record.as_ref().is_none_or(|r| {
+                r.status != Status::InProgress
+                    || r.lease_ms
+                        .is_none_or(|lease| r.expiration_s * 1_000 >= lease + ms(m.config.margin))
+            })
+        }),
+        Property::always(P7_NONE_LOST, |_: &ProtocolModel, s: &State| {
+            s.messages.iter().all(|msg| match msg.end {
+                Some(End::Applied | End::Replayed) => {
+                    s.ghost.applied_fp[usize::from(msg.fp.min(1))] > 0
+                }
+                Some(End::DeadLetterWithContext | End::DeadLetterBySqs) | None => true,
+            })
+        }),
+        Property::sometimes(
+            EXAMPLE_SECOND_APPLICATION,
+            |m: &ProtocolModel, s: &State| !m.config.downstream_key && s.ghost.applied >= 2,
+        ),
+    ]
+}
+
+/// The end of the horizon with nothing left in flight: no invocation, no write, no request.
+fn settled(m: &ProtocolModel, s: &State) -> bool {
+    s.now == m.config.horizon()
+        && s.instances.iter().all(|i| i.job.is_none())
+        && s.pending.is_empty()
+        && s.requests.is_empty()
+}
+
+/// The record is in progress and no claim could take it over, on the true clock.
+fn stuck_in_progress(m: &ProtocolModel, s: &State) -> bool {
+    s.record.as_ref().is_some_and(|r| {
+        let seen = r.seen_by(u8::MAX, r.fp);
+        r.status == Status::InProgress
+            && !protocol::is_claimable(&seen, ProtocolModel::true_ms(s), ms(m.config.margin))
+    })
+}

@@ -1,0 +1,131 @@
+//! The bounded check `make test` runs (debug build): 2 instances, a message and its duplicate, one crash and one
+//! lost answer, every interleaving up to the horizon; then each mutant, and the skew at which property 2 fails.
+
+use sqsafe_model::{Config, Mutation, P2_SECOND_ONLY_NAMED, Report, Stop, check};
+
+fn clean(name: &str, config: Config) -> Report {
+    let report = check(config, Stop::Exhaustive, 1);
+    eprintln!("{name}: {}", report.summary());
+    for v in &report.violations {
+        eprintln!(
+            "VIOLATION of {} ({} steps):\n{}",
+            v.property, v.steps, v.trace
+        );
+    }
+    assert!(
+        report.violations.is_empty(),
+        "{name}: {} properties fail",
+        report.violations.len()
+    );
+    report
+}
+
+#[test]
+fn duplicates_without_a_downstream_key() {
+    let report = clean("duplicates, no downstream key", Config::bounded());
+    // Property 2's named case exists, and here is its shortest trace.
+    let example = report
+        .example
+        .expect("a second application on a named trace");
+    eprintln!(
+        "shortest second application ({} steps):\n{}",
+        example.steps, example.trace
+    );
+}
+
+#[test]
+fn duplicates_with_a_downstream_key() {
+    let config = Config {
+        downstream_key: true,
+        ..Config::bounded()
+    };
+    let report = clean("duplicates, downstream key", config);
+    assert!(report.example.is_none());
+}
+
+#[test]
+fn other_content_for_the_same_key() {
+    let config = Config {
+        messages: vec![0, 1],
+        ..Config::bounded()
+    };
+    clean("payload mismatch", config);
+}
+
+#[test]
+fn local_cache_and_failing_effects() {
+    let config = Config {
+        cache: true,
+        effect_failures: 1,
+        crashes: 0,
+        ..Config::bounded()
+    };
+    clean("cache + effect failure", config);
+}
+
+#[test]
+fn heartbeat() {
+    clean("heartbeat", Config::heartbeat());
+}
+
+#[test]
+fn window_shorter_than_a_deadline_lease() {
+    clean("short window", Config::short_window());
+}
+
+#[test]
+fn every_mutant_is_caught() {
+    for mutation in Mutation::ALL {
+        let report = check(Config::for_mutant(mutation), Stop::FirstFailure, 1);
+        let caught = report
+            .violations
+            .iter()
+            .min_by_key(|v| v.steps)
+            .unwrap_or_else(|| panic!("mutant not caught: {}", mutation.describe()));
+        eprintln!(
+            "mutant `{}` caught by \"{}\" in {} steps ({}):\n{}",
+            mutation.describe(),
+            caught.property,
+            caught.steps,
+            report.summary(),
+            caught.trace
+        );
+    }
+}
+
+#[test]
+fn skew_beyond_the_margin_breaks_property_2() {
+    let base = Config {
+        crashes: 0,
+        lost_writes: 0,
+        ..Config::bounded()
+    };
+    let margin = base.margin;
+    for skew in 0..=margin + 1 {
+        let report = check(
+            Config {
+                skew,
+                ..base.clone()
+            },
+            Stop::FirstFailure,
+            1,
+        );
+        let broken = report
+            .violations
+            .iter()
+            .find(|v| v.property == P2_SECOND_ONLY_NAMED);
+        eprintln!(
+            "skew {skew} tick(s), margin {margin}: property 2 {} ({})",
+            if broken.is_some() { "FAILS" } else { "holds" },
+            report.summary()
+        );
+        if let Some(v) = broken {
+            eprintln!("{}", v.trace);
+        }
+        assert_eq!(
+            broken.is_some(),
+            skew > margin,
+            "skew {skew}, margin {margin}"
+        );
+    }
+}
