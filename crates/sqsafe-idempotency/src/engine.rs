@@ -658,9 +658,21 @@ impl<S: IdempotencyStore> Guard<S> {
     /// Extends the lease to now + `lease`. A lease never shrinks: when it already ends later, nothing changes.
     pub async fn extend(&self, lease: Duration) -> Result<()> {
         let inner = &self.idem.inner;
-        let until = epoch_millis(inner.clock.now()).saturating_add(duration_millis(lease));
+        let now_ms = epoch_millis(inner.clock.now());
+        let until = now_ms.saturating_add(duration_millis(lease));
+        // The record must outlive the new lease and the margin, as at the claim.
+        let expiration = protocol::in_progress_expiration_s(
+            now_ms,
+            duration_millis(inner.idempotency_window),
+            until,
+            duration_millis(inner.takeover_margin),
+        );
         let key = &self.record.key;
-        match inner.store.extend(key, &self.record.token, until).await? {
+        match inner
+            .store
+            .extend(key, &self.record.token, until, expiration)
+            .await?
+        {
             FencedWrite::Written => {
                 self.lease_until.fetch_max(until, Ordering::Relaxed);
                 Ok(())

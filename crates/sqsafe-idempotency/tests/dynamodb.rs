@@ -56,6 +56,7 @@ on_dynamodb!(
     takeover_waits_for_the_margin_so_a_fast_clock_cannot_steal_a_live_lease,
     a_live_claim_with_other_content_is_a_mismatch,
     a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover,
+    an_extension_keeps_the_record_alive_past_its_lease,
 );
 
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -47,6 +47,7 @@ in_memory!(
     takeover_waits_for_the_margin_so_a_fast_clock_cannot_steal_a_live_lease,
     a_live_claim_with_other_content_is_a_mismatch,
     a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover,
+    an_extension_keeps_the_record_alive_past_its_lease,
 );
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -485,9 +486,10 @@ impl IdempotencyStore for ThrottledCompletions {
         key: &sqsafe_idempotency::IdempotencyKey,
         token: &str,
         until: u64,
+        expiration: u64,
     ) -> sqsafe_idempotency::Result<sqsafe_idempotency::FencedWrite> {
         tokio::time::sleep(self.extend_hang).await;
-        self.inner.extend(key, token, until).await
+        self.inner.extend(key, token, until, expiration).await
     }
 
     async fn release(

@@ -262,7 +262,10 @@ async fn owned_and_lease_earlier() {
     for (case, stored, new_lease) in cases {
         let expected = protocol::extend_lands(seen(stored, OURS, "a").as_ref(), new_lease);
         let store = store_with(stored).await;
-        let extended = store.extend(&key(), OURS, new_lease).await.expect("extend");
+        let extended = store
+            .extend(&key(), OURS, new_lease, LIVE_S + 1)
+            .await
+            .expect("extend");
         assert_eq!(extended == FencedWrite::Written, expected, "extend: {case}");
         let after = store.get(&key()).await.expect("get");
         let lease_now = after.and_then(|r| r.lease_expires_at);

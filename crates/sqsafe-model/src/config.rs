@@ -115,15 +115,16 @@ impl Config {
     }
 
     /// A long effect kept alive by a heartbeat: requests without a deadline take a 1-tick lease, a beat moves it to
-    /// now + 2 ticks, and Lambda's timeout is 3 ticks. No crash: the timeout kills. The window outlasts the longest
-    /// run plus a beat's lease and the margin (as a 15-minute Lambda timeout is far inside a window of days).
+    /// now + 2 ticks, and Lambda's timeout is 3 ticks. No crash: the timeout kills. The window is the shortest the
+    /// builder accepts (a beat's lease plus the margin), so the effect outlives it and each extension must carry the
+    /// record's expiry along.
     pub fn heartbeat() -> Self {
         Self {
             deadline_lease: false,
             default_lease: 1,
             heartbeat_lease: Some(2),
             timeout: 3,
-            window: 7,
+            window: 3,
             crashes: 0,
             last_receive: 1,
             ..Self::bounded()

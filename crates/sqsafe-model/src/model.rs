@@ -173,7 +173,11 @@ impl ProtocolModel {
                 state.ghost.completed = true;
                 Answer::Written
             }
-            Write::Extend { token, lease_ms } => {
+            Write::Extend {
+                token,
+                lease_ms,
+                expiration_s,
+            } => {
                 let old = state.record.clone();
                 let seen = old.as_ref().map(|r| r.seen_by(*token, r.fp));
                 let lands = match c.mutation {
@@ -185,6 +189,7 @@ impl ProtocolModel {
                 }
                 if let Some(r) = state.record.as_mut() {
                     r.lease_ms = Some(*lease_ms);
+                    r.expiration_s = *expiration_s;
                 }
                 Answer::Written
             }
@@ -384,10 +389,19 @@ impl ProtocolModel {
         let Some(lease) = self.config.heartbeat_lease else {
             return;
         };
-        let lease_ms = Self::local_ms(state, i) + ms(lease);
+        let now_ms = Self::local_ms(state, i);
+        let lease_ms = now_ms + ms(lease);
+        let c = &self.config;
+        let expiration_s = match c.mutation {
+            Some(Mutation::ExpiryIgnoresLease) => {
+                protocol::completed_expiration_s(now_ms, ms(c.window))
+            }
+            _ => protocol::in_progress_expiration_s(now_ms, ms(c.window), lease_ms, ms(c.margin)),
+        };
         let write = Write::Extend {
             token: job.token,
             lease_ms,
+            expiration_s,
         };
         if lost {
             state.lost_writes -= 1;

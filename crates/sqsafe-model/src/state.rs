@@ -55,12 +55,14 @@ pub enum Write {
         /// The new expiration (epoch s).
         expiration_s: u64,
     },
-    /// `UpdateItem` of the lease.
+    /// `UpdateItem` of the lease (and the expiry with it).
     Extend {
         /// The claim's token.
         token: Token,
         /// The new lease end (epoch ms).
         lease_ms: u64,
+        /// The new expiration (epoch s).
+        expiration_s: u64,
     },
     /// `DeleteItem`.
     Release {

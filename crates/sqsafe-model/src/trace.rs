@@ -120,7 +120,9 @@ pub fn describe_state(state: &State) -> String {
         .map(|w| match w {
             Write::Claim { record, .. } => format!("claim(token {})", record.token),
             Write::Complete { token, .. } => format!("complete(token {token})"),
-            Write::Extend { token, lease_ms } => {
+            Write::Extend {
+                token, lease_ms, ..
+            } => {
                 format!("extend(token {token} to {})", secs(*lease_ms))
             }
             Write::Release { token } => format!("release(token {token})"),

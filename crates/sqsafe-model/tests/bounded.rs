@@ -64,7 +64,9 @@ fn local_cache_and_failing_effects() {
 }
 
 #[test]
-fn heartbeat() {
+fn heartbeat_running_past_the_window() {
+    // The window is the shortest the builder accepts for the beat's lease and the margin, and the effect runs longer:
+    // each extension must carry the record's expiry past the new lease and the margin.
     clean("heartbeat", Config::heartbeat());
 }
 

@@ -219,6 +219,7 @@ const OWNED_BY_TOKEN: &str = "#token = :token AND #status = :in_progress";
 ///  claim ── lease L ──┤            extend(L2 > L): lease L2 ──────┤
 ///                     extend(L1 <= current lease): refused, lease unchanged (a late heartbeat cannot shorten it)
 /// ```
+/// The record's expiration moves with the lease, so it never expires under a live one.
 const OWNED_AND_LEASE_EARLIER: &str =
     "#token = :token AND #status = :in_progress AND #lease < :lease";
 
@@ -528,6 +529,7 @@ impl IdempotencyStore for DynamoDbStore {
         key: &IdempotencyKey,
         token: &str,
         lease_expires_at: u64,
+        expiration: u64,
     ) -> Result<FencedWrite> {
         let names = &self.names;
         let outcome = self
@@ -535,15 +537,17 @@ impl IdempotencyStore for DynamoDbStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key_item(key)))
-            .update_expression("SET #lease = :lease")
+            .update_expression("SET #lease = :lease, #expiration = :expiration")
             .condition_expression(OWNED_AND_LEASE_EARLIER)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .expression_attribute_names("#token", &names.token)
             .expression_attribute_names("#status", &names.status)
             .expression_attribute_names("#lease", &names.lease_expires_at)
+            .expression_attribute_names("#expiration", &names.expiration)
             .expression_attribute_values(":token", s(token))
             .expression_attribute_values(":in_progress", s(Status::InProgress.as_str()))
             .expression_attribute_values(":lease", n(lease_expires_at))
+            .expression_attribute_values(":expiration", n(expiration))
             .send()
             .await;
         self.fenced("extend", key, outcome)

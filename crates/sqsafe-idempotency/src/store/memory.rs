@@ -110,6 +110,7 @@ impl IdempotencyStore for InMemoryStore {
         key: &IdempotencyKey,
         token: &str,
         lease_expires_at: u64,
+        expiration: u64,
     ) -> Result<FencedWrite> {
         let mut records = self.lock();
         let seen = records.get(key).map(|r| r.seen_by(token, &r.fingerprint));
@@ -119,6 +120,7 @@ impl IdempotencyStore for InMemoryStore {
         }
         if let Some(record) = records.get_mut(key) {
             record.lease_expires_at = Some(lease_expires_at);
+            record.expiration = expiration;
         }
         Ok(FencedWrite::Written)
     }

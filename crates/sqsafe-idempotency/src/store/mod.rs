@@ -66,12 +66,14 @@ pub trait IdempotencyStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<FencedWrite>> + Send;
 
     /// Moves the lease of an `IN_PROGRESS` record held under `token` to `lease_expires_at` (epoch ms), only if that
-    /// is later than the lease it has: a lease never shrinks.
+    /// is later than the lease it has: a lease never shrinks. The record's `expiration` (epoch s) moves with it, so
+    /// the record never expires under a live lease ([`protocol::in_progress_expiration_s`](crate::protocol)).
     fn extend(
         &self,
         key: &IdempotencyKey,
         token: &str,
         lease_expires_at: u64,
+        expiration: u64,
     ) -> impl Future<Output = Result<FencedWrite>> + Send;
 
     /// Deletes an `IN_PROGRESS` record held under `token`, so a retry can claim at once.

@@ -93,10 +93,16 @@ impl<S: IdempotencyStore> IdempotencyStore for Retried<S> {
         Ok(first)
     }
 
-    async fn extend(&self, key: &IdempotencyKey, token: &str, until: u64) -> Result<FencedWrite> {
-        let first = self.inner.extend(key, token, until).await?;
+    async fn extend(
+        &self,
+        key: &IdempotencyKey,
+        token: &str,
+        until: u64,
+        expiration: u64,
+    ) -> Result<FencedWrite> {
+        let first = self.inner.extend(key, token, until, expiration).await?;
         if self.take("UpdateItem") && first == FencedWrite::Written {
-            return self.inner.extend(key, token, until).await;
+            return self.inner.extend(key, token, until, expiration).await;
         }
         Ok(first)
     }

@@ -8,8 +8,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use sqsafe_idempotency::{
-    CacheConfig, Claim, Error, ErrorClass, Idempotency, IdempotencyKey, IdempotencyStore,
-    KeyBuilder, ManualClock, Outcome, ReplaySource, Replayed, RunError, Status, StoredResult,
+    CacheConfig, Claim, Error, ErrorClass, Heartbeat, Idempotency, IdempotencyKey,
+    IdempotencyStore, KeyBuilder, ManualClock, Outcome, ReplaySource, Replayed, RunError, Status,
+    StoredResult,
 };
 
 use super::{RequestCounter, T0_MS, builder};
@@ -886,4 +887,54 @@ pub async fn a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover<S: I
         .await
         .expect("takeover");
     assert_eq!(taken, Outcome::Executed("ch_1".to_owned()));
+}
+
+/// Found by the model checker (crates/sqsafe-model, property 6): an effect kept alive by a heartbeat can run past
+/// the idempotency window the claim gave its record. Each extension must carry the record's expiry past the new
+/// lease and the margin, or the record expires under a live lease and a duplicate takes the key over.
+pub async fn an_extension_keeps_the_record_alive_past_its_lease<S: IdempotencyStore>(
+    fx: Fixture<S>,
+) {
+    let clock = ManualClock::at_millis(T0_MS);
+    // The shortest window the builder accepts with this heartbeat: its lease (2 s) plus the margin (1 s).
+    let idem = builder(fx.store, &clock)
+        .default_lease(Duration::from_secs(1))
+        .takeover_margin(Duration::from_secs(1))
+        .heartbeat(Heartbeat {
+            every: Duration::from_secs(1),
+            lease: Duration::from_secs(2),
+        })
+        .idempotency_window(Duration::from_secs(3))
+        .build()
+        .expect("config");
+    let request = idem
+        .request(key("p-27"), &payment("p-27", 1))
+        .expect("request");
+    let Ok(Claim::Acquired(guard)) = idem.claim::<String>(&request).await else {
+        panic!("claim")
+    };
+    // The effect runs on; its heartbeat extends the lease at 1 s, 2 s and 3 s: the lease now ends at 5 s.
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(1));
+        guard.extend(Duration::from_secs(2)).await.expect("extend");
+    }
+    let record = idem
+        .store()
+        .get(&key("p-27"))
+        .await
+        .expect("get")
+        .expect("record");
+    let lease = record.lease_expires_at.expect("lease");
+    assert_eq!(lease, T0_MS + 5_000);
+    assert!(
+        record.expiration * 1_000 >= lease + 1_000,
+        "expires at {} s, before the lease ({lease} ms) and the margin",
+        record.expiration
+    );
+    // At 4.5 s the lease is live: a duplicate must wait, not take over an expired record.
+    clock.advance(Duration::from_millis(1_500));
+    let effects = AtomicU32::new(0);
+    let err = idempotency_error(charge(&idem, "p-27", 1, &effects).await);
+    assert!(err.is_in_progress(), "{err}");
+    assert_eq!(effects.load(Ordering::SeqCst), 0);
 }
