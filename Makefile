@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo local local-watch moto local-resources bench bench-smoke clean-venv
+.PHONY: help test demo local local-watch moto local-resources bench bench-smoke model clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -23,6 +23,7 @@ help:
 	@echo "  cargo xtask new-consumer NAME [--fifo] [--transact]   add a consumer (crate, sample event, template resources)"
 	@echo "  make bench       sqsafe vs a naive consumer and Powertools on the same local AWS, plus criterion: bench/RESULTS.md"
 	@echo "  make bench-smoke the harness with a few batches per peer, request counts asserted (a step of make test)"
+	@echo "  make model       the claim protocol model-checked deeper than make test (release): states, depth, time, mutants, skew"
 	@echo "  make clean-venv  delete the Python venv (.venv)"
 
 test:
@@ -56,6 +57,9 @@ bench:
 
 bench-smoke:
 	bash scripts/bench.sh --smoke
+
+model:
+	cargo run --release -p sqsafe-model --bin sqsafe-model
 
 clean-venv:
 	rm -rf .venv

@@ -22,6 +22,7 @@
 mod check;
 mod config;
 mod model;
+mod outbox;
 mod properties;
 mod state;
 mod trace;
@@ -29,6 +30,10 @@ mod trace;
 pub use check::{Report, Stop, Violation, check};
 pub use config::{Config, Fp, Mutation, TICK_MS};
 pub use model::{Action, ProtocolModel};
+pub use outbox::{
+    Event, OutboxAction, OutboxConfig, OutboxModel, OutboxReport, OutboxState, P8_APPLIED_ONCE,
+    P8_PUBLISHED, check_outbox,
+};
 pub use properties::*;
 pub use state::{
     Cached, End, Ghost, Instance, Job, Message, Phase, Record, Request, State, Token, Write,
