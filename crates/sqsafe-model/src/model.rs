@@ -226,6 +226,10 @@ impl ProtocolModel {
             return;
         };
         let fp = state.messages[usize::from(job.msg)].fp;
+        // The SDK's retry of a claim whose answer was lost resends the same request, `:now_ms` included.
+        if let Some(retry @ Write::Claim { .. }) = job.retry.clone() {
+            return self.send_claim(state, i, retry, lost);
+        }
         let now_ms = Self::local_ms(state, i);
         if c.cache
             && let Some(hit) = state.instances[i].cache
@@ -240,7 +244,6 @@ impl ProtocolModel {
             Self::end_job(state, i, false);
             return;
         }
-        let margin_ms = c.takeover_margin_ms();
         let deadline_ms = Self::tick_ms(job.deadline);
         let deadline_ms = c.deadline_lease.then_some(deadline_ms);
         let lease_ms =
@@ -261,10 +264,29 @@ impl ProtocolModel {
             },
             now_ms,
         };
+        self.send_claim(state, i, write, lost);
+    }
+
+    /// The claim's `PutItem` (first try or the SDK's retry) and what the engine makes of the answer.
+    fn send_claim(&self, state: &mut State, i: usize, write: Write, lost: bool) {
+        let Some(job) = state.instances[i].job.clone() else {
+            return;
+        };
+        let Write::Claim { record, now_ms } = &write else {
+            return;
+        };
+        let (fp, lease_ms, now_ms) = (record.fp, record.lease_ms.unwrap_or(0), *now_ms);
+        let margin_ms = self.config.takeover_margin_ms();
         if lost {
             state.lost_writes -= 1;
-            state.pending.push(write);
+            state.pending.push(write.clone());
+            if let Some(job) = state.instances[i].job.as_mut() {
+                job.retry = Some(write);
+            }
             return;
+        }
+        if let Some(job) = state.instances[i].job.as_mut() {
+            job.retry = None;
         }
         let old = match self.table(state, &write) {
             Answer::Written => {
@@ -431,15 +453,26 @@ impl ProtocolModel {
         let Some(job) = state.instances[i].job.clone() else {
             return;
         };
-        let now_ms = Self::local_ms(state, i);
-        let expiration_s = protocol::completed_expiration_s(now_ms, ms(self.config.window));
-        let write = Write::Complete {
-            token: job.token,
-            expiration_s,
+        // The completion is computed once; the SDK's and the engine's retries resend it.
+        let write = match job.retry.clone() {
+            Some(retry @ Write::Complete { .. }) => retry,
+            _ => {
+                let now_ms = Self::local_ms(state, i);
+                Write::Complete {
+                    token: job.token,
+                    expiration_s: protocol::completed_expiration_s(now_ms, ms(self.config.window)),
+                }
+            }
+        };
+        let Write::Complete { expiration_s, .. } = write else {
+            return;
         };
         if lost {
             state.lost_writes -= 1;
-            state.pending.push(write);
+            state.pending.push(write.clone());
+            if let Some(job) = state.instances[i].job.as_mut() {
+                job.retry = Some(write);
+            }
             return;
         }
         let fp = state.messages[usize::from(job.msg)].fp;
@@ -519,6 +552,7 @@ impl ProtocolModel {
             deadline: now.saturating_add(c.timeout),
             phase: Phase::Claim,
             lease_ms: 0,
+            retry: None,
         });
         state.next_token += 1;
     }

@@ -126,6 +126,8 @@ pub struct Job {
     pub phase: Phase,
     /// The lease this claim believes it holds (epoch ms): moves forward with each extension it sees land.
     pub lease_ms: u64,
+    /// A write whose answer was lost, to be sent again as it was (the SDK's retry).
+    pub retry: Option<Write>,
 }
 
 /// A completed key a consumer instance remembers (the local cache).
