@@ -14,15 +14,19 @@ pub enum Mutation {
     NoTakeoverMargin,
     /// An in-progress record expires one window after its claim, even before its lease and margin end.
     ExpiryIgnoresLease,
+    /// A claim's lease ignores the Lambda deadline and the engine's leases and never ends: a crashed owner holds the
+    /// key for good (no liveness).
+    LeaseNeverEnds,
 }
 
 impl Mutation {
     /// Every mutant, in the order they are checked.
-    pub const ALL: [Mutation; 4] = [
+    pub const ALL: [Mutation; 5] = [
         Mutation::CompleteIgnoresToken,
         Mutation::LeaseMayShrink,
         Mutation::NoTakeoverMargin,
         Mutation::ExpiryIgnoresLease,
+        Mutation::LeaseNeverEnds,
     ];
 
     /// The guard reverted, in words.
@@ -32,6 +36,7 @@ impl Mutation {
             Mutation::LeaseMayShrink => "the lease-only-grows condition on extend",
             Mutation::NoTakeoverMargin => "the takeover margin",
             Mutation::ExpiryIgnoresLease => "expiry >= lease + margin",
+            Mutation::LeaseNeverEnds => "a lease that ends",
         }
     }
 }
@@ -145,7 +150,9 @@ impl Config {
     /// The configuration each mutant is checked with: the bounded one, or the one where its guard matters.
     pub fn for_mutant(mutation: Mutation) -> Self {
         let base = match mutation {
-            Mutation::CompleteIgnoresToken | Mutation::NoTakeoverMargin => Self::bounded(),
+            Mutation::CompleteIgnoresToken
+            | Mutation::NoTakeoverMargin
+            | Mutation::LeaseNeverEnds => Self::bounded(),
             Mutation::LeaseMayShrink => Self::heartbeat(),
             Mutation::ExpiryIgnoresLease => Self::short_window(),
         };

@@ -246,8 +246,12 @@ impl ProtocolModel {
         }
         let deadline_ms = Self::tick_ms(job.deadline);
         let deadline_ms = c.deadline_lease.then_some(deadline_ms);
-        let lease_ms =
-            protocol::lease_until_ms(now_ms, deadline_ms, ms(c.min_lease), ms(c.default_lease));
+        let lease_ms = match c.mutation {
+            Some(Mutation::LeaseNeverEnds) => u64::from(u32::MAX),
+            _ => {
+                protocol::lease_until_ms(now_ms, deadline_ms, ms(c.min_lease), ms(c.default_lease))
+            }
+        };
         let expiration_s = match c.mutation {
             Some(Mutation::ExpiryIgnoresLease) => {
                 protocol::completed_expiration_s(now_ms, ms(c.window))

@@ -18,7 +18,16 @@ pub const P2_SECOND_ONLY_NAMED: &str = "2. without a downstream key, a second ap
 /// (an attempt whose lease already passed is property 2's named case).
 pub const P3_COMPLETED_REPLAYS: &str =
     "3. a completed key replays and never runs again while its record lives";
-/// Property 4: once every fault stopped and every lease had time to pass, no key is left in progress.
+/// Property 4: once the faults stop, no key stays in progress for good (liveness, under fairness), checked at the end
+/// of the bounded horizon: in every settled state (see `settled`) the record is absent, completed or claimable on
+/// the true clock. This implies the liveness statement for the model: faults are finite (counted budgets) and no
+/// message is received after `last_receive`, so no write is sent after the last job ends; every job ends by the
+/// horizon (Lambda kills it at its deadline); under fairness time advances (the tick is enabled until the horizon)
+/// and every request and pending write lands, so every fair behaviour reaches a settled state. From there nothing
+/// can write the record again (only TTL can delete it), and being claimable only grows with time (a lease, once
+/// passed by the margin, stays passed), so the key is never stuck afterwards. A horizon too short for some lease
+/// could only make the check fail, never pass wrongly. The mutant [`crate::Mutation::LeaseNeverEnds`] shows the
+/// check is not vacuous.
 pub const P4_NOT_STUCK: &str =
     "4. no key stays IN_PROGRESS once the faults stop (bounded, under fairness)";
 /// Property 5: a payload mismatch never applies an effect.
