@@ -34,7 +34,11 @@ pub const P4_NOT_STUCK: &str =
 pub const P5_MISMATCH_NEVER_APPLIES: &str = "5. a payload mismatch never runs an effect";
 /// Property 6: an in-progress record never expires before its lease plus the takeover margin.
 pub const P6_EXPIRY_COVERS_LEASE: &str = "6. expiry is never earlier than lease + margin";
-/// Property 7: no message is lost: each ends applied, replayed or in the DLQ.
+/// Property 7: no message is lost. Checked as safety: a message that left the queue was applied, replayed (its content
+/// applied downstream), or dead-lettered: by sqsafe with its context, or by SQS without it after `max_receives`
+/// deliveries (the README's exception: the function crashed or timed out on every delivery). That every message does
+/// end is not checked: the bounded horizon stops receives at `last_receive`, before a message can use up its receives,
+/// and a horizon long enough for that does not fit the state budget.
 pub const P7_NONE_LOST: &str =
     "7. every message ends applied, replayed or in the DLQ: none is lost";
 /// An example, not a promise: the shortest trace where the effect applies twice without a downstream key.
