@@ -14,6 +14,8 @@ pub enum Mutation {
     NoTakeoverMargin,
     /// An in-progress record expires one window after its claim, even before its lease and margin end.
     ExpiryIgnoresLease,
+    /// SQS never makes a received message visible again: a failed attempt's message is not redelivered.
+    NoRedelivery,
     /// A claim's lease ignores the Lambda deadline and the engine's leases and never ends: a crashed owner holds the
     /// key for good (no liveness).
     LeaseNeverEnds,
@@ -21,12 +23,13 @@ pub enum Mutation {
 
 impl Mutation {
     /// Every mutant, in the order they are checked.
-    pub const ALL: [Mutation; 5] = [
+    pub const ALL: [Mutation; 6] = [
         Mutation::CompleteIgnoresToken,
         Mutation::LeaseMayShrink,
         Mutation::NoTakeoverMargin,
         Mutation::ExpiryIgnoresLease,
         Mutation::LeaseNeverEnds,
+        Mutation::NoRedelivery,
     ];
 
     /// The guard reverted, in words.
@@ -37,6 +40,7 @@ impl Mutation {
             Mutation::NoTakeoverMargin => "the takeover margin",
             Mutation::ExpiryIgnoresLease => "expiry >= lease + margin",
             Mutation::LeaseNeverEnds => "a lease that ends",
+            Mutation::NoRedelivery => "redelivery after a failed attempt",
         }
     }
 }
@@ -89,6 +93,10 @@ pub struct Config {
     /// No message is received after this tick. The horizon ([`Config::horizon`]) leaves every lease after it time
     /// to pass (fairness).
     pub last_receive: u8,
+    /// Ticks after `last_receive` during which SQS still delivers, promptly: time does not move while an idle
+    /// instance could receive a visible message. With a drain, property 7 also checks that every message ends (a
+    /// drain of 0 does not, and changes nothing else).
+    pub drain: u8,
     /// A guard reverted, or none.
     pub mutation: Option<Mutation>,
 }
@@ -115,6 +123,7 @@ impl Config {
             lost_writes: 1,
             effect_failures: 0,
             last_receive: 2,
+            drain: 0,
             mutation: None,
         }
     }
@@ -147,6 +156,19 @@ impl Config {
         }
     }
 
+    /// Every message must end: receives at t=0, then SQS keeps redelivering promptly for 10 ticks, long enough for
+    /// each message to use up its receives (a delivery, a timeout, a redelivery after the visibility timeout or an
+    /// in-progress wait, then the move to the DLQ). One crash, no lost answer: a lost answer's write landing at any
+    /// moment of that drain does not fit the state budget.
+    pub fn settling() -> Self {
+        Self {
+            last_receive: 0,
+            drain: 10,
+            lost_writes: 0,
+            ..Self::bounded()
+        }
+    }
+
     /// The configuration each mutant is checked with: the bounded one, or the one where its guard matters.
     pub fn for_mutant(mutation: Mutation) -> Self {
         let base = match mutation {
@@ -155,6 +177,7 @@ impl Config {
             | Mutation::LeaseNeverEnds => Self::bounded(),
             Mutation::LeaseMayShrink => Self::heartbeat(),
             Mutation::ExpiryIgnoresLease => Self::short_window(),
+            Mutation::NoRedelivery => Self::settling(),
         };
         base.with_mutation(mutation)
     }
@@ -172,7 +195,7 @@ impl Config {
             .min_lease
             .max(self.default_lease)
             .max(self.heartbeat_lease.unwrap_or(0));
-        self.last_receive + self.timeout + self.skew + lease + self.margin + 1
+        self.last_receive + self.drain + self.timeout + self.skew + lease + self.margin + 1
     }
 
     /// The takeover margin the protocol applies (none under [`Mutation::NoTakeoverMargin`]), in ms.

@@ -145,6 +145,7 @@ impl ProtocolModel {
                         applied_fp: state.ghost.applied_fp,
                         ran_after_completed: state.ghost.ran_after_completed,
                         mismatch_applied: state.ghost.mismatch_applied,
+                        unfair: state.ghost.unfair,
                         ..Ghost::default()
                     };
                 }
@@ -511,7 +512,25 @@ impl ProtocolModel {
         Self::end_job(state, i, false);
     }
 
-    fn tick(state: &mut State) {
+    /// An idle instance could receive a visible message now.
+    fn receivable(&self, state: &State) -> bool {
+        state.now <= self.config.last_receive + self.config.drain
+            && state.instances.iter().any(|i| i.job.is_none())
+            && state.messages.iter().enumerate().any(|(m, msg)| {
+                msg.end.is_none()
+                    && msg.visible_at <= state.now
+                    && !state
+                        .instances
+                        .iter()
+                        .any(|i| i.job.as_ref().is_some_and(|j| usize::from(j.msg) == m))
+            })
+    }
+
+    fn tick(&self, state: &mut State) {
+        // Only a drain judges fairness: without one, the ghost stays clear and the state space as it was.
+        if self.config.drain > 0 && self.receivable(state) {
+            state.ghost.unfair = true;
+        }
         state.now += 1;
         let now = state.now;
         for i in 0..state.instances.len() {
@@ -549,7 +568,10 @@ impl ProtocolModel {
             return;
         }
         m.receives += 1;
-        m.visible_at = now.saturating_add(c.visibility);
+        m.visible_at = match c.mutation {
+            Some(Mutation::NoRedelivery) => u8::MAX,
+            _ => now.saturating_add(c.visibility),
+        };
         state.instances[i].job = Some(Job {
             msg,
             token: state.next_token,
@@ -633,7 +655,7 @@ impl Model for ProtocolModel {
         for (i, inst) in state.instances.iter().enumerate() {
             let instance = u8::try_from(i).unwrap_or(u8::MAX);
             let Some(job) = &inst.job else {
-                if state.now <= c.last_receive {
+                if state.now <= c.last_receive + c.drain {
                     for (m, msg) in state.messages.iter().enumerate() {
                         let busy = state.instances.iter().any(|other| {
                             other.job.as_ref().is_some_and(|j| usize::from(j.msg) == m)
@@ -687,7 +709,8 @@ impl Model for ProtocolModel {
         {
             actions.push(Action::TtlDelete);
         }
-        if state.now < c.horizon() {
+        // During the drain, SQS delivers before time moves.
+        if state.now < c.horizon() && !(state.now > c.last_receive && self.receivable(state)) {
             actions.push(Action::Tick);
         }
     }
@@ -695,7 +718,7 @@ impl Model for ProtocolModel {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut state = last.clone();
         match action {
-            Action::Tick => Self::tick(&mut state),
+            Action::Tick => self.tick(&mut state),
             Action::Receive { instance, msg } => {
                 self.receive(&mut state, usize::from(instance), msg)
             }

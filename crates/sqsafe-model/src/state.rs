@@ -184,6 +184,9 @@ pub struct Ghost {
     pub ran_after_completed: bool,
     /// Property 5 broken: an effect ran for content other than the one its live record was claimed with.
     pub mismatch_applied: bool,
+    /// Time moved on while an idle instance could have received a visible message (SQS starved it): property 7's
+    /// "every message ends" is judged on the behaviours where this never happened (fairness of delivery).
+    pub unfair: bool,
 }
 
 /// The model's world.

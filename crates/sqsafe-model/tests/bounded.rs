@@ -1,7 +1,9 @@
 //! The bounded check `make test` runs (debug build): 2 instances, a message and its duplicate, one crash and one
 //! lost answer, every interleaving up to the horizon; then each mutant, and the skew at which property 2 fails.
 
-use sqsafe_model::{Config, Mutation, P2_SECOND_ONLY_NAMED, P4_NOT_STUCK, Report, Stop, check};
+use sqsafe_model::{
+    Config, Mutation, P2_SECOND_ONLY_NAMED, P4_NOT_STUCK, P7_NONE_LOST, Report, Stop, check,
+};
 
 fn clean(name: &str, config: Config) -> Report {
     let report = check(config, Stop::Exhaustive, 1);
@@ -76,6 +78,11 @@ fn window_shorter_than_a_deadline_lease() {
 }
 
 #[test]
+fn every_message_ends_when_sqs_keeps_redelivering() {
+    clean("settling", Config::settling());
+}
+
+#[test]
 fn every_mutant_is_caught() {
     for mutation in Mutation::ALL {
         let report = check(Config::for_mutant(mutation), Stop::FirstFailure, 1);
@@ -95,6 +102,10 @@ fn every_mutant_is_caught() {
         if mutation == Mutation::LeaseNeverEnds {
             // Property 4's liveness check is not vacuous: a key whose lease never ends is caught by it.
             assert_eq!(caught.property, P4_NOT_STUCK);
+        }
+        if mutation == Mutation::NoRedelivery {
+            // Property 7's "every message ends" is not vacuous: a message never redelivered is caught by it.
+            assert_eq!(caught.property, P7_NONE_LOST);
         }
     }
 }
