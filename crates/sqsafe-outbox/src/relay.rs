@@ -255,7 +255,7 @@ fn string_attribute(value: &str) -> MessageAttributeValue {
         .unwrap_or_else(|_| unreachable!("data_type is set"))
 }
 
-fn epoch_millis(t: SystemTime) -> u64 {
+pub(crate) fn epoch_millis(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)

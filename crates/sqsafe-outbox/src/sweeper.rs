@@ -9,14 +9,14 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use sqsafe_idempotency::{Clock, SystemClock};
 
 use crate::error::{Error, Result};
 use crate::item::{OutboxRecord, PENDING_INDEX, Status, attributes};
-use crate::relay::{Relay, Relayed};
+use crate::relay::{Relay, Relayed, epoch_millis};
 
 /// What one [`Sweeper::sweep`] did.
 #[derive(Debug, Default)]
@@ -178,10 +178,6 @@ impl Sweeper {
         }
         Ok(swept)
     }
-}
-
-fn epoch_millis(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, millis)
 }
 
 fn millis(d: Duration) -> u64 {

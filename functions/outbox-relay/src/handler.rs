@@ -237,7 +237,9 @@ impl OutboxRelay {
         for (index, (record, sequence_number)) in records.iter().zip(&sequence_numbers).enumerate()
         {
             let span = record_span(record, sequence_number);
-            if let Some(group) = fifo_group(record)
+            // Only once a group is held: reading the group copies the record's image.
+            if !held.is_empty()
+                && let Some(group) = fifo_group(record)
                 && held.contains(&group)
             {
                 // Behind a diverted event of its group: published ahead of it, it would break the group's order.
