@@ -47,14 +47,9 @@ print_timings_on_failure() {
   fi
 }
 
-step "Python venv (.venv, requirements/test.txt)"
-bash "${ROOT}/scripts/venv.sh"
-
-step "moto server (local AWS)"
-moto_up "${ROOT}"
 # One EXIT trap: the timings (on failure), then every background step's process group and folder, then moto's own
-# trap (set by moto_up: it stops moto when this script started it).
-MOTO_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
+# trap (set by moto_up: it stops moto when this script started it; composed in once moto is up).
+MOTO_TRAP=""
 BACKGROUND_PIDS=()
 BACKGROUND_DIRS=()
 cleanup() {
@@ -107,7 +102,21 @@ report_background() {
     exit "${rc}"
   fi
 }
+
+step "Python venv (.venv, requirements/test.txt: pip installs the pinned uv, uv the rest)"
+bash "${ROOT}/scripts/venv.sh"
+
+step "moto server (local AWS)"
+moto_up "${ROOT}"
+MOTO_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
+trap cleanup EXIT
 echo "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL}"
+
+step "template checks: started in the background beside every cargo step below (their output follows cargo test)"
+# sam build (release, cross-compiled) is the longest single step; cargo test spends much of its time waiting on moto,
+# queue timeouts and function processes. Side by side they take about the time of the longer. sam build compiles in
+# its own target folder (target/sam: its own cargo lock, and release builds share nothing with the dev ones anyway).
+background "the template checks" env CARGO_TARGET_DIR="${ROOT}/target/sam" bash "${ROOT}/scripts/template-checks.sh"
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
@@ -117,6 +126,9 @@ python3 "${ROOT}/scripts/features-check.py"
 
 step "dependents check (scripts/dependents-check.py: what a crate outside the workspace that depends on sqsafe gets)"
 python3 "${ROOT}/scripts/dependents-check.py"
+
+step "targets check (scripts/targets-check.py: no test in a target that cargo test does not build)"
+python3 "${ROOT}/scripts/targets-check.py"
 
 step "cargo package: the libraries a team depends on, with their metadata, in the background (output at the end)"
 # --no-verify: verifying compiles each library with the AWS SDK once more, alone, in its own folder (minutes on 2
@@ -143,12 +155,6 @@ step "cargo clippy with the fault-injection crash points (built only for the fau
 # selection would check tokio, hyper and the AWS SDK again with other features.
 cargo clippy -p sqsafe-idempotency -p sqsafe -p sqsafe-workspace-hack --features sqsafe-idempotency/fault-injection \
   -- -D warnings
-
-step "template checks: started in the background beside cargo doc and cargo test (their output follows later)"
-# sam build (release, cross-compiled) is the longest single step; cargo test spends much of its time waiting on moto,
-# queue timeouts and function processes. Side by side they take about the time of the longer. sam build compiles in
-# its own target folder (target/sam: its own cargo lock, and release builds share nothing with the dev ones anyway).
-background "the template checks" env CARGO_TARGET_DIR="${ROOT}/target/sam" bash "${ROOT}/scripts/template-checks.sh"
 
 step "cargo doc --workspace --no-deps, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet

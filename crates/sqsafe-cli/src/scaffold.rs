@@ -287,7 +287,9 @@ impl WorkspaceManifest {
             out.push_str("\n[lints]\nworkspace = true\n");
         }
         out.push_str(&format!(
-            "\n[[bin]]\nname = \"{}\"\npath = \"src/main.rs\"\n\n[dependencies]\n",
+            "\n# test = false: main.rs is wiring only, with no unit test to build a harness for (the handler's tests are in\n\
+             # tests/; a test added to main.rs would not run).\n\
+             [[bin]]\nname = \"{}\"\npath = \"src/main.rs\"\ntest = false\n\n[dependencies]\n",
             spec.name
         ));
         for name in DEPENDENCIES {
