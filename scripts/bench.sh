@@ -46,7 +46,8 @@ if [[ "${mode}" == smoke ]]; then
 fi
 
 step "build (release)"
-cargo build --release "${packages[@]}" --bins
+# With symbols: the profile runs read perf samples by symbol (the workspace's release profile strips them for Lambda).
+CARGO_PROFILE_RELEASE_STRIP=none cargo build --release "${packages[@]}" --bins
 
 step "peers on the local AWS (crates/sqsafe-bench)"
 target/release/sqsafe-bench --bins target/release --out target/bench/results.json

@@ -17,9 +17,11 @@
 7. its debug binary against charge-payment's built inside the workspace (within 10%: no workspace-hack bloat);
 8. removes the project and its binaries.
 
-Cargo builds into the workspace's target folder (CARGO_TARGET_DIR), with the workspace's linker, and the project
-resolves with a copy of the workspace's Cargo.lock (the same versions, nothing new downloaded): what the project
-compiles anew is what a dependent gets differently (its own features, without the hack). Expects what scripts/test.sh sets up: the venv, moto
+Cargo builds the project into SQSAFE_PROJECT_TARGET (default: the workspace's target folder, CARGO_TARGET_DIR), with
+the workspace's linker, and the project resolves with a copy of the workspace's Cargo.lock (the same versions, nothing
+new downloaded). make test gives it a folder of its own (target/project-check): it then runs beside cargo doc and
+cargo test without waiting for their lock; it would share little anyway (a dependent gets its own features, without
+the hack, so nearly every crate compiles anew). Expects what scripts/test.sh sets up: the venv, moto
 server with AWS_ENDPOINT_URL exported, and the workspace's sqsafe-local, sqsafe and charge-payment binaries built.
 """
 
@@ -49,7 +51,9 @@ BREAKS = {
     "Ok((vec![TransactWriteItem::builder().put(put).build()], applied))":
         'let _ = (put, applied);\n        Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
 }
+# The workspace's binaries (sqsafe-local, sqsafe, charge-payment) are in TARGET; the project builds in PROJECT_TARGET.
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
+PROJECT_TARGET = Path(os.environ.get("SQSAFE_PROJECT_TARGET", TARGET)).resolve()
 VENV = ROOT / ".venv"
 
 
@@ -285,10 +289,11 @@ def pipeline(project: Path, env: dict) -> None:
         raise SystemExit(f"project: moto at {session['endpoint_url']} still answers after sqsafe-local got SIGTERM")
 
 
-def sizes() -> None:
-    ours = TARGET / "debug" / NAME
-    inside = TARGET / "debug" / "charge-payment"
-    a, b = ours.stat().st_size, inside.stat().st_size
+def sizes(b: int) -> None:
+    """`b`: charge-payment's debug binary, read when the check started (make test builds it with fault injection
+    later, under the same name)."""
+    ours = PROJECT_TARGET / "debug" / NAME
+    a = ours.stat().st_size
     print(f"debug binaries: {NAME} (outside project) {a:,} B, charge-payment (inside the workspace) {b:,} B", flush=True)
     if a > b * 1.10:
         raise SystemExit(f"project: {NAME}'s debug binary is more than 10% larger than charge-payment's: "
@@ -301,12 +306,13 @@ def main() -> int:
         raise SystemExit(f"project: {scratch} is inside the workspace; set TMPDIR elsewhere")
     env = {
         **os.environ,
-        "CARGO_TARGET_DIR": str(TARGET),
+        "CARGO_TARGET_DIR": str(PROJECT_TARGET),
         # The workspace's linker (its .cargo/config.toml): cargo's fingerprint includes it, and with another one the
         # crates both builds share would be rebuilt by each in turn.
         "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER": str(ROOT / "scripts" / "linker.sh"),
     }
     env.pop("CARGO_MANIFEST_DIR", None)
+    inside = (TARGET / "debug" / "charge-payment").stat().st_size
     started = time.monotonic()
     try:
         step(f"sam init --location templates/project into {scratch} (outside the workspace)")
@@ -326,16 +332,19 @@ def main() -> int:
         step("both consumers under cargo lambda watch behind the local SQS pipeline; each sample twice")
         pipeline(project, env)
         step("binary size")
-        sizes()
+        sizes(inside)
         step(f"passed in {time.monotonic() - started:.0f} s; discarding the project")
         return 0
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if PROJECT_TARGET != TARGET:
+            # A folder of the project's own (make test's): all of it is the project's.
+            shutil.rmtree(PROJECT_TARGET, ignore_errors=True)
         for name in (NAME, NAME_TRANSACT):
-            for leftover in (TARGET / "debug").glob(f"{name}*"):
+            for leftover in (PROJECT_TARGET / "debug").glob(f"{name}*"):
                 if leftover.is_file():
                     leftover.unlink()
-            shutil.rmtree(TARGET / "lambda" / name, ignore_errors=True)
+            shutil.rmtree(PROJECT_TARGET / "lambda" / name, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -156,6 +156,16 @@ step "cargo clippy with the fault-injection crash points (built only for the fau
 cargo clippy -p sqsafe-idempotency -p sqsafe -p sqsafe-workspace-hack --features sqsafe-idempotency/fault-injection \
   -- -D warnings
 
+step "a new project outside the workspace: started in the background beside cargo doc and cargo test (output later)"
+# scripts/project-check.py: sam init --location templates/project, its tests (which must fail with the effect broken),
+# its template's checks, sqsafe new consumer, the local pipeline under cargo lambda watch. It runs the workspace's
+# sqsafe-local and sqsafe (built now) and builds the project in a target folder of its own: nothing it compiles is the
+# workspace's (a dependent gets its own features), and it never waits for cargo's lock on target/. Its minutes of
+# waiting (sam, cargo lambda watch, queues) pass beside the compiling steps.
+cargo build -q -p sqsafe-local -p sqsafe-cli -p charge-payment --bins
+background "the project check" env SQSAFE_PROJECT_TARGET="${ROOT}/target/project-check" \
+  "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
+
 step "cargo doc --workspace --no-deps, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
@@ -173,21 +183,20 @@ step "fault-injection suite: built now, run in the background beside the next st
 cargo test -p sqsafe-e2e --test faults --no-run
 cargo build -q -p charge-payment -p apply-ledger --features charge-payment/fault-injection,apply-ledger/fault-injection
 background "the fault-injection suite" cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
-echo "its output is printed after the project check and the bench smoke"
+echo "its output is printed after the other background steps"
 
-step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; run since the step above)"
-report_background "the template checks" "the steps above"
-
-step "bench smoke: started in the background beside the project check (its output follows it)"
-# The smoke waits on its own moto and the peers' pipelines; the project check compiles. Side by side.
+step "bench smoke: started in the background beside the fault-injection suite (its output follows)"
+# The smoke waits on its own moto and the peers' pipelines.
 background "the bench smoke" bash "${ROOT}/scripts/bench.sh" --smoke
 
-step "a new project outside the workspace (scripts/project-check.py: sam init --location templates/project, sqsafe new consumer)"
-cargo build -q -p sqsafe-local -p sqsafe-cli -p charge-payment --bins
-"${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
+step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; running since moto started)"
+report_background "the template checks" "the steps above"
+
+step "a new project outside the workspace: its output (it ran in the background since cargo doc)"
+report_background "the project check" "cargo doc, cargo test and the steps after them"
 
 step "bench smoke: its output (every peer and figure, a few batches; request counts, no timings)"
-report_background "the bench smoke" "the project check"
+report_background "the bench smoke" "the fault-injection suite"
 
 step "fault-injection suite: its output (it ran in the background since the step of that name)"
 report_background "the fault-injection suite" "the steps above"
