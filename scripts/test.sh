@@ -159,35 +159,45 @@ cargo clippy -p sqsafe-idempotency -p sqsafe -p sqsafe-workspace-hack --features
 step "a new project outside the workspace: started in the background beside cargo doc and cargo test (output later)"
 # scripts/project-check.py: sam init --location templates/project, its tests (which must fail with the effect broken),
 # its template's checks, sqsafe new consumer, the local pipeline under cargo lambda watch. It runs the workspace's
-# sqsafe-local and sqsafe (built now) and builds the project in a target folder of its own: nothing it compiles is the
+# sqsafe-local and sqsafe (built now, with the bench smoke's binaries) and builds the project in a target folder of its own: nothing it compiles is the
 # workspace's (a dependent gets its own features), and it never waits for cargo's lock on target/. Its minutes of
 # waiting (sam, cargo lambda watch, queues) pass beside the compiling steps.
-cargo build -q -p sqsafe-local -p sqsafe-cli -p charge-payment --bins
+cargo build -q -p sqsafe-local -p sqsafe-cli -p charge-payment -p naive-rust -p sqsafe-bench --bins
 background "the project check" env SQSAFE_PROJECT_TARGET="${ROOT}/target/project-check" \
   "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
 
 step "cargo doc --workspace --no-deps, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
-step "cargo test --workspace (all but the fault-injection suite)"
-cargo test --workspace -- --skip _under_faults
+step "cargo test --workspace --no-run: every test binary built (they run in the steps below)"
+cargo test --workspace --no-run
 # What really linked (scripts/linker.sh): the linker a binary records in its .comment section.
 echo "linker: $(readelf -p .comment "${ROOT}/target/debug/sqsafe-local" 2>/dev/null | grep -o 'Linker: .*' | cut -c1-40 || echo unknown)"
 
-step "fault-injection suite: built now, run in the background beside the next steps (its output follows them)"
-# The suite spends its minutes waiting on visibility timeouts, lease expiries and SIGKILLed functions, the template
-# and project checks compiling: side by side they take the time of the longer one. Figures and seed are printed
-# when it ends (SQSAFE_FAULT_SEED=<n> replays, SQSAFE_FAULTS_HEAVY=1 for more).
-# Built here, the suite's binary and the fault-injection builds of the functions (the suite builds them once, at its
-# start, as a no-op), so that the suite needs cargo's lock no more while sam build holds it.
-cargo test -p sqsafe-e2e --test faults --no-run
+step "fault-injection suite: its functions built, then run in the background beside cargo test (output at the end)"
+# The suite spends its minutes waiting on visibility timeouts, lease expiries and SIGKILLed functions: beside the test
+# runs below it takes little more than alone. Figures and seed are printed when it ends (SQSAFE_FAULT_SEED=<n>
+# replays, SQSAFE_FAULTS_HEAVY=1 for more). Its functions are built here with the fault-injection feature and copied
+# into a folder of their own (SQSAFE_E2E_FAULT_BIN_DIR): cargo test then builds the plain ones under the same names,
+# and the suite, which builds nothing, never runs those.
 cargo build -q -p charge-payment -p apply-ledger --features charge-payment/fault-injection,apply-ledger/fault-injection
-background "the fault-injection suite" cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
-echo "its output is printed after the other background steps"
+FAULT_BINS="${ROOT}/target/e2e-fault-bin-make-test"
+mkdir -p "${FAULT_BINS}"
+cp "${ROOT}/target/debug/charge-payment" "${ROOT}/target/debug/apply-ledger" "${FAULT_BINS}/"
+background "the fault-injection suite" env SQSAFE_E2E_FAULT_BIN_DIR="${FAULT_BINS}" \
+  cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
 
-step "bench smoke: started in the background beside the fault-injection suite (its output follows)"
-# The smoke waits on its own moto and the peers' pipelines.
+step "bench smoke: started in the background beside cargo test (its output follows it)"
+# The smoke waits on its own moto and the peers' pipelines; its binaries were built with the project check's.
 background "the bench smoke" bash "${ROOT}/scripts/bench.sh" --smoke
+
+step "cargo test --workspace (all but the fault-injection suite; the cargo lambda watch test beside the others)"
+# tests/local_watch.rs waits minutes on queue timeouts and on cargo lambda watch's rebuilds, with its own moto and
+# ports: it runs in the background beside the other test binaries, which cargo runs one after another.
+LOCAL_WATCH_TEST="sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits"
+background "the cargo lambda watch test" cargo test -p sqsafe-e2e --test local_watch -- --exact "${LOCAL_WATCH_TEST}"
+cargo test --workspace -- --skip _under_faults --skip "${LOCAL_WATCH_TEST}"
+report_background "the cargo lambda watch test" "the other test binaries"
 
 step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; running since moto started)"
 report_background "the template checks" "the steps above"
@@ -196,7 +206,7 @@ step "a new project outside the workspace: its output (it ran in the background 
 report_background "the project check" "cargo doc, cargo test and the steps after them"
 
 step "bench smoke: its output (every peer and figure, a few batches; request counts, no timings)"
-report_background "the bench smoke" "the fault-injection suite"
+report_background "the bench smoke" "cargo test and the fault-injection suite"
 
 step "fault-injection suite: its output (it ran in the background since the step of that name)"
 report_background "the fault-injection suite" "the steps above"

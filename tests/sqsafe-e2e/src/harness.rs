@@ -11,12 +11,30 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 
 use crate::workspace_root;
 
+/// Where make test puts the fault-injection builds of the functions before it starts the fault suite beside
+/// `cargo test` (which builds the plain ones under the same names): when set, the suite runs the binaries in this
+/// folder and builds nothing, so no build of the other flavour can come between its build and its copy.
+pub const PREBUILT_FAULT_BINARIES: &str = "SQSAFE_E2E_FAULT_BIN_DIR";
+
 /// Builds the function binaries (with the `fault-injection` feature when asked) and copies them out of cargo's way,
-/// so a later build of the other flavour does not overwrite them. Returns the folder holding them.
+/// so a later build of the other flavour does not overwrite them. Returns the folder holding them. With
+/// [`PREBUILT_FAULT_BINARIES`] set, the fault-injection flavour is that folder, as it is.
 ///
 /// # Panics
-/// When the build fails: its output is in the message.
+/// When the build fails: its output is in the message; when the prebuilt folder lacks a function's binary.
 pub fn build_functions(fault_injection: bool) -> PathBuf {
+    if fault_injection && let Some(dir) = std::env::var_os(PREBUILT_FAULT_BINARIES) {
+        let dir = PathBuf::from(dir);
+        for name in ["charge-payment", "apply-ledger"] {
+            assert!(
+                dir.join(name).is_file(),
+                "{PREBUILT_FAULT_BINARIES}={} has no {name}: build the functions with their \
+                 fault-injection feature and copy both binaries there",
+                dir.display()
+            );
+        }
+        return dir;
+    }
     // Once per flavour and process: a suite's later runs reuse the first build instead of taking cargo's lock again
     // (make test runs the fault suite beside the template checks, whose sam build holds that lock for minutes).
     static BUILT: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
