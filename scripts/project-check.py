@@ -8,7 +8,8 @@
    error, as a real effect refusing every record would) and its tests must FAIL: a generated test that passes while
    every record is dead-lettered proves nothing;
 4. its template: sam validate --lint, sam validate, cfn-lint on the translated template and the template rules
-   (scripts/template-checks.sh with SQSAFE_TEMPLATE); and the rules must fail on a copy without the DLQ alarm;
+   (scripts/template-checks.sh with SQSAFE_TEMPLATE), and `sqsafe check` in the project (the same rules in Rust, no
+   Python); both must fail on a copy without the DLQ alarm;
 5. `sqsafe new consumer --fifo --transact` run a second time, from a folder inside the project (it finds the workspace
    and the template upward), and 3 and 4 again for the new consumer;
 6. the local pipeline on the project's template with both consumers under `cargo lambda watch`
@@ -143,6 +144,9 @@ def crate_checks(project: Path, env: dict, name: str) -> None:
 def template_checks(project: Path, env: dict) -> None:
     template = project / "template.yaml"
     run("bash", "scripts/template-checks.sh", cwd=ROOT, env={**env, "SQSAFE_TEMPLATE": str(template)})
+    # The rules without Python: `sqsafe check` in the project, against its own function crates.
+    sqsafe = str(TARGET / "debug" / "sqsafe")
+    run(sqsafe, "check", "--template", str(template), cwd=project, env=env)
     # The rules can fail there too: the first consumer's DLQ alarm taken out of a copy must be named.
     broken = project / "template.no-dlq-alarm.yaml"
     text = template.read_text()
@@ -151,15 +155,26 @@ def template_checks(project: Path, env: dict) -> None:
     end = re.compile(r"^  \S", re.MULTILINE).search(text, start + 3).start()
     broken.write_text(text[:start] + text[end:])
     try:
+        print(f"$ {sqsafe} check --template {broken}   (without {pascal}DeadLetterAlarm: must fail)", flush=True)
         check = subprocess.run(
+            [sqsafe, "check", "--template", str(broken)], cwd=project, env=env, capture_output=True, text=True
+        )
+        # The Python rules too (a fraction of a second): the two checkers must agree on the project's template.
+        python = subprocess.run(
             [str(VENV / "bin" / "python"), "tests/template/template_rules.py", "--template", str(broken)],
             cwd=ROOT, capture_output=True, text=True,
         )
     finally:
         broken.unlink()
-    if check.returncode == 0 or "alarm-dlq" not in check.stderr:
-        raise SystemExit(f"project: the rules did not catch a missing DLQ alarm:\n{check.stdout}{check.stderr}")
-    print(f"without {pascal}DeadLetterAlarm the rules fail as they must: {check.stderr.splitlines()[0]}", flush=True)
+    want = f"[alarm-dlq] {pascal}DeadLetterQueue: "
+    if check.returncode != 1 or want not in check.stdout:
+        raise SystemExit(
+            f"project: sqsafe check did not catch a missing DLQ alarm (exit {check.returncode}, "
+            f"expected 1 and {want!r}):\n{check.stdout}{check.stderr}"
+        )
+    if python.returncode == 0 or want not in python.stderr:
+        raise SystemExit(f"project: the Python rules did not catch a missing DLQ alarm:\n{python.stdout}{python.stderr}")
+    print(f"without {pascal}DeadLetterAlarm sqsafe check fails as it must: {check.stdout.splitlines()[0]}", flush=True)
 
 
 def metric_count(log: Path, metric: str) -> int:
@@ -322,7 +337,7 @@ def main() -> int:
             cwd=ROOT, env=env)
         step(f"{NAME}: formatted, clippy-clean, built, tested; its tests fail when its effect breaks")
         crate_checks(project, env, NAME)
-        step("the project's template: sam validate --lint, cfn-lint, the rules")
+        step("the project's template: sam validate --lint, cfn-lint, the rules, sqsafe check")
         template_checks(project, env)
         step(f"sqsafe new consumer {NAME_TRANSACT} --fifo --transact, from a folder inside the project; the same checks")
         run(str(TARGET / "debug" / "sqsafe"), "new", "consumer", NAME_TRANSACT, "--fifo", "--transact",

@@ -317,7 +317,9 @@ def check(doc: dict[str, Any], *, crate_binaries: dict[str, str] | None = None) 
     raw_mappings = t.of_type("AWS::Lambda::EventSourceMapping")
     for m, res in raw_mappings.items():
         consumed.update(x for x in refs(res.get("Properties", {}).get("EventSourceArn")) if x in queues)
-        on_failure.update(_on_failure_queue(res.get("Properties", {}), queues))
+        failure_queue = _on_failure_queue(res.get("Properties", {}), queues)
+        if failure_queue is not None:
+            on_failure.add(failure_queue)
 
     _check_crates(t, functions, crate_binaries if crate_binaries is not None else function_crate_binaries(), fail)
     for c in consumers:

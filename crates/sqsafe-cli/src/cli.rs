@@ -1,4 +1,4 @@
-//! The command line: `sqsafe new consumer`, `sqsafe dlq inspect` and `sqsafe dlq redrive`.
+//! The command line: `sqsafe new consumer`, `sqsafe check`, `sqsafe dlq inspect` and `sqsafe dlq redrive`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,6 +7,7 @@ use aws_sdk_sqs::Client;
 use clap::{Args, Parser, Subcommand};
 use jiff::SignedDuration;
 
+use crate::check::{CheckArgs, run_check};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::inspect::{InspectOptions, inspect};
@@ -14,7 +15,8 @@ use crate::redrive::{RedriveOptions, redrive};
 use crate::scan::ScanOptions;
 use crate::time::parse_duration;
 
-/// sqsafe: add consumers to a project, and operate the dead-letter queues of sqsafe consumers.
+/// sqsafe: add consumers to a project, check its SAM template, and operate the dead-letter queues of sqsafe
+/// consumers.
 ///
 /// AWS (for `dlq`) is reached the standard way: AWS_REGION, credentials, and AWS_ENDPOINT_URL for a local endpoint
 /// (moto).
@@ -32,6 +34,17 @@ pub enum Command {
     /// Add to the project around the current folder (its Cargo workspace and SAM template).
     #[command(subcommand)]
     New(NewCommand),
+    /// Check a SAM template against sqsafe's 40 deployment rules (no AWS, no Python).
+    ///
+    /// Every function, queue, table, alarm, role and dashboard found is checked: DLQs and their retention and alarms,
+    /// visibility timeout against the function timeout, idempotency window against the retentions, least
+    /// privilege, the outbox relay and sweeper, the dashboards, the function crates under functions/. Values that
+    /// are parameters are checked at their bounds (MinValue, MaxValue, AllowedValues). Prints each violation as
+    /// `[rule] resource: what to fix`, then a summary line (`--list-rules` lists the rules).
+    ///
+    /// Exit status: 0 when every rule holds, 1 when one does not, 2 when the template or the workspace cannot be
+    /// found or read.
+    Check(CheckArgs),
     /// Dead-letter queues: look at what is there, move it back.
     #[command(subcommand)]
     Dlq(DlqCommand),
@@ -212,6 +225,10 @@ pub async fn run(
             run_new(command, out)?;
             Ok(Status::Done)
         }
+        Command::Check(args) => Ok(match run_check(&args, out)? {
+            0 => Status::Done,
+            _ => Status::Failed,
+        }),
         Command::Dlq(DlqCommand::Inspect(args)) => {
             let options = InspectOptions {
                 scan: args.scan.options(),

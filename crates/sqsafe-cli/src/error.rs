@@ -24,6 +24,9 @@ pub enum Error {
     /// `sqsafe new` refused (a name, the workspace, the template, a clash); nothing was written.
     #[error("{0}")]
     New(#[from] crate::ScaffoldError),
+    /// `sqsafe check` could not read the template or the workspace's function crates.
+    #[error("{0}")]
+    Template(#[from] crate::check::TemplateError),
     /// The AWS configuration lacks a region or credentials: one line says what to set, before any call.
     #[error("{0}")]
     Setup(String),

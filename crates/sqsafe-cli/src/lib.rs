@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub mod check;
 mod cli;
 mod clock;
 mod error;
@@ -14,6 +15,7 @@ mod scan;
 mod setup;
 mod time;
 
+pub use check::{CheckArgs, run_check};
 pub use cli::{
     Cli, Command, DlqCommand, InspectArgs, NewCommand, NewConsumerArgs, RedriveArgs, ScanArgs,
     Status, run, run_new,

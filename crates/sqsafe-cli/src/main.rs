@@ -8,6 +8,16 @@ use sqsafe_cli::{Cli, Command, SystemClock};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Check(args) = &cli.command {
+        // Files only: no AWS configuration is loaded.
+        return match sqsafe_cli::run_check(args, &mut std::io::stdout().lock()) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("sqsafe: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     if let Command::New(command) = cli.command {
         // Files only: no AWS configuration is loaded.
         return match sqsafe_cli::run_new(command, &mut std::io::stdout().lock()) {

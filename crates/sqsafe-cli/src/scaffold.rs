@@ -157,20 +157,31 @@ impl Project {
     /// # Errors
     /// No workspace or no template there, or a Cargo.toml that does not parse.
     pub fn find(start: &Path) -> Result<Self, ScaffoldError> {
+        match Self::workspace_root(start)? {
+            Some(root) => Self::at(&root),
+            None => fail(format!(
+                "no Cargo workspace at or above {}: run inside a workspace (a Cargo.toml with [workspace]) that has a \
+                 template.yaml, or pass --root",
+                start.display()
+            )),
+        }
+    }
+
+    /// The nearest folder at or above `start` whose Cargo.toml has a `[workspace]` table (canonical), if any.
+    ///
+    /// # Errors
+    /// `start` does not exist, or a Cargo.toml on the way does not parse.
+    pub fn workspace_root(start: &Path) -> Result<Option<PathBuf>, ScaffoldError> {
         let start = start
             .canonicalize()
             .map_err(|e| ScaffoldError(format!("{}: {e}", start.display())))?;
         for dir in start.ancestors() {
             let manifest = dir.join("Cargo.toml");
             if manifest.is_file() && read_manifest(&manifest)?.is_some() {
-                return Self::at(dir);
+                return Ok(Some(dir.to_path_buf()));
             }
         }
-        fail(format!(
-            "no Cargo workspace at or above {}: run inside a workspace (a Cargo.toml with [workspace]) that has a \
-             template.yaml, or pass --root",
-            start.display()
-        ))
+        Ok(None)
     }
 
     /// The project whose workspace root is `root`.

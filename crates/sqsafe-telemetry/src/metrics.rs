@@ -48,7 +48,7 @@ const CONSUMER_DIMENSION: &str = "consumer";
 const ERROR_KIND_DIMENSION: &str = "error_kind";
 
 /// The metric name of the batch duration.
-const BATCH_DURATION: &str = "BatchDuration";
+pub const BATCH_DURATION: &str = "BatchDuration";
 
 /// The outbox sweeper's gauge: seconds since the oldest outbox item still `PENDING` was written (0 when none is).
 /// The outbox-age alarm watches it.
@@ -87,6 +87,22 @@ pub fn outbox_sweep_emf(
         OUTBOX_SWEEP_FAILURES: failures,
     })
 }
+
+/// Every metric name sqsafe writes: the counters ([`Metric::ALL`]), [`BATCH_DURATION`], and the outbox sweeper's
+/// three. What a dashboard or an alarm may name in the `sqsafe` namespace (`sqsafe check`, rule dashboard-metrics).
+pub const METRIC_NAMES: [&str; Metric::ALL.len() + 4] = {
+    let mut names = [""; Metric::ALL.len() + 4];
+    let mut i = 0;
+    while i < Metric::ALL.len() {
+        names[i] = Metric::ALL[i].name();
+        i += 1;
+    }
+    names[i] = BATCH_DURATION;
+    names[i + 1] = OUTBOX_OLDEST_PENDING_AGE;
+    names[i + 2] = OUTBOX_EVENTS_SWEPT;
+    names[i + 3] = OUTBOX_SWEEP_FAILURES;
+    names
+};
 
 /// What happened to a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -418,6 +434,25 @@ mod tests {
             assert!(doc[name].is_number(), "{name} has no value");
         }
         assert!(doc["consumer"].is_string());
+    }
+
+    #[test]
+    fn metric_names_are_exactly_the_names_written() {
+        let batch = BatchMetrics::new("sqsafe", "c").to_emf(0, Duration::ZERO);
+        let sweep = outbox_sweep_emf("sqsafe", "s", 0, 0, 0, Duration::ZERO);
+        let mut written: Vec<&str> = [&batch, &sweep]
+            .into_iter()
+            .flat_map(|doc| {
+                doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                    .as_array()
+                    .expect("Metrics")
+            })
+            .map(|definition| definition["Name"].as_str().expect("Name is a string"))
+            .collect();
+        written.sort_unstable();
+        let mut names = METRIC_NAMES.to_vec();
+        names.sort_unstable();
+        assert_eq!(names, written);
     }
 
     #[test]

@@ -1,0 +1,591 @@
+//! Roles and policies: least-privilege, permissions, change-message-visibility, grant-only-what-is-used,
+//! idempotency-leading-keys.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_norway::Value;
+
+use super::template::{as_list, get, has, is_empty, is_str, mentions, refs, show, stream_refs};
+use super::{Checker, Consumer};
+
+/// The services whose actions must name their resources.
+const DATA_PLANE_SERVICES: [&str; 2] = ["dynamodb", "sqs"];
+/// The one action a function may hold on its source queue only.
+const CHANGE_VISIBILITY: &str = "sqs:changemessagevisibility";
+/// Actions on a stream ARN (GetAtt Table.StreamArn), not on a table.
+const STREAM_ACTIONS: [&str; 4] = [
+    "dynamodb:describestream",
+    "dynamodb:getrecords",
+    "dynamodb:getsharditerator",
+    "dynamodb:liststreams",
+];
+/// The kinds of policy resource that attach statements to a role.
+const POLICY_KINDS: [&str; 3] = [
+    "AWS::IAM::Policy",
+    "AWS::IAM::ManagedPolicy",
+    "AWS::IAM::RolePolicy",
+];
+
+/// The environment variables (and the function's own wiring, in parentheses) whose resources a function acts on.
+const WIRED: [&str; 8] = [
+    "QUEUE_URL",
+    "DLQ_URL",
+    "IDEMPOTENCY_TABLE",
+    "LEDGER_TABLE",
+    "EFFECT_TABLE",
+    "OUTBOX_TABLE",
+    "OUTBOX_DESTINATIONS",
+    "FAILURE_QUEUE_URL",
+];
+
+/// What each kind of resource a function touches requires (the permissions rule).
+fn required(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "(source)" => &[
+            "sqs:ReceiveMessage",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+        ],
+        "QUEUE_URL" => &["sqs:ChangeMessageVisibility"],
+        "DLQ_URL" | "(on-failure)" | "OUTBOX_DESTINATIONS" | "FAILURE_QUEUE_URL" => {
+            &["sqs:SendMessage"]
+        }
+        // Both kinds of consumer claim with a PutItem; UpdateItem and DeleteItem only serve the claim's
+        // completion, extension and release (see `used`).
+        "IDEMPOTENCY_TABLE" | "EFFECT_TABLE" => &["dynamodb:PutItem"],
+        "LEDGER_TABLE" => &["dynamodb:PutItem", "dynamodb:UpdateItem"],
+        "(stream)" => &[
+            "dynamodb:DescribeStream",
+            "dynamodb:GetRecords",
+            "dynamodb:GetShardIterator",
+        ],
+        "OUTBOX_TABLE" => &["dynamodb:UpdateItem"],
+        "OUTBOX_TABLE (sweeper)" => &["dynamodb:Query", "dynamodb:UpdateItem"],
+        _ => &[],
+    }
+}
+
+/// Everything the code ever calls on each kind of resource (the grant-only-what-is-used rule); None for kinds the
+/// rule does not cover.
+fn used(kind: &str) -> Option<&'static [&'static str]> {
+    Some(match kind {
+        "IDEMPOTENCY_TABLE" => &[
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+        ],
+        "LEDGER_TABLE" => &["dynamodb:PutItem", "dynamodb:UpdateItem"],
+        "EFFECT_TABLE" => &["dynamodb:PutItem"],
+        // The relay marks items sent (a conditional UpdateItem) and publishes to its destinations.
+        "OUTBOX_TABLE" => &["dynamodb:UpdateItem"],
+        "OUTBOX_DESTINATIONS" => &["sqs:SendMessage"],
+        // The sweeper reads the pending index (Query) and marks like the relay.
+        "OUTBOX_TABLE (sweeper)" => &["dynamodb:Query", "dynamodb:UpdateItem"],
+        _ => return None,
+    })
+}
+
+/// Whether an IAM action (any case, wildcards allowed: `sqs:Change*`, `*`) allows ChangeMessageVisibility.
+fn grants_visibility(action: &str) -> bool {
+    let action = action.to_lowercase();
+    match glob::Pattern::new(&action) {
+        Ok(pattern) => pattern.matches(CHANGE_VISIBILITY),
+        Err(_) => action == CHANGE_VISIBILITY,
+    }
+}
+
+fn service(action: &str) -> String {
+    action.split(':').next().unwrap_or_default().to_lowercase()
+}
+
+fn allows(st: &Value) -> bool {
+    st.is_mapping() && is_str(get(Some(st), "Effect"), "Allow")
+}
+
+fn sid(st: &Value) -> String {
+    get(Some(st), "Sid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A statement's actions that are strings.
+fn actions(st: &Value) -> Vec<&str> {
+    as_list(get(Some(st), "Action"))
+        .into_iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+impl Checker<'_> {
+    /// The statements of a function's role, or None when they cannot all be seen (a violation says why).
+    fn statements(&mut self, c: &Consumer) -> Option<Vec<Value>> {
+        let f = c.name();
+        let p = Some(&c.props);
+        let mut statements = Vec::new();
+        if let Some(role_value) = get(p, "Role") {
+            let Some(role) = &c.role else {
+                self.fail(
+                    "least-privilege",
+                    f,
+                    format!(
+                        "Role {} is not an AWS::IAM::Role of this template; its policies cannot be checked",
+                        show(Some(role_value))
+                    ),
+                );
+                return None;
+            };
+            let rp = self.t.props(role);
+            if let Some(managed) = get(rp, "ManagedPolicyArns").filter(|m| !is_empty(Some(m))) {
+                self.fail(
+                    "least-privilege",
+                    role,
+                    format!(
+                        "ManagedPolicyArns {}: managed policies cannot be checked; write the statements inline",
+                        show(Some(managed))
+                    ),
+                );
+            }
+            for policy in as_list(get(rp, "Policies")) {
+                statements.extend(
+                    as_list(get(get(Some(policy), "PolicyDocument"), "Statement"))
+                        .into_iter()
+                        .cloned(),
+                );
+            }
+            for kind in POLICY_KINDS {
+                for id in self.t.of_type(kind) {
+                    let pp = self.t.props(&id);
+                    if refs(get(pp, "Roles")).contains(role)
+                        || refs(get(pp, "RoleName")).contains(role)
+                    {
+                        statements.extend(
+                            as_list(get(get(pp, "PolicyDocument"), "Statement"))
+                                .into_iter()
+                                .cloned(),
+                        );
+                    }
+                }
+            }
+            return Some(statements);
+        }
+        // SAM generates the role; its SQS or DynamoDB event attaches a managed policy on Resource '*'.
+        if c.queue.is_some() {
+            self.fail(
+                "least-privilege",
+                f,
+                "no Role: SAM's SQS event would attach AWSLambdaSQSQueueExecutionRole (Resource '*'); give the \
+                 function its own AWS::IAM::Role",
+            );
+        }
+        if c.stream_table.is_some() {
+            self.fail(
+                "least-privilege",
+                f,
+                "no Role: SAM's DynamoDB event would attach AWSLambdaDynamoDBExecutionRole (Resource '*'); give the \
+                 function its own AWS::IAM::Role",
+            );
+        }
+        for policy in as_list(get(p, "Policies")) {
+            if policy.is_mapping() && has(Some(policy), "Statement") {
+                statements.extend(as_list(get(Some(policy), "Statement")).into_iter().cloned());
+            } else {
+                self.fail(
+                    "least-privilege",
+                    f,
+                    format!(
+                        "policy {} is a managed policy or SAM policy template; write the statements out",
+                        show(Some(policy))
+                    ),
+                );
+            }
+        }
+        Some(statements)
+    }
+
+    /// idempotency-leading-keys: item actions on the idempotency table only on the consumer's own key prefix.
+    fn check_leading_keys(&mut self, c: &Consumer, statements: &[Value]) {
+        if !has(c.env(), "IDEMPOTENCY_TABLE") {
+            return;
+        }
+        let Some(table) = refs(c.var("IDEMPOTENCY_TABLE")).into_iter().next() else {
+            return;
+        };
+        let binary = self
+            .t
+            .binary(&c.function)
+            .unwrap_or_else(|| "None".to_owned());
+        let want = format!("{binary}#*");
+        let owner = c.role.clone().unwrap_or_else(|| c.function.clone());
+        for st in statements.iter().filter(|st| allows(st)) {
+            let dynamo: Vec<&str> = actions(st)
+                .into_iter()
+                .filter(|a| a.to_lowercase().starts_with("dynamodb:"))
+                .collect();
+            let on_table = as_list(get(Some(st), "Resource"))
+                .into_iter()
+                .any(|r| !r.is_string() && refs(Some(r)).contains(&table));
+            if dynamo.is_empty() || !on_table {
+                continue;
+            }
+            let keys = get(
+                get(get(Some(st), "Condition"), "ForAllValues:StringLike"),
+                "dynamodb:LeadingKeys",
+            );
+            let got = as_list(keys);
+            if !(got.len() == 1 && is_str(Some(got[0]), &want)) {
+                self.fail(
+                    "idempotency-leading-keys",
+                    &owner,
+                    format!(
+                        "statement {:?} grants [{}] on {table} for keys {}, not only [\"{want}\"] (add Condition: \
+                         ForAllValues:StringLike: dynamodb:LeadingKeys: [\"{want}\"])",
+                        sid(st),
+                        dynamo.join(", "),
+                        if got.is_empty() { "of any consumer".to_owned() } else { show(keys) }
+                    ),
+                );
+            }
+        }
+    }
+
+    /// least-privilege, change-message-visibility, permissions, grant-only-what-is-used (and, once the role's
+    /// statements are known, idempotency-leading-keys and message-size) for one function.
+    pub(super) fn check_privileges(&mut self, c: &Consumer) {
+        let Some(statements) = self.statements(c) else {
+            return;
+        };
+        self.check_leading_keys(c, &statements);
+        self.check_message_sizes(c);
+        let f = c.name();
+        let owner = c.role.clone().unwrap_or_else(|| c.function.clone());
+        let env_refs: BTreeSet<String> = c
+            .env()
+            .and_then(Value::as_mapping)
+            .into_iter()
+            .flatten()
+            .flat_map(|(_, v)| refs(Some(v)))
+            .collect();
+        let own_tables: BTreeSet<String> = env_refs
+            .iter()
+            .filter(|x| self.is_table(x))
+            .cloned()
+            .collect();
+        // Its source queue and DLQ, its on-failure queue, and the queues its environment names.
+        let own_queues: BTreeSet<String> = [&c.queue, &c.dlq, &c.on_failure]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .chain(env_refs.iter().filter(|x| self.is_queue(x)).cloned())
+            .collect();
+
+        let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut granted_stream: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        // What ChangeMessageVisibility reaches besides the source queue.
+        let mut visibility_elsewhere: BTreeSet<String> = BTreeSet::new();
+        for st in statements.iter().filter(|st| allows(st)) {
+            if has(Some(st), "NotAction") || has(Some(st), "NotResource") {
+                self.fail(
+                    "least-privilege",
+                    &owner,
+                    format!(
+                        "statement {:?} uses NotAction/NotResource: name what it allows",
+                        sid(st)
+                    ),
+                );
+                continue;
+            }
+            let resources = as_list(get(Some(st), "Resource"));
+            for action in actions(st) {
+                let service = service(action);
+                if grants_visibility(action) {
+                    for resource in &resources {
+                        let targets = if resource.is_string() {
+                            BTreeSet::new()
+                        } else {
+                            refs(Some(resource))
+                        };
+                        if resource.is_string() || targets.is_empty() {
+                            visibility_elsewhere.insert(show(Some(resource)));
+                        }
+                        visibility_elsewhere
+                            .extend(targets.into_iter().filter(|x| c.queue.as_ref() != Some(x)));
+                    }
+                }
+                if action == "*" {
+                    self.fail(
+                        "least-privilege",
+                        &owner,
+                        format!("statement {:?} allows Action '*'", sid(st)),
+                    );
+                    continue;
+                }
+                if !DATA_PLANE_SERVICES.contains(&service.as_str()) {
+                    continue;
+                }
+                if action.contains(['*', '?']) {
+                    self.fail(
+                        "least-privilege",
+                        &owner,
+                        format!("wildcard action {action:?} on the {service} data plane: name the actions"),
+                    );
+                }
+                if STREAM_ACTIONS.contains(&action.to_lowercase().as_str()) {
+                    for resource in &resources {
+                        let streams = if resource.is_string() {
+                            BTreeSet::new()
+                        } else {
+                            stream_refs(Some(resource))
+                        };
+                        let own = c.stream_table.as_ref().is_some_and(|s| {
+                            streams.len() == 1
+                                && streams.contains(s)
+                                && refs(Some(resource)) == streams
+                        });
+                        if !own {
+                            self.fail(
+                                "least-privilege",
+                                &owner,
+                                format!(
+                                    "{action} reaches {}, not only {f}'s own stream ({})",
+                                    show(Some(resource)),
+                                    c.stream_table.as_deref().unwrap_or("it reads none")
+                                ),
+                            );
+                        }
+                        for x in streams {
+                            granted_stream
+                                .entry(x)
+                                .or_default()
+                                .insert(action.to_owned());
+                        }
+                    }
+                    continue;
+                }
+                let allowed = if service == "sqs" {
+                    &own_queues
+                } else {
+                    &own_tables
+                };
+                for resource in &resources {
+                    if !resource.is_string() && !stream_refs(Some(resource)).is_empty() {
+                        self.fail(
+                            "least-privilege",
+                            &owner,
+                            format!(
+                                "{action} on a stream ARN {}: item and queue actions name the table or queue itself",
+                                show(Some(resource))
+                            ),
+                        );
+                        continue;
+                    }
+                    if let Some(literal) = resource.as_str() {
+                        let what = if literal == "*" {
+                            "Resource '*'".to_owned()
+                        } else {
+                            format!("literal resource {literal:?}")
+                        };
+                        self.fail(
+                            "least-privilege",
+                            &owner,
+                            format!("{action} on {what}: name the function's own {service} resources with Ref/GetAtt"),
+                        );
+                        continue;
+                    }
+                    let targets = refs(Some(resource));
+                    let others: Vec<&String> = targets.difference(allowed).collect();
+                    if !others.is_empty() || targets.is_empty() {
+                        let reached = if others.is_empty() {
+                            show(Some(resource))
+                        } else {
+                            super::template::names(others)
+                        };
+                        self.fail(
+                            "least-privilege",
+                            &owner,
+                            format!(
+                                "{action} reaches {reached}, not only {f}'s own {}",
+                                super::template::names(allowed)
+                            ),
+                        );
+                    }
+                    if let Some(sub) = get(Some(resource), "Fn::Sub")
+                        && mentions(sub, "*")
+                    {
+                        self.fail(
+                            "least-privilege",
+                            &owner,
+                            format!("{action} on a wildcard ARN {}", show(Some(sub))),
+                        );
+                    }
+                    for x in targets {
+                        granted.entry(x).or_default().insert(action.to_owned());
+                    }
+                }
+            }
+        }
+
+        // change-message-visibility: on the source queue and nowhere else; nowhere for a function without one.
+        let elsewhere = super::template::names(&visibility_elsewhere);
+        match &c.queue {
+            None if !visibility_elsewhere.is_empty() => self.fail(
+                "change-message-visibility",
+                &owner,
+                format!("sqs:ChangeMessageVisibility reaches {elsewhere}: {f} consumes no queue; remove it"),
+            ),
+            None => {}
+            Some(queue) => {
+                let on_source = granted
+                    .get(queue)
+                    .is_some_and(|actions| actions.iter().any(|a| grants_visibility(a)));
+                if !on_source {
+                    self.fail(
+                        "change-message-visibility",
+                        &owner,
+                        format!("{f} needs sqs:ChangeMessageVisibility on its source queue {queue}"),
+                    );
+                }
+                if !visibility_elsewhere.is_empty() {
+                    self.fail(
+                        "change-message-visibility",
+                        &owner,
+                        format!(
+                            "sqs:ChangeMessageVisibility reaches {elsewhere}: only {f}'s source queue {queue} may \
+                             have its messages' visibility changed"
+                        ),
+                    );
+                }
+            }
+        }
+
+        // permissions: what the function needs, on exactly its resources.
+        let mut needs: Vec<(&str, String)> = Vec::new();
+        if let Some(q) = &c.queue {
+            needs.push(("(source)", q.clone()));
+        }
+        if let Some(table) = &c.stream_table {
+            needs.push(("(stream)", table.clone()));
+        }
+        if let Some(q) = &c.on_failure {
+            needs.push(("(on-failure)", q.clone()));
+        }
+        for var in WIRED {
+            for x in refs(c.var(var)) {
+                if self.is_queue(&x) || self.is_table(&x) {
+                    let kind = if var == "OUTBOX_TABLE" && c.schedule.is_some() {
+                        "OUTBOX_TABLE (sweeper)"
+                    } else {
+                        var
+                    };
+                    needs.push((kind, x));
+                }
+            }
+        }
+        let none = BTreeSet::new();
+        for (kind, x) in needs {
+            // "on Queue (QUEUE_URL)", "on Queue (source)".
+            let why = if kind.starts_with('(') {
+                format!("{x} {kind}")
+            } else {
+                format!("{x} ({kind})")
+            };
+            let have = if kind == "(stream)" {
+                granted_stream.get(&x)
+            } else {
+                granted.get(&x)
+            }
+            .unwrap_or(&none);
+            let missing: Vec<&str> = required(kind)
+                .iter()
+                .copied()
+                .filter(|a| !have.contains(*a))
+                .collect();
+            if !missing.is_empty() {
+                self.fail(
+                    "permissions",
+                    &owner,
+                    format!("{f} needs [{}] on {why}: grant them", missing.join(", ")),
+                );
+            }
+            if let Some(used) = used(kind) {
+                let unused: Vec<&String> = granted
+                    .get(&x)
+                    .into_iter()
+                    .flatten()
+                    .filter(|a| !used.iter().any(|u| u.eq_ignore_ascii_case(a)))
+                    .collect();
+                if !unused.is_empty() {
+                    self.fail(
+                        "grant-only-what-is-used",
+                        &owner,
+                        format!(
+                            "{f} is granted {} on {why}, which its code never calls: remove them",
+                            super::template::names(unused)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// least-privilege everywhere: Action '*' and data-plane wildcards in any policy, also ones no function uses.
+    pub(super) fn check_policy_documents(&mut self) {
+        let mut documents: Vec<(String, Value)> = Vec::new();
+        for (id, resource) in self.t.resources() {
+            let p = get(Some(resource), "Properties");
+            let kind = get(Some(resource), "Type")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if kind == "AWS::IAM::Role" {
+                for policy in as_list(get(p, "Policies")) {
+                    let doc = get(Some(policy), "PolicyDocument")
+                        .cloned()
+                        .unwrap_or_default();
+                    documents.push((id.to_owned(), doc));
+                }
+            } else if POLICY_KINDS.contains(&kind) {
+                documents.push((
+                    id.to_owned(),
+                    get(p, "PolicyDocument").cloned().unwrap_or_default(),
+                ));
+            } else if kind == "AWS::Serverless::Function" {
+                for policy in as_list(get(p, "Policies")) {
+                    if policy.is_mapping() && has(Some(policy), "Statement") {
+                        documents.push((id.to_owned(), policy.clone()));
+                    }
+                }
+            }
+        }
+        let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+        for (id, doc) in documents {
+            for st in as_list(get(Some(&doc), "Statement"))
+                .into_iter()
+                .filter(|st| allows(st))
+            {
+                let on_anything = as_list(get(Some(st), "Resource"))
+                    .into_iter()
+                    .any(|r| is_str(Some(r), "*"));
+                for action in actions(st) {
+                    let service = service(action);
+                    let data_plane = DATA_PLANE_SERVICES.contains(&service.as_str());
+                    let bad = action == "*" || (data_plane && action.contains('*'));
+                    if bad && seen.insert((id.clone(), action.to_owned())) {
+                        self.fail(
+                            "least-privilege",
+                            &id,
+                            format!("allows {action:?}: name the actions"),
+                        );
+                    }
+                    if data_plane && on_anything && seen.insert((id.clone(), format!("{action}@*")))
+                    {
+                        self.fail(
+                            "least-privilege",
+                            &id,
+                            format!("allows {action} on Resource '*': name the resources"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

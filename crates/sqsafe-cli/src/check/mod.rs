@@ -1,0 +1,560 @@
+//! `sqsafe check`: the deployment rules a SAM template of sqsafe consumers must keep.
+//!
+//! Nothing is hard-coded per function: every `AWS::Serverless::Function`, every queue, table and alarm found in the
+//! template is checked, so a consumer added later is held to the same rules. Values that are parameters are checked
+//! at their bounds, because a deployer may pass any allowed value: a timeout or batching window at its MaxValue, the
+//! idempotency window at its MinValue, MAX_ATTEMPTS at its MaxValue. A parameter without the bound a rule needs is
+//! itself a violation.
+//!
+//! The rules and their names are those of `tests/template/template_rules.py`, which `tests/template/
+//! test_rules_rust.py` holds this checker to, mutation by mutation.
+
+mod alarms;
+mod dashboards;
+mod functions;
+mod iam;
+mod queues;
+mod run;
+mod tables;
+mod template;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+
+use serde_norway::Value;
+
+pub use run::{CheckArgs, run_check};
+pub use template::{TemplateError, parse};
+
+use template::{Template, get, refs, stream_refs};
+
+/// Every rule: its name (what a violation names) and what it demands.
+pub const RULES: [(&str, &str); 40] = [
+    (
+        "function-crates",
+        "every binary of every crate under functions/ is deployed by exactly one function, and no function builds a binary that is not there",
+    ),
+    ("runtime", "functions run on provided.al2023"),
+    (
+        "architecture",
+        "functions are arm64 (a parameter may offer x86_64 for builds, but its default is arm64)",
+    ),
+    (
+        "build-method",
+        "functions are built by rust-cargolambda (Metadata BuildMethod, BuildProperties.Binary, Handler bootstrap)",
+    ),
+    (
+        "log-group",
+        "each function logs JSON (LoggingConfig LogFormat JSON) to a log group of the template with RetentionInDays",
+    ),
+    (
+        "sqs-event",
+        "each function has exactly one event source of the template: one SQS queue (an SQS consumer), one DynamoDB stream (a stream function), or one schedule (the outbox sweeper)",
+    ),
+    (
+        "outbox-sweeper",
+        "each outbox table a stream function relays has a sweeper: a scheduled function (rate of at most 5 minutes) with that OUTBOX_TABLE and the relay's OUTBOX_DESTINATIONS, reading its OUTBOX_PENDING_INDEX (a global secondary index on pending (S, HASH) and created_at (N, RANGE) projecting ALL), and an alarm on sqsafe's OutboxOldestPendingAge (consumer = the sweeper's binary) that notifies an SNS topic and treats missing data as breaching",
+    ),
+    (
+        "stream-mapping",
+        "a stream function's DynamoDB event reads a table whose stream has NEW_IMAGE or NEW_AND_OLD_IMAGES, from TRIM_HORIZON, with ReportBatchItemFailures, BisectBatchOnFunctionError true, MaximumRetryAttempts -1 (or unset), and an on-failure destination (a standard SQS queue of the template) that the function's FAILURE_QUEUE_URL names",
+    ),
+    (
+        "report-batch-item-failures",
+        "every SQS event source mapping has FunctionResponseTypes [ReportBatchItemFailures]",
+    ),
+    (
+        "maximum-concurrency",
+        "every SQS event source mapping sets ScalingConfig.MaximumConcurrency, bounded within 2..1000",
+    ),
+    (
+        "fifo-mapping",
+        "a FIFO queue's mapping has BatchSize 1 (no record held back behind a failing one of its group) and no batching window (Lambda rejects one)",
+    ),
+    (
+        "visibility-timeout",
+        "a source queue's VisibilityTimeout >= 6 x its function's Timeout (max) + MaximumBatchingWindowInSeconds (max)",
+    ),
+    (
+        "dlq-required",
+        "every consumed queue has a RedrivePolicy to a dead-letter queue of the template",
+    ),
+    (
+        "max-receive-count",
+        "every RedrivePolicy has maxReceiveCount >= 5",
+    ),
+    (
+        "dlq-fifo",
+        "a FIFO queue's dead-letter queue is FIFO, a standard queue's is standard",
+    ),
+    (
+        "dlq-retention",
+        "every dead-letter queue and on-failure queue keeps messages 14 days (MessageRetentionPeriod 1209600)",
+    ),
+    (
+        "redrive-allow-policy",
+        "every dead-letter queue has a RedriveAllowPolicy (byQueue) that names its source queue; a stream mapping's on-failure queue has denyAll",
+    ),
+    (
+        "dlq-url",
+        "a function's DLQ_URL is the dead-letter queue of the queue it consumes",
+    ),
+    (
+        "queue-url",
+        "a function's QUEUE_URL is the queue it consumes (backoff, visibility heartbeat and the in-progress hold change visibility there)",
+    ),
+    (
+        "orphan-queue",
+        "every queue is consumed by a function, a dead-letter queue, or a stream mapping's on-failure queue",
+    ),
+    (
+        "message-size",
+        "every queue sets MaximumMessageSize; a dead-letter queue's is never smaller than its source queue's; a consumer's DLQ_MAX_MESSAGE_SIZE is its DLQ's MaximumMessageSize",
+    ),
+    (
+        "sse",
+        "every queue (SqsManagedSseEnabled or KmsMasterKeyId) and every table (SSESpecification.SSEEnabled) is encrypted",
+    ),
+    ("pitr", "every table has point-in-time recovery"),
+    ("on-demand", "every table is on-demand (PAY_PER_REQUEST)"),
+    (
+        "idempotency-table",
+        "an IDEMPOTENCY_TABLE has the DynamoDB store's key schema (pk, String, no sort key) and TTL on expiration",
+    ),
+    (
+        "alarm-dlq",
+        "each dead-letter queue and on-failure queue has an alarm: AWS/SQS ApproximateNumberOfMessagesVisible > 0 (Threshold 0, TreatMissingData notBreaching), AlarmActions to an SNS topic of the template",
+    ),
+    (
+        "alarm-queue-age",
+        "each consumed queue has an alarm on AWS/SQS ApproximateAgeOfOldestMessage, AlarmActions to an SNS topic of the template",
+    ),
+    (
+        "alarm-dead-letters",
+        "each SQS consumer has an alarm on sqsafe's RecordsSentToDlq (namespace sqsafe, dimension consumer = its binary) Sum > 0",
+    ),
+    (
+        "alarm-function-errors",
+        "each function has an alarm on its AWS/Lambda Errors and Throttles (> 0), AlarmActions to an SNS topic of the template",
+    ),
+    (
+        "alarm-stream-age",
+        "each stream function has an alarm on its AWS/Lambda IteratorAge, AlarmActions to an SNS topic of the template",
+    ),
+    (
+        "dashboard",
+        "each consumer has an AWS::CloudWatch::Dashboard (body valid JSON) that shows its records received, applied, replayed and dead-lettered (in all and by error kind), its DLQ's depth, the age of its queue's oldest message and its function's duration",
+    ),
+    (
+        "dashboard-metrics",
+        "every sqsafe metric a dashboard or an alarm names is one the code writes (sqsafe_telemetry::metrics::METRIC_NAMES)",
+    ),
+    (
+        "emf-log-level",
+        "a function's ApplicationLogLevel can only be TRACE, DEBUG or INFO: EMF metric lines carry no level and are dropped at WARN and above",
+    ),
+    (
+        "grant-only-what-is-used",
+        "on each table a function's role grants no item action its code does not call (idempotency table: PutItem, UpdateItem, DeleteItem; ledger: PutItem, UpdateItem; effect table: PutItem; outbox table: UpdateItem, and Query for the sweeper; outbox destinations: SendMessage)",
+    ),
+    (
+        "idempotency-leading-keys",
+        "every statement that grants item actions on a function's IDEMPOTENCY_TABLE limits them to its own keys: Condition ForAllValues:StringLike dynamodb:LeadingKeys [\"<its binary>#*\"]",
+    ),
+    (
+        "least-privilege",
+        "no Action '*'; for DynamoDB and SQS no wildcard action or resource, and each function's role reaches only its own queue, DLQ, on-failure queue, the tables and queues of its environment and its own stream; no managed policies",
+    ),
+    (
+        "permissions",
+        "each function's role grants what the function needs on its queue, its QUEUE_URL, its DLQ, its tables, its stream, its on-failure queue and its outbox destinations",
+    ),
+    (
+        "change-message-visibility",
+        "each SQS consumer's role grants sqs:ChangeMessageVisibility on its source queue and on nothing else; a function without a source queue nowhere",
+    ),
+    (
+        "max-attempts",
+        "MAX_ATTEMPTS (max) <= the consumed queue's maxReceiveCount",
+    ),
+    (
+        "idempotency-window",
+        "IDEMPOTENCY_WINDOW_DAYS (min) x 86400 >= source queue retention + DLQ retention + redrive margin (1 day)",
+    ),
+];
+
+/// One broken rule: which, on which resource (a logical id, `Function.Events.Name`, or a crate folder), and what
+/// to fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The rule's name (one of [`RULES`]).
+    pub rule: &'static str,
+    /// The resource that breaks it.
+    pub resource: String,
+    /// What is wrong, and what to change.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] {}: {}", self.rule, self.resource, self.message)
+    }
+}
+
+/// Every violation of [`RULES`] in the parsed template `doc` (see [`parse`]). `crate_binaries` maps each binary of
+/// the crates under the workspace's `functions/` to its crate folder ([`function_crate_binaries`]).
+pub fn check(doc: &Value, crate_binaries: &BTreeMap<String, String>) -> Vec<Violation> {
+    let t = Template::new(doc);
+    let mut c = Checker {
+        queues: t.of_type("AWS::SQS::Queue"),
+        tables: t.of_type("AWS::DynamoDB::Table"),
+        alarms: t.of_type("AWS::CloudWatch::Alarm"),
+        t,
+        out: Vec::new(),
+    };
+    c.run(crate_binaries);
+    c.out
+}
+
+/// Binary name → crate folder (relative to `root`, e.g. `functions/charge-payment`), for every crate under
+/// `root/functions/`: its `[[bin]]` names, else its package name.
+///
+/// # Errors
+/// A `functions/*/Cargo.toml` that cannot be read or parsed.
+pub fn function_crate_binaries(root: &Path) -> Result<BTreeMap<String, String>, TemplateError> {
+    let mut binaries = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(root.join("functions")) else {
+        return Ok(binaries);
+    };
+    let mut manifests: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("Cargo.toml"))
+        .filter(|p| p.is_file())
+        .collect();
+    manifests.sort();
+    for manifest in manifests {
+        let fail = |e: String| TemplateError(format!("{}: {e}", manifest.display()));
+        let text = std::fs::read_to_string(&manifest).map_err(|e| fail(e.to_string()))?;
+        let cargo: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| fail(e.to_string()))?;
+        let mut bins: Vec<String> = cargo
+            .get("bin")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b.get("name")?.as_str().map(str::to_owned))
+            .collect();
+        if bins.is_empty() {
+            let name = cargo
+                .get("package")
+                .and_then(|p| p.get("name"))
+                .and_then(toml::Value::as_str)
+                .ok_or_else(|| fail("no [package] name and no [[bin]]".into()))?;
+            bins.push(name.to_owned());
+        }
+        let folder = manifest.parent().unwrap_or(root);
+        let folder = folder.strip_prefix(root).unwrap_or(folder);
+        let folder = folder.to_string_lossy().replace('\\', "/");
+        for name in bins {
+            binaries.insert(name, folder.clone());
+        }
+    }
+    Ok(binaries)
+}
+
+/// The template and what the rules found so far.
+pub(crate) struct Checker<'a> {
+    t: Template<'a>,
+    queues: Vec<String>,
+    tables: Vec<String>,
+    alarms: Vec<String>,
+    out: Vec<Violation>,
+}
+
+/// A function and what it is wired to, as found in the template.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Consumer {
+    function: String,
+    /// Its properties, Globals.Function underneath.
+    props: Value,
+    event_name: Option<String>,
+    /// The SQS or DynamoDB event's Properties (or a raw mapping's).
+    event: Value,
+    /// The consumed queue.
+    queue: Option<String>,
+    /// That queue's dead-letter queue.
+    dlq: Option<String>,
+    /// Its AWS::IAM::Role, if the template has it.
+    role: Option<String>,
+    /// A stream function: the table whose stream it reads.
+    stream_table: Option<String>,
+    /// A scheduled function (the outbox sweeper): its schedule event's Properties.
+    schedule: Option<Value>,
+    /// A stream function: its mapping's on-failure queue.
+    on_failure: Option<String>,
+}
+
+impl Consumer {
+    /// Its environment variables.
+    fn env(&self) -> Option<&Value> {
+        get(get(Some(&self.props), "Environment"), "Variables")
+    }
+
+    fn var(&self, name: &str) -> Option<&Value> {
+        get(self.env(), name)
+    }
+
+    /// What a message calls it: the function's logical id.
+    fn name(&self) -> &str {
+        &self.function
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn fail(
+        &mut self,
+        rule: &'static str,
+        resource: impl Into<String>,
+        message: impl Into<String>,
+    ) {
+        debug_assert!(RULES.iter().any(|(name, _)| *name == rule), "{rule}");
+        self.out.push(Violation {
+            rule,
+            resource: resource.into(),
+            message: message.into(),
+        });
+    }
+
+    fn is_queue(&self, id: &str) -> bool {
+        self.queues.iter().any(|q| q == id)
+    }
+
+    fn is_table(&self, id: &str) -> bool {
+        self.tables.iter().any(|q| q == id)
+    }
+
+    fn run(&mut self, crate_binaries: &BTreeMap<String, String>) {
+        let functions = self.t.of_type("AWS::Serverless::Function");
+
+        // Queue → its DLQ, from RedrivePolicy.
+        let mut dlq_of: BTreeMap<String, String> = BTreeMap::new();
+        for q in &self.queues {
+            let target: Vec<String> =
+                refs(get(self.t.prop(q, "RedrivePolicy"), "deadLetterTargetArn"))
+                    .into_iter()
+                    .filter(|x| self.is_queue(x))
+                    .collect();
+            if let [dlq] = target.as_slice() {
+                dlq_of.insert(q.clone(), dlq.clone());
+            }
+        }
+        let dlqs: BTreeSet<String> = dlq_of.values().cloned().collect();
+
+        let consumers: Vec<Consumer> = functions
+            .iter()
+            .map(|f| self.consumer(f, &dlq_of))
+            .collect();
+        let mut consumed: BTreeSet<String> =
+            consumers.iter().filter_map(|c| c.queue.clone()).collect();
+        let mut on_failure: BTreeSet<String> = consumers
+            .iter()
+            .filter_map(|c| c.on_failure.clone())
+            .collect();
+        // Raw event source mappings (outside SAM functions) count as consumers of their queue too.
+        let raw_mappings = self.t.of_type("AWS::Lambda::EventSourceMapping");
+        for m in &raw_mappings {
+            let props = self.t.props(m);
+            consumed.extend(
+                refs(get(props, "EventSourceArn"))
+                    .into_iter()
+                    .filter(|x| self.is_queue(x)),
+            );
+            on_failure.extend(self.on_failure_queue(props));
+        }
+
+        self.check_crates(&functions, crate_binaries);
+        for c in &consumers {
+            self.check_function(c);
+            if c.queue.is_some() {
+                let at = format!(
+                    "{}.Events.{}",
+                    c.function,
+                    c.event_name.as_deref().unwrap_or_default()
+                );
+                self.check_mapping(c, &c.event, &at);
+                self.check_wiring(c);
+                self.check_window(c);
+            }
+            if c.stream_table.is_some() {
+                let at = format!(
+                    "{}.Events.{}",
+                    c.function,
+                    c.event_name.as_deref().unwrap_or_default()
+                );
+                self.check_stream_mapping(c, &c.event, &at);
+            }
+            self.check_privileges(c);
+        }
+        for m in &raw_mappings {
+            let props = self.t.props(m).cloned().unwrap_or_default();
+            let source = get(Some(&props), "EventSourceArn");
+            let stream = stream_refs(source).into_iter().find(|x| self.is_table(x));
+            let mapping = if let Some(table) = stream {
+                Consumer {
+                    function: m.clone(),
+                    stream_table: Some(table),
+                    on_failure: self.on_failure_queue(Some(&props)),
+                    ..Consumer::default()
+                }
+            } else {
+                Consumer {
+                    function: m.clone(),
+                    queue: refs(source).into_iter().find(|x| self.is_queue(x)),
+                    ..Consumer::default()
+                }
+            };
+            if mapping.stream_table.is_some() {
+                self.check_stream_mapping(&mapping, &props, m);
+            } else {
+                self.check_mapping(&mapping, &props, m);
+            }
+        }
+
+        self.check_queues(&consumed, &dlq_of, &dlqs, &on_failure);
+        self.check_tables(&consumers);
+        let watched: BTreeSet<String> = dlqs.union(&on_failure).cloned().collect();
+        self.check_queue_alarms(&consumed, &watched);
+        for c in &consumers {
+            self.check_function_alarms(c);
+        }
+        let dashboards = self.dashboards();
+        for c in consumers.iter().filter(|c| c.queue.is_some()) {
+            self.check_dashboard(c, &dashboards);
+        }
+        self.check_outbox_sweepers(&consumers);
+        self.check_metric_names(&dashboards);
+        self.check_policy_documents();
+    }
+
+    /// What function `f` consumes, and the sqs-event rule for it.
+    fn consumer(&mut self, f: &str, dlq_of: &BTreeMap<String, String>) -> Consumer {
+        let props = self.t.function_props(f);
+        let mut c = Consumer {
+            function: f.to_owned(),
+            ..Consumer::default()
+        };
+        let events: Vec<(String, &Value)> = get(Some(&props), "Events")
+            .and_then(Value::as_mapping)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (template::text(Some(k)), v))
+            .collect();
+        let of_type = |kinds: &[&str]| -> Vec<(String, Value)> {
+            events
+                .iter()
+                .filter(|(_, ev)| {
+                    ev.is_mapping()
+                        && kinds
+                            .iter()
+                            .any(|k| template::is_str(get(Some(ev), "Type"), k))
+                })
+                .map(|(name, ev)| {
+                    (
+                        name.clone(),
+                        get(Some(ev), "Properties").cloned().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        };
+        let sqs = of_type(&["SQS"]);
+        let streams = of_type(&["DynamoDB"]);
+        let schedules = of_type(&["Schedule", "ScheduleV2"]);
+        if sqs.is_empty() && streams.is_empty() && schedules.len() == 1 && events.len() == 1 {
+            // A scheduled function (the outbox sweeper): its one event is a schedule.
+            let (name, ev) = schedules[0].clone();
+            c.event_name = Some(name);
+            c.schedule = Some(ev);
+        } else if sqs.is_empty() && streams.len() == 1 {
+            // A stream function (the outbox relay): its one event is a DynamoDB stream.
+            let (name, ev) = streams[0].clone();
+            let stream = get(Some(&ev), "Stream");
+            let targets: Vec<String> = stream_refs(stream)
+                .into_iter()
+                .filter(|x| self.t.is_type(x, "AWS::DynamoDB::Table"))
+                .collect();
+            if let [table] = targets.as_slice() {
+                c.stream_table = Some(table.clone());
+            } else {
+                self.fail(
+                    "sqs-event",
+                    f,
+                    format!(
+                        "event {name} does not name the stream of a table of this template (!GetAtt Table.StreamArn): {}",
+                        template::show(stream)
+                    ),
+                );
+            }
+            c.on_failure = self.on_failure_queue(Some(&ev));
+            c.event_name = Some(name);
+            c.event = ev;
+        } else if sqs.len() != 1 || !streams.is_empty() {
+            self.fail(
+                "sqs-event",
+                f,
+                format!(
+                    "has {} SQS, {} DynamoDB and {} schedule events; an sqsafe function has exactly one event source",
+                    sqs.len(),
+                    streams.len(),
+                    schedules.len()
+                ),
+            );
+        }
+        if let Some((name, ev)) = sqs.first().cloned() {
+            let queue = get(Some(&ev), "Queue");
+            let targets: Vec<String> = refs(queue)
+                .into_iter()
+                .filter(|x| self.is_queue(x))
+                .collect();
+            if let [q] = targets.as_slice() {
+                c.queue = Some(q.clone());
+                c.dlq = dlq_of.get(q).cloned();
+            } else {
+                self.fail(
+                    "sqs-event",
+                    f,
+                    format!(
+                        "event {name} does not name a queue of this template: {}",
+                        template::show(queue)
+                    ),
+                );
+            }
+            c.event_name = Some(name);
+            c.event = ev;
+        }
+        if let Some(role) = get(Some(&props), "Role") {
+            let roles: Vec<String> = refs(Some(role))
+                .into_iter()
+                .filter(|x| self.t.is_type(x, "AWS::IAM::Role"))
+                .collect();
+            if let [r] = roles.as_slice() {
+                c.role = Some(r.clone());
+            }
+        }
+        c.props = props;
+        c
+    }
+
+    /// The queue of the template a stream mapping's DestinationConfig.OnFailure.Destination names, if any.
+    fn on_failure_queue(&self, mapping: Option<&Value>) -> Option<String> {
+        let destination = get(
+            get(get(mapping, "DestinationConfig"), "OnFailure"),
+            "Destination",
+        );
+        refs(destination).into_iter().find(|x| self.is_queue(x))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+//! The checker on the repository's template.yaml: it passes, and a few ways of breaking it are each caught by the
+//! rule they break, on the resource that breaks it. (tests/template/test_rules_rust.py runs every mutation of the
+//! Python rules' table against this checker.)
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_norway::Value;
+
+use super::*;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn template() -> Value {
+    let text = std::fs::read_to_string(workspace().join("template.yaml")).expect("template.yaml");
+    parse(&text).expect("template.yaml parses")
+}
+
+fn crates() -> BTreeMap<String, String> {
+    function_crate_binaries(&workspace()).expect("functions/*/Cargo.toml")
+}
+
+fn caught(doc: &Value, rule: &str, resource: &str) {
+    caught_with(doc, &crates(), rule, resource);
+}
+
+fn caught_with(doc: &Value, crates: &BTreeMap<String, String>, rule: &str, resource: &str) {
+    let found = check(doc, crates);
+    assert!(
+        found
+            .iter()
+            .any(|v| v.rule == rule && v.resource == resource),
+        "expected [{rule}] {resource}; found:\n{}",
+        found
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// Any YAML value, short forms made long.
+fn yaml(text: &str) -> Value {
+    template::long_form(serde_norway::from_str(text).expect("test YAML parses"))
+}
+
+#[test]
+fn the_rule_names_are_forty_and_distinct() {
+    let names: std::collections::BTreeSet<&str> = RULES.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names.len(), 40);
+}
+
+#[test]
+fn the_repository_template_keeps_every_rule() {
+    let crates = crates();
+    assert!(crates.len() >= 4, "the function crates: {crates:?}");
+    assert_eq!(
+        crates.get("charge-payment").map(String::as_str),
+        Some("functions/charge-payment")
+    );
+    let found = check(&template(), &crates);
+    assert!(
+        found.is_empty(),
+        "{}",
+        found
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn a_low_max_receive_count_is_caught() {
+    let mut doc = template();
+    doc["Resources"]["ChargePaymentQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"] =
+        Value::from(2);
+    caught(&doc, "max-receive-count", "ChargePaymentQueue");
+}
+
+#[test]
+fn a_parameter_is_checked_at_its_bound() {
+    // The default timeout still fits the visibility timeout; the largest one a deployer may pass does not.
+    let mut doc = template();
+    doc["Parameters"]["FunctionTimeout"]["MaxValue"] = Value::from(300);
+    caught(&doc, "visibility-timeout", "ChargePaymentQueue");
+
+    let mut doc = template();
+    doc["Parameters"]["IdempotencyWindowDays"]["MinValue"] = Value::from(7);
+    caught(&doc, "idempotency-window", "ChargePaymentFunction");
+
+    let mut doc = template();
+    doc["Parameters"]["FunctionTimeout"]
+        .as_mapping_mut()
+        .expect("a parameter")
+        .remove("MaxValue");
+    caught(&doc, "visibility-timeout", "ApplyLedgerQueue");
+}
+
+#[test]
+fn change_message_visibility_on_the_dlq_is_caught() {
+    let mut doc = template();
+    let statements = doc["Resources"]["ChargePaymentRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_sequence_mut()
+        .expect("statements");
+    let own = statements
+        .iter_mut()
+        .find(|s| s["Sid"] == "OwnMessageVisibility")
+        .expect("OwnMessageVisibility");
+    own["Resource"] =
+        yaml("[!GetAtt ChargePaymentQueue.Arn, !GetAtt ChargePaymentDeadLetterQueue.Arn]");
+    caught(&doc, "change-message-visibility", "ChargePaymentRole");
+}
+
+#[test]
+fn a_metric_the_code_never_writes_is_caught() {
+    let mut doc = template();
+    let body = &mut doc["Resources"]["ChargePaymentDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+        [0];
+    let text = body
+        .as_str()
+        .expect("the body")
+        .replace("\"RecordsReplayed\"", "\"RecordsDuplicated\"");
+    *body = Value::from(text);
+    caught(&doc, "dashboard-metrics", "ChargePaymentDashboard");
+    caught(&doc, "dashboard", "ChargePaymentFunction");
+}
+
+#[test]
+fn a_crate_without_a_function_and_a_function_without_a_crate_are_caught() {
+    let mut crates = crates();
+    crates.insert("send-receipt".into(), "functions/send-receipt".into());
+    caught_with(
+        &template(),
+        &crates,
+        "function-crates",
+        "functions/send-receipt",
+    );
+
+    let mut crates = self::crates();
+    crates.remove("charge-payment");
+    caught_with(
+        &template(),
+        &crates,
+        "function-crates",
+        "ChargePaymentFunction",
+    );
+}
+
+#[test]
+fn a_stream_mapping_that_gives_up_is_caught() {
+    let mut doc = template();
+    doc["Resources"]["OutboxRelayFunction"]["Properties"]["Events"]["Stream"]["Properties"]["MaximumRetryAttempts"] =
+        Value::from(10);
+    caught(&doc, "stream-mapping", "OutboxRelayFunction.Events.Stream");
+}
+
+#[test]
+fn a_dlq_alarm_removed_is_caught() {
+    let mut doc = template();
+    doc["Resources"]
+        .as_mapping_mut()
+        .expect("resources")
+        .remove("ApplyLedgerDeadLetterAlarm");
+    caught(&doc, "alarm-dlq", "ApplyLedgerDeadLetterQueue");
+}
+
+#[test]
+fn a_minimal_template_reports_what_it_lacks() {
+    let doc = yaml(
+        r#"
+Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Runtime: provided.al2
+      Events:
+        Q:
+          Type: SQS
+          Properties: {Queue: !GetAtt Queue.Arn}
+"#,
+    );
+    let found = check(&doc, &BTreeMap::new());
+    let rules: std::collections::BTreeSet<(&str, &str)> = found
+        .iter()
+        .map(|v| (v.rule, v.resource.as_str()))
+        .collect();
+    for expected in [
+        ("runtime", "Fn"),
+        ("architecture", "Fn"),
+        ("build-method", "Fn"),
+        ("log-group", "Fn"),
+        ("report-batch-item-failures", "Fn.Events.Q"),
+        ("maximum-concurrency", "Fn.Events.Q"),
+        ("dlq-required", "Queue"),
+        ("sse", "Queue"),
+        ("queue-url", "Fn"),
+        ("idempotency-window", "Fn"),
+        ("idempotency-table", "Fn"),
+        ("least-privilege", "Fn"),
+        ("alarm-queue-age", "Queue"),
+        ("alarm-dead-letters", "Fn"),
+        ("alarm-function-errors", "Fn"),
+        ("dashboard", "Fn"),
+    ] {
+        assert!(rules.contains(&expected), "{expected:?} not in {rules:?}");
+    }
+    assert!(
+        found
+            .iter()
+            .all(|v| !v.message.is_empty() && RULES.iter().any(|(n, _)| *n == v.rule)),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_violation_reads_rule_resource_message() {
+    let v = Violation {
+        rule: "max-receive-count",
+        resource: "ChargePaymentQueue".into(),
+        message: "maxReceiveCount is 2, needs >= 5".into(),
+    };
+    assert_eq!(
+        v.to_string(),
+        "[max-receive-count] ChargePaymentQueue: maxReceiveCount is 2, needs >= 5"
+    );
+}
