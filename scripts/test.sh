@@ -199,6 +199,9 @@ background "the cargo lambda watch test" cargo test -p sqsafe-e2e --test local_w
 cargo test --workspace -- --skip _under_faults --skip "${LOCAL_WATCH_TEST}"
 report_background "the cargo lambda watch test" "the other test binaries"
 
+step "sqsafe check against the Python template rules (tests/template/test_rules_rust.py: the same answer on every mutation)"
+SQSAFE_BIN="${ROOT}/target/debug/sqsafe" "${ROOT}/.venv/bin/python" -m pytest -q tests/template/test_rules_rust.py
+
 step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; running since moto started)"
 report_background "the template checks" "the steps above"
 
