@@ -10,7 +10,9 @@
 
 What it checks, in README.md and every .md file under book/src:
 - every relative link (`[text](path)`, `[text](path#anchor)`, `[ref]: path`, `<a href="path">`) names a file or
-  folder of the repository; absolute paths (`/x`) are refused;
+  folder of the repository; absolute paths (`/x`) are refused; a chapter links other .md files of the repository by
+  their folder (mdBook rewrites every `x.md` link to `x.html`, which exists only for chapters; book/book/ sits two
+  levels down like book/src/, so `../../crates/sqsafe/` works from the source and from the built pages);
 - every `#anchor` (in the same file or in another .md file) is the GitHub/mdBook slug of a heading of the target, or
   an explicit `id="..."` there;
 - every `{{#include path}}` / `{{#include path:anchor}}` (and `#rustdoc_include`) names an existing file and, for a
@@ -211,6 +213,14 @@ class Checker:
         if not resolved.exists():
             self.report.error(path, number, f"broken link {target!r}: {self.report.rel(resolved)} does not exist")
             return
+        if self.in_book(path) and resolved.suffix == ".md" and not self.in_book(resolved):
+            self.report.error(
+                path,
+                number,
+                f"link {target!r}: mdBook turns a link to a .md file into one to .html, which exists only for the "
+                f"book's own chapters: link the folder instead (the forge shows its README)",
+            )
+            return
         if not anchor:
             return
         if resolved.is_file() and resolved.suffix == ".md":
@@ -238,6 +248,9 @@ class Checker:
         ids = set(EXPLICIT_ID.findall(page.read_text(encoding="utf-8")))
         if anchor not in ids:
             self.report.error(path, number, f"broken anchor {target!r}: the built page {page.name} has no id {anchor!r}")
+
+    def in_book(self, path: Path) -> bool:
+        return path.resolve().is_relative_to(self.book_src.resolve())
 
     # -- includes ------------------------------------------------------------------------------------------------
 
@@ -350,6 +363,7 @@ SELF_TEST_FILES = {
         "```rust\n{{#include ../../src/example.rs:main}}\n```\n\n"
         "```rust\n{{#include ../../src/example.rs:missing}}\n```\n\n"
         "Broken link: [file](../../src/nothing.rs).\n\n## The extra part\n\n"
+        "The [project README](../../README.md) by its file; [by its folder](../../) is fine.\n"
     ),
     "book/src/orphan.md": "# Orphan\n\nIn no SUMMARY.\n",
 }
@@ -362,6 +376,7 @@ SELF_TEST_EXPECTED = [
     ("book/src/extra.md:5", "a rust block that nothing compiles"),
     ("book/src/extra.md:14", "has no ANCHOR / ANCHOR_END 'missing'"),
     ("book/src/extra.md:17", "broken link '../../src/nothing.rs'"),
+    ("book/src/extra.md:21", "mdBook turns a link to a .md file into one to .html"),
     ("book/src/orphan.md:1", "chapter not listed in book/src/SUMMARY.md"),
     ("book/src/SUMMARY.md:5", "chapter 'gone-chapter.md' is listed but does not exist"),
 ]
@@ -375,7 +390,8 @@ def self_test() -> int:
             (root / name).write_text(text, encoding="utf-8")
         report = Checker(root).run()
     print("self-test: a book with broken links, broken anchors (one in a link over two lines), a missing chapter, a")
-    print("chapter not in SUMMARY.md, an uncompiled rust block and a broken include anchor; book-check reports:")
+    print("chapter not in SUMMARY.md, an uncompiled rust block, a broken include anchor and a chapter's link to a .md")
+    print("file outside the book; book-check reports:")
     for line in report.errors:
         print(f"  {line}")
     failures = []
