@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo local local-watch moto local-resources bench bench-smoke model clean-venv
+.PHONY: help test demo book local local-watch moto local-resources bench bench-smoke model clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -13,6 +13,8 @@ help:
 	@echo "                   fault-injection suite, the template checks (sam validate, cfn-lint, sam build, rules,"
 	@echo "                   smoke deploy) and a new project from templates/project, outside the workspace"
 	@echo "  make demo        the main job end to end: naive, key-only and sqsafe consumers fed the same deliveries"
+	@echo "  make book        the book (book/src) built into book/book/ with a pinned mdBook (installed into .tools/ once),"
+	@echo "                   its links and README.md's checked (scripts/book-check.py; a step of make test)"
 	@echo "  make local       the whole pipeline by hand: moto, template.yaml's stack, the functions and their pollers, until Ctrl-C"
 	@echo "                   (the functions under the local Lambda Runtime API: timeouts, crashes and cold starts as in Lambda)"
 	@echo "  make local-watch the same, with each function that has an SQS mapping under cargo lambda watch: save a handler"
@@ -31,6 +33,9 @@ test:
 
 demo:
 	bash scripts/demo.sh
+
+book:
+	bash scripts/book.sh
 
 local:
 	@bash scripts/venv.sh

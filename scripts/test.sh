@@ -117,6 +117,8 @@ step "template checks: started in the background beside every cargo step below (
 # queue timeouts and function processes. Side by side they take about the time of the longer. sam build compiles in
 # its own target folder (target/sam: its own cargo lock, and release builds share nothing with the dev ones anyway).
 background "the template checks" env CARGO_TARGET_DIR="${ROOT}/target/sam" bash "${ROOT}/scripts/template-checks.sh"
+# The book (scripts/book.sh: the pinned mdBook installed once into .tools/, the book built, its links checked).
+background "the book" bash "${ROOT}/scripts/book.sh"
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
@@ -213,6 +215,9 @@ report_background "the bench smoke" "cargo test and the fault-injection suite"
 
 step "fault-injection suite: its output (it ran in the background since the step of that name)"
 report_background "the fault-injection suite" "the steps above"
+
+step "the book: its output (mdBook build, link check; it ran in the background since the template checks started)"
+report_background "the book" "the steps above"
 
 step "cargo package: its output (it ran in the background since the step of that name)"
 report_background "cargo package" "the steps above"

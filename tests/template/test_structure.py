@@ -160,7 +160,7 @@ def test_alarms(translated) -> None:
         assert (depth["Threshold"], depth["ComparisonOperator"]) == (0, "GreaterThanThreshold")
         assert depth["TreatMissingData"] == "notBreaching"
         assert depth["AlarmActions"] == [{"Ref": "AlarmTopic"}] == depth["OKActions"]
-        assert "README.md" in depth["AlarmDescription"], "the alarm should point at the runbook"
+        assert "book/src/operate.md" in depth["AlarmDescription"], "the alarm should point at the runbook"
 
         age = alarm_on(queue, "ApproximateAgeOfOldestMessage")
         assert age["Namespace"] == "AWS/SQS"
@@ -244,7 +244,8 @@ def test_redrive_allow_policy(translated) -> None:
 
 
 def test_queue_names_fit(translated) -> None:
-    """Queue names are at most 80 characters: the stack name may be as long as the README says (58)."""
+    """Queue names are at most 80 characters: the stack name may be as long as the book says (58,
+    book/src/deploy.md)."""
     for q, res in of_type(translated, "AWS::SQS::Queue").items():
         name = res["Properties"]["QueueName"]["Fn::Sub"].replace("${AWS::StackName}", "s" * 58)
         assert len(name) <= 80, f"{q}: {name!r} is {len(name)} characters with a 58-character stack name"

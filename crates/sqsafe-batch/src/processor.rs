@@ -694,11 +694,11 @@ impl BatchProcessor {
         })
     }
 
-    /// The README's receive-count rule for a FIFO batch of `size` records, checked once per larger size: a record
-    /// held back behind failing ones of its group spends a receive each time, so the queue's `maxReceiveCount` must be
-    /// at least `size × (max_attempts − 1) + 1` for every record to get its `max_attempts` real tries. Read from the
-    /// queue when the visibility control can (SQS: its redrive policy), within the call budget; a warning names the
-    /// numbers. Nothing else changes.
+    /// The book's receive-count rule (book/src/deploy.md, FIFO queues) for a FIFO batch of `size` records, checked
+    /// once per larger size: a record held back behind failing ones of its group spends a receive each time, so the
+    /// queue's `maxReceiveCount` must be at least `size × (max_attempts − 1) + 1` for every record to get its
+    /// `max_attempts` real tries. Read from the queue when the visibility control can (SQS: its redrive policy),
+    /// within the call budget; a warning names the numbers. Nothing else changes.
     async fn check_receive_count(&self, size: usize, deadline: Option<SystemTime>) {
         if self
             .receive_count_checked

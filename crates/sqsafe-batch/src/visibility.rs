@@ -20,7 +20,8 @@ pub trait VisibilityControl: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
 
     /// The queue's `maxReceiveCount` (its redrive policy), when it can be read: the processor warns once when a
-    /// FIFO batch is larger than that count allows (see the README's receive-count rule). `None` by default.
+    /// FIFO batch is larger than that count allows (see the book's receive-count rule, book/src/deploy.md). `None` by
+    /// default.
     fn max_receive_count(&self) -> impl Future<Output = Result<Option<u32>, BoxError>> + Send {
         async { Ok(None) }
     }

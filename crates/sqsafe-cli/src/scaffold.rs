@@ -1200,8 +1200,8 @@ const ALARMS_YAML: &str = r#"
     Properties:
       AlarmName: !Sub "${AWS::StackName}-{{name}}-dlq-not-empty"
       AlarmDescription: >-
-        {{name}} dead-lettered messages (poison payloads, refused intents, or retries exhausted). See README.md,
-        "When an alarm fires".
+        {{name}} dead-lettered messages (poison payloads, refused intents, or retries exhausted).
+        See sqsafe's book (book/src/operate.md), "When an alarm fires".
       Namespace: AWS/SQS
       MetricName: ApproximateNumberOfMessagesVisible
       Dimensions:
@@ -1221,8 +1221,8 @@ const ALARMS_YAML: &str = r#"
     Properties:
       AlarmName: !Sub "${AWS::StackName}-{{name}}-queue-age"
       AlarmDescription: >-
-        {{name}} is falling behind: the oldest message waits longer than QueueAgeAlarmSeconds. See README.md,
-        "When an alarm fires".
+        {{name}} is falling behind: the oldest message waits longer than QueueAgeAlarmSeconds.
+        See sqsafe's book (book/src/operate.md), "When an alarm fires".
       Namespace: AWS/SQS
       MetricName: ApproximateAgeOfOldestMessage
       Dimensions:
@@ -1243,8 +1243,8 @@ const ALARMS_YAML: &str = r#"
       AlarmName: !Sub "${AWS::StackName}-{{name}}-dead-letters"
       AlarmDescription: >-
         {{name}} sent records to its DLQ in the last minute (sqsafe's RecordsSentToDlq): fires again on every new dead
-        letter, unlike the depth alarm, which stays in ALARM while the DLQ is not empty. See README.md, "When an alarm
-        fires".
+        letter, unlike the depth alarm, which stays in ALARM while the DLQ is not empty.
+        See sqsafe's book (book/src/operate.md), "When an alarm fires".
       Namespace: sqsafe
       MetricName: RecordsSentToDlq
       Dimensions:
@@ -1264,7 +1264,7 @@ const ALARMS_YAML: &str = r#"
       AlarmName: !Sub "${AWS::StackName}-{{name}}-errors"
       AlarmDescription: >-
         {{name}}'s invocations failed (Errors: a refused batch, a crash, a timeout) or were throttled in the last minute.
-        See README.md, "When an alarm fires".
+        See sqsafe's book (book/src/operate.md), "When an alarm fires".
       Metrics:
         - Id: failed
           Label: errors + throttles

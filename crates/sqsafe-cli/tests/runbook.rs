@@ -1,7 +1,7 @@
-//! The runbook in the workspace README ("When an alarm fires"), run as written: every command between
-//! `<!-- runbook:start -->` and `<!-- runbook:end -->` is taken from README.md, its documented placeholders (`$DLQ`,
+//! The runbook in the book (book/src/dead-letters.md, "Runbook: dead letters"), run as written: every command between
+//! `<!-- runbook:start -->` and `<!-- runbook:end -->` is taken from that chapter, its documented placeholders (`$DLQ`,
 //! `$QUEUE`) replaced by queues in moto server that sqsafe filled, and run with the built `sqsafe` binary; each step's
-//! outcome is checked. Edit a command in the README and this test runs the new one; add or remove one and it fails
+//! outcome is checked. Edit a command in the chapter and this test runs the new one; add or remove one and it fails
 //! until the expectations here follow.
 
 mod common;
@@ -11,20 +11,20 @@ use std::process::Command;
 use common::{Queue, days_ago, record, seed, sqs, visible};
 use jiff::Timestamp;
 
-const README: &str = include_str!("../../../README.md");
+const RUNBOOK: &str = include_str!("../../../book/src/dead-letters.md");
 
 /// The command lines of the fenced code blocks between the runbook markers, in order.
-fn runbook_commands(readme: &str) -> Vec<String> {
-    let start = readme
+fn runbook_commands(chapter: &str) -> Vec<String> {
+    let start = chapter
         .find("<!-- runbook:start -->")
-        .expect("README.md has <!-- runbook:start -->");
-    let end = readme
+        .expect("book/src/dead-letters.md has <!-- runbook:start -->");
+    let end = chapter
         .find("<!-- runbook:end -->")
-        .expect("README.md has <!-- runbook:end -->");
+        .expect("book/src/dead-letters.md has <!-- runbook:end -->");
     assert!(start < end, "the runbook markers are in order");
     let mut commands = Vec::new();
     let mut in_block = false;
-    for line in readme[start..end].lines() {
+    for line in chapter[start..end].lines() {
         let line = line.trim();
         if line.starts_with("```") {
             in_block = !in_block;
@@ -82,8 +82,8 @@ fn lines_starting(text: &str, prefix: &str) -> usize {
 }
 
 #[tokio::test]
-async fn every_step_of_the_readme_runbook_does_what_it_says() {
-    let commands = runbook_commands(README);
+async fn every_step_of_the_runbook_does_what_it_says() {
+    let commands = runbook_commands(RUNBOOK);
     let expected_shapes: [&[&str]; 7] = [
         &["dlq inspect"],
         &["dlq inspect", "--json"],
@@ -101,7 +101,7 @@ async fn every_step_of_the_readme_runbook_does_what_it_says() {
     assert_eq!(
         commands.len(),
         expected_shapes.len(),
-        "the README runbook has other steps now: update this test with them\n{commands:#?}"
+        "the runbook has other steps now: update this test with them\n{commands:#?}"
     );
     for (command, shape) in commands.iter().zip(expected_shapes) {
         for part in shape {
@@ -229,11 +229,11 @@ async fn every_step_of_the_readme_runbook_does_what_it_says() {
 
 #[test]
 fn the_extractor_takes_only_commands_between_the_markers() {
-    let readme = "```sh\nsqsafe outside\n```\n<!-- runbook:start -->\n1. Look:\n\n   ```sh\n   # a comment\n   \
-                  sqsafe dlq inspect --queue $DLQ\n\n   sqsafe dlq inspect --queue $DLQ --json\n   ```\n\
-                  <!-- runbook:end -->\n```sh\nsqsafe after\n```\n";
+    let chapter = "```sh\nsqsafe outside\n```\n<!-- runbook:start -->\n1. Look:\n\n   ```sh\n   # a comment\n   \
+                   sqsafe dlq inspect --queue $DLQ\n\n   sqsafe dlq inspect --queue $DLQ --json\n   ```\n\
+                   <!-- runbook:end -->\n```sh\nsqsafe after\n```\n";
     assert_eq!(
-        runbook_commands(readme),
+        runbook_commands(chapter),
         [
             "sqsafe dlq inspect --queue $DLQ",
             "sqsafe dlq inspect --queue $DLQ --json"

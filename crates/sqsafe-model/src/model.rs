@@ -206,7 +206,8 @@ impl ProtocolModel {
     }
 
     /// The invocation on `instance` ends: done, failed, crashed, killed, or its claim lost. One that had sent its
-    /// effect and ends without its completion is the README's named case for a second application.
+    /// effect and ends without its completion is the book's named case for a second application
+    /// (book/src/how-it-works.md, "What can still go wrong").
     fn end_job(state: &mut State, instance: usize, completed: bool) {
         if let Some(job) = state.instances[instance].job.take()
             && !completed
@@ -360,7 +361,7 @@ impl ProtocolModel {
         let fp = state.messages[usize::from(msg)].fp;
         let now_ms = Self::true_ms(state);
         if lease_ms < now_ms {
-            // The effect starts after its lease passed: the README's lost-lease case.
+            // The effect starts after its lease passed: the book's lost-lease case (book/src/how-it-works.md).
             state.ghost.excused = true;
         } else if let Some(r) = &state.record
             && r.status == Status::Completed

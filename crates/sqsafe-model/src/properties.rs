@@ -11,7 +11,8 @@ use crate::state::{End, State};
 /// Property 1: with a downstream key, a key's effect is applied at most once while its record lives.
 pub const P1_AT_MOST_ONCE_WITH_KEY: &str =
     "1. with a downstream key, applied at most once per record lifetime";
-/// Property 2: without a downstream key, a second application happens only on the README's named traces.
+/// Property 2: without a downstream key, a second application happens only on the book's named traces
+/// (book/src/how-it-works.md, "What can still go wrong").
 pub const P2_SECOND_ONLY_NAMED: &str = "2. without a downstream key, a second application only after a crash or lost lease between effect and completion";
 /// Property 3: a completed key replays and never runs again while its record lives: every claim of the same content
 /// that meets it replays, nothing replaces or deletes it, and no attempt whose lease is live runs the effect after it
@@ -37,7 +38,7 @@ pub const P5_MISMATCH_NEVER_APPLIES: &str = "5. a payload mismatch never runs an
 pub const P6_EXPIRY_COVERS_LEASE: &str = "6. expiry is never earlier than lease + margin";
 /// Property 7: no message is lost. Safety, in every configuration: a message that left the queue was applied,
 /// replayed (its content applied downstream), or dead-lettered: by sqsafe with its context, or by SQS without it
-/// after `max_receives` deliveries (the README's exception: the function crashed or timed out on every delivery).
+/// after `max_receives` deliveries (the book's exception: the function crashed or timed out on every delivery).
 /// Liveness, in a configuration with a drain (`Config::settling`): in every settled state of a behaviour where SQS
 /// never starved a visible message, every message has ended. Without a drain it is not checked: receives stop at
 /// `last_receive`, before a message can use up its receives, and the bounded and `make model` configurations with

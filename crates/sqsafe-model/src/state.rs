@@ -173,7 +173,8 @@ pub struct Ghost {
     /// Effects applied downstream in the current lifetime (requests sent in it).
     pub applied: u8,
     /// An attempt that had sent its effect crashed, was killed, lost its lease or gave up before its completion
-    /// landed: the README's named cases for a second application without a downstream key.
+    /// landed: the book's named cases for a second application without a downstream key
+    /// (book/src/how-it-works.md, "What can still go wrong").
     pub excused: bool,
     /// The record was completed in the current lifetime.
     pub completed: bool,

@@ -48,3 +48,13 @@ pub mod layers {
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct WorkspaceReadme;
+
+/// The book's examples (book/src), one item per chapter with Rust code, compiled as doctests so they stay true.
+/// scripts/book-check.py fails on a chapter with a Rust block that is not named here.
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/introduction.md")]
+struct BookIntroduction;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/outbox.md")]
+struct BookOutbox;

@@ -856,8 +856,8 @@ pub async fn a_live_claim_with_other_content_is_a_mismatch<S: IdempotencyStore>(
 
 /// Found by the model checker (crates/sqsafe-model, property 5): an attempt claims with one content and dies (its
 /// effect may have run); once its lease has passed by the margin, a message of the same key with other content
-/// must still be a payload mismatch, as the README's table says, not a takeover that runs the other content's
-/// effect.
+/// must still be a payload mismatch, as the book's table says (book/src/how-it-works.md), not a takeover that runs the
+/// other content's effect.
 pub async fn a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover<S: IdempotencyStore>(
     fx: Fixture<S>,
 ) {
