@@ -58,6 +58,17 @@ impl Checker<'_> {
             .any(|x: String| self.t.is_type(&x, "AWS::SNS::Topic"))
     }
 
+    /// `rule` fails on `alarm` unless its AlarmActions notify an SNS topic of this template.
+    fn require_notifies(&mut self, rule: &'static str, alarm: &str) {
+        if !self.notifies(alarm) {
+            self.fail(
+                rule,
+                alarm,
+                "AlarmActions do not notify an SNS topic of this template",
+            );
+        }
+    }
+
     /// The alarms on AWS/SQS `metric` of `queue`.
     fn alarms_on(&self, queue: &str, metric: &str) -> Vec<String> {
         self.alarms
@@ -113,13 +124,7 @@ impl Checker<'_> {
                         ),
                     );
                 }
-                if !self.notifies(&a) {
-                    self.fail(
-                        "alarm-dlq",
-                        &a,
-                        "AlarmActions do not notify an SNS topic of this template",
-                    );
-                }
+                self.require_notifies("alarm-dlq", &a);
             }
         }
         for q in consumed {
@@ -132,13 +137,7 @@ impl Checker<'_> {
                 );
             }
             for a in found {
-                if !self.notifies(&a) {
-                    self.fail(
-                        "alarm-queue-age",
-                        &a,
-                        "AlarmActions do not notify an SNS topic of this template",
-                    );
-                }
+                self.require_notifies("alarm-queue-age", &a);
             }
         }
     }
@@ -192,13 +191,7 @@ impl Checker<'_> {
                 );
             }
             for a in iterator_age {
-                if !self.notifies(&a) {
-                    self.fail(
-                        "alarm-stream-age",
-                        &a,
-                        "AlarmActions do not notify an SNS topic of this template",
-                    );
-                }
+                self.require_notifies("alarm-stream-age", &a);
             }
         } else if c.schedule.is_none() && dead_letters.is_empty() {
             self.fail(
@@ -222,13 +215,7 @@ impl Checker<'_> {
                     "must fire on Sum > 0 (Statistic Sum, Threshold 0, GreaterThanThreshold)",
                 );
             }
-            if !self.notifies(&a) {
-                self.fail(
-                    "alarm-dead-letters",
-                    &a,
-                    "AlarmActions do not notify an SNS topic of this template",
-                );
-            }
+            self.require_notifies("alarm-dead-letters", &a);
         }
         if failures.is_empty() {
             self.fail(
@@ -238,13 +225,7 @@ impl Checker<'_> {
             );
         }
         for a in failures {
-            if !self.notifies(&a) {
-                self.fail(
-                    "alarm-function-errors",
-                    &a,
-                    "AlarmActions do not notify an SNS topic of this template",
-                );
-            }
+            self.require_notifies("alarm-function-errors", &a);
         }
     }
 
@@ -400,13 +381,7 @@ impl Checker<'_> {
                     );
                 }
                 for a in watching {
-                    if !self.notifies(&a) {
-                        self.fail(
-                            "outbox-sweeper",
-                            &a,
-                            "AlarmActions do not notify an SNS topic of this template",
-                        );
-                    }
+                    self.require_notifies("outbox-sweeper", &a);
                     let missing = self.t.prop(&a, "TreatMissingData");
                     if !is_str(missing, "breaching") {
                         self.fail(

@@ -377,22 +377,17 @@ impl<'a> Checker<'a> {
         self.check_crates(&functions, crate_binaries);
         for c in &consumers {
             self.check_function(c);
+            let at = format!(
+                "{}.Events.{}",
+                c.function,
+                c.event_name.as_deref().unwrap_or_default()
+            );
             if c.queue.is_some() {
-                let at = format!(
-                    "{}.Events.{}",
-                    c.function,
-                    c.event_name.as_deref().unwrap_or_default()
-                );
                 self.check_mapping(c, &c.event, &at);
                 self.check_wiring(c);
                 self.check_window(c);
             }
             if c.stream_table.is_some() {
-                let at = format!(
-                    "{}.Events.{}",
-                    c.function,
-                    c.event_name.as_deref().unwrap_or_default()
-                );
                 self.check_stream_mapping(c, &c.event, &at);
             }
             self.check_privileges(c);
