@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs moto server (the local AWS) from .venv, on 127.0.0.1 only.
+# Runs moto server (the local AWS) from .venv, on 127.0.0.1 only, through scripts/moto_server.py: moto_server with
+# DynamoDB's requests answered one at a time, so that a conditional write is atomic as it is on DynamoDB.
 #
 #   scripts/moto.sh start    start in the background on a free loopback port, wait until it answers;
 #                            pid, port and log go to .run/ (moto.pid, moto.port, moto.log).
@@ -16,6 +17,7 @@ RUN_DIR="${ROOT}/.run"
 PID_FILE="${RUN_DIR}/moto.pid"
 PORT_FILE="${RUN_DIR}/moto.port"
 LOG_FILE="${RUN_DIR}/moto.log"
+LAUNCHER="${ROOT}/scripts/moto_server.py"
 HOST="127.0.0.1"
 READY_TIMEOUT="${MOTO_READY_TIMEOUT:-15}"
 
@@ -69,7 +71,7 @@ is_running() {
   pid="$(cat "${PID_FILE}")"
   [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
   kill -0 "${pid}" 2>/dev/null || return 1
-  # Guard against a recycled pid: the process must be moto_server.
+  # Guard against a recycled pid: the process must be moto_server (or its launcher, scripts/moto_server.py).
   tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -q moto_server
 }
 
@@ -93,7 +95,7 @@ cmd_start() {
     port="$(free_port)"
     : > "${LOG_FILE}"
     # setsid: own session, so Ctrl-C in the calling terminal does not reach it and it outlives this script.
-    setsid "${VENV}/bin/moto_server" -H "${HOST}" -p "${port}" >> "${LOG_FILE}" 2>&1 < /dev/null &
+    setsid "${VENV}/bin/python" "${LAUNCHER}" -H "${HOST}" -p "${port}" >> "${LOG_FILE}" 2>&1 < /dev/null &
     pid=$!
     echo "${pid}" > "${PID_FILE}"
     echo "${port}" > "${PORT_FILE}"
@@ -164,7 +166,7 @@ moto server on http://${HOST}:${port} (foreground, Ctrl-C to stop). In another s
 $(aws_env_exports "${port}")
 
 MSG
-  exec "${VENV}/bin/moto_server" -H "${HOST}" -p "${port}"
+  exec "${VENV}/bin/python" "${LAUNCHER}" -H "${HOST}" -p "${port}"
 }
 
 case "${1:-}" in

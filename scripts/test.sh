@@ -132,6 +132,9 @@ python3 "${ROOT}/scripts/dependents-check.py"
 step "targets check (scripts/targets-check.py: no test in a target that cargo test does not build)"
 python3 "${ROOT}/scripts/targets-check.py"
 
+step "moto launcher (tests/moto: scripts/moto_server.py makes moto's conditional writes atomic, its copies the same)"
+"${ROOT}/.venv/bin/python" -m pytest -q tests/moto
+
 step "cargo package: the libraries a team depends on, with their metadata, in the background (output at the end)"
 # --no-verify: verifying compiles each library with the AWS SDK once more, alone, in its own folder (minutes on 2
 # cores); here cargo checks each manifest, its metadata and files, and resolves it against the registry.

@@ -190,10 +190,7 @@ impl Bed {
 
     /// The pid of moto server, for its CPU time.
     pub(crate) fn moto_pid(&self) -> Option<u32> {
-        crate::procfs::find_pid(&format!(
-            "moto_server -H 127.0.0.1 -p {} ",
-            self.moto.port()
-        ))
+        self.moto.pid()
     }
 
     pub(crate) async fn shutdown(self) {

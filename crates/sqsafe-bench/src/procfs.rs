@@ -72,19 +72,6 @@ fn status_kib(status: &str, name: &str) -> Option<u64> {
         .ok()
 }
 
-/// The first process with `needle` in its command line (moto server, found by its port).
-pub(crate) fn find_pid(needle: &str) -> Option<u32> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .find_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            cmdline.contains(needle).then_some(pid)
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,11 @@
 //! reaches the test, whose cleanup then stops the server, rather than the server first). Dropping a [`MotoServer`]
 //! kills the process; [`MotoServer::shutdown`] also waits for it. A process killed with SIGKILL cannot clean up, so
 //! its moto server outlives it.
+//!
+//! moto runs through a small launcher (`moto_server.py`, embedded here and kept identical to the project's
+//! `scripts/moto_server.py`) that answers DynamoDB's requests one at a time: moto checks a write's condition and
+//! then applies it with nothing held between the two, so under CPU load two conditional claims of one key could
+//! both win. DynamoDB evaluates a condition and its write atomically; with the launcher, moto does too.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -41,6 +46,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const START_ATTEMPTS: u32 = 3;
 /// Lines of the log quoted in start errors.
 const LOG_TAIL_LINES: usize = 40;
+/// moto_server with DynamoDB's requests serialised (see the module's documentation), run as `python -c`.
+pub const LAUNCHER: &str = include_str!("moto_server.py");
 
 /// Why moto server could not be started or reset.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +78,7 @@ pub enum Error {
     /// The process could not be started or watched.
     #[error("cannot run {}: {source}", program.display())]
     Spawn {
-        /// The `moto_server` script.
+        /// The venv's `python`, which runs the launcher.
         program: PathBuf,
         /// The operating system's error.
         #[source]
@@ -128,9 +135,9 @@ pub struct MotoServer {
 }
 
 impl MotoServer {
-    /// Starts `<venv_bin>/moto_server` on a free loopback port, logging to a new file under the system temp
-    /// directory (removed by [`shutdown`](Self::shutdown), kept when the server fails or is dropped), and waits until
-    /// it answers: `POST /moto-api/reset` with `200`, polled every 100 ms for up to 20 s.
+    /// Starts moto server ([`LAUNCHER`] under `<venv_bin>/python`) on a free loopback port, logging to a new file
+    /// under the system temp directory (removed by [`shutdown`](Self::shutdown), kept when the server fails or is
+    /// dropped), and waits until it answers: `POST /moto-api/reset` with `200`, polled every 100 ms for up to 20 s.
     pub async fn start(venv_bin: &Path) -> Result<Self, Error> {
         static STARTED: AtomicU64 = AtomicU64::new(0);
         let log_path = std::env::temp_dir().join(format!(
@@ -148,10 +155,12 @@ impl MotoServer {
     }
 
     async fn launch(venv_bin: &Path, log_path: PathBuf, owns_log: bool) -> Result<Self, Error> {
-        let program = venv_bin.join("moto_server");
-        if !program.is_file() {
-            return Err(Error::NotInstalled { path: program });
+        let installed = venv_bin.join("moto_server");
+        if !installed.is_file() {
+            return Err(Error::NotInstalled { path: installed });
         }
+        // The launcher imports moto from the venv's own interpreter.
+        let program = venv_bin.join("python");
         create_log(&log_path)?;
         let client = Client::builder(TokioExecutor::new()).build_http();
         let mut attempt = 1;
@@ -208,6 +217,11 @@ impl MotoServer {
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Its process id (the launcher's Python process, which serves every request), while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// The file its stdout and stderr go to.
@@ -272,7 +286,7 @@ fn spawn(program: &Path, port: u16, log_path: &Path) -> Result<Child, Error> {
     let stderr = stdout.try_clone().map_err(log_error)?;
     let mut command = Command::new(program);
     command
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-c", LAUNCHER, "-H", "127.0.0.1", "-p", &port.to_string()])
         // Python buffers a redirected stdout; unbuffered, the log is current when quoted in an error.
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
