@@ -171,6 +171,11 @@ def other_stack_table_named_and_granted(doc: dict) -> None:
     })
 
 
+def other_stack_table_granted_elsewhere(doc: dict) -> None:
+    other_stack_table_named_and_granted(doc)
+    statements(doc, "ApplyLedgerRole").append(copy.deepcopy(statement(doc, "ChargePaymentRole", "Prices")))
+
+
 Mutation = tuple[str, Callable[[dict], None], str, str]
 
 MUTATIONS: list[Mutation] = [
@@ -386,6 +391,8 @@ MUTATIONS: list[Mutation] = [
     ("a hand-added table without its grant", prices_table_named, "environment-grants", "ChargePaymentRole"),
     ("a queue the environment names without its grant", receipts_queue_named, "environment-grants", "ChargePaymentRole"),
     ("a hand-added table granted but named by no variable", prices_table_granted, "least-privilege", "ChargePaymentRole"),
+    ("another stack's table granted to a role whose environment does not name it", other_stack_table_granted_elsewhere,
+     "least-privilege", "ApplyLedgerRole"),
     ("the sweeper may delete outbox items", lambda d: statement(d, "OutboxSweeperRole", "MarkSent").update(Action=["dynamodb:UpdateItem", "dynamodb:DeleteItem"]),
      "grant-only-what-is-used", "OutboxSweeperRole"),
 ]
@@ -405,6 +412,7 @@ PASSING: list[tuple[str, Callable[[dict], None]]] = [
     ("a hand-added table with its grant", prices_table_named_and_granted),
     ("a queue the environment names, with its grant", receipts_queue_named_and_granted),
     ("another stack's table named by a parameter or a literal", other_stack_table_named),
+    ("another stack's table named by a parameter, granted through it", other_stack_table_named_and_granted),
 ]
 
 

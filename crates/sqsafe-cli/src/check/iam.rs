@@ -277,17 +277,21 @@ impl Checker<'_> {
             .flatten()
             .flat_map(|(_, v)| refs(Some(v)))
             .collect();
+        // Another stack's tables and queues, named by the parameters its environment uses: reached through those.
+        let elsewhere = env_refs.iter().filter(|x| self.t.is_parameter(x));
         let own_tables: BTreeSet<String> = env_refs
             .iter()
             .filter(|x| self.is_table(x))
+            .chain(elsewhere.clone())
             .cloned()
             .collect();
         // Its source queue and DLQ, its on-failure queue, and the queues its environment names.
         let own_queues: BTreeSet<String> = [&c.queue, &c.dlq, &c.on_failure]
             .into_iter()
             .flatten()
+            .chain(env_refs.iter().filter(|x| self.is_queue(x)))
+            .chain(elsewhere)
             .cloned()
-            .chain(env_refs.iter().filter(|x| self.is_queue(x)).cloned())
             .collect();
 
         let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

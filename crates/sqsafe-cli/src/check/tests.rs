@@ -241,6 +241,16 @@ fn another_stacks_table_in_the_environment_is_not_checked() {
     variables(&mut doc, "ChargePaymentFunction")["PRICES_TABLE"] = yaml("!Ref PricesTableName");
     variables(&mut doc, "ApplyLedgerFunction")["RATES_TABLE"] = Value::from("rates-prod");
     assert_eq!(check(&doc, &crates()), []);
+
+    // Its role may reach it through the parameter its environment uses; a role whose environment does not use it
+    // may not.
+    let prices = yaml(
+        "{Effect: Allow, Action: dynamodb:GetItem, Resource: !Sub 'arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${PricesTableName}'}",
+    );
+    statements(&mut doc, "ChargePaymentRole").push(prices.clone());
+    assert_eq!(check(&doc, &crates()), []);
+    statements(&mut doc, "ApplyLedgerRole").push(prices);
+    caught(&doc, "least-privilege", "ApplyLedgerRole");
 }
 
 #[test]
