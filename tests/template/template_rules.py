@@ -59,8 +59,12 @@ RULES: dict[str, str] = {
     "emf-log-level": "a function's ApplicationLogLevel can only be TRACE, DEBUG or INFO: EMF metric lines carry no level, Lambda files them as INFO and drops them at WARN and above",
     "grant-only-what-is-used": "on each table a function's role grants no item action its code does not call (idempotency table: PutItem, UpdateItem, DeleteItem; ledger: PutItem, UpdateItem; effect table: PutItem; outbox table: UpdateItem, and Query for the sweeper; outbox destinations: SendMessage)",
     "idempotency-leading-keys": "every statement that grants item actions on a function's IDEMPOTENCY_TABLE limits them to the function's own keys: Condition ForAllValues:StringLike dynamodb:LeadingKeys [\"<its binary>#*\"] (the key prefix its consumer writes), so consumers that share the table cannot write or delete each other's records",
-    "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ, its on-failure queue, the tables and queues named in its environment, and (stream reads) its own stream; no managed policies (they cannot be checked here)",
+    "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ, its on-failure queue, the tables and queues named in its environment (another stack's through the parameters it uses: `!Sub ...:table/${PricesTableName}`), and (stream reads) its own stream; no managed policies (they cannot be checked here)",
     "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, ChangeMessageVisibility on its QUEUE_URL, SendMessage on its DLQ, item actions on its tables; a stream function: DescribeStream, GetRecords and GetShardIterator on its stream, SendMessage on its on-failure queue and its OUTBOX_DESTINATIONS, UpdateItem on its OUTBOX_TABLE; the outbox sweeper: Query and UpdateItem on its OUTBOX_TABLE, SendMessage on its OUTBOX_DESTINATIONS",
+    "environment-grants": "every table and queue of the template that a function's environment names is granted to "
+    "its role: at least one DynamoDB action on the table (or its stream, when the variable names the stream), one SQS "
+    "action on the queue (the variables `permissions` reads get their exact actions there; a parameter or literal names "
+    "another stack's resource, which this rule does not see)",
     "change-message-visibility": "each SQS consumer's role grants sqs:ChangeMessageVisibility on the function's source queue and on nothing else (not its DLQ, not another queue, not '*'); a stream function's grants it nowhere",
     "max-attempts": "MAX_ATTEMPTS (max) <= the consumed queue's maxReceiveCount",
     "idempotency-window": "IDEMPOTENCY_WINDOW_DAYS (min) x 86400 >= source queue retention + DLQ retention + redrive margin",
@@ -114,6 +118,11 @@ REQUIRED_ACTIONS: dict[str, set[str]] = {
     "OUTBOX_TABLE (sweeper)": {"dynamodb:Query", "dynamodb:UpdateItem"},
     "FAILURE_QUEUE_URL": {"sqs:SendMessage"},
 }
+# The environment variables the "permissions" rule demands exact actions for; "environment-grants" covers the others.
+WIRED_VARS = ("QUEUE_URL", "DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE", "EFFECT_TABLE", "OUTBOX_TABLE",
+              "OUTBOX_DESTINATIONS", "FAILURE_QUEUE_URL")
+# What an environment-grants message suggests granting, by service (the actions depend on the code, not the template).
+GRANT_EXAMPLES = {"dynamodb": ("DynamoDB", "dynamodb:GetItem"), "sqs": ("SQS", "sqs:SendMessage")}
 # The outbox sweeper: what it reads, how often it must run at least, the metric its alarm watches.
 PENDING_INDEX_DEFAULT = "PendingByAge"
 MAX_SWEEP_INTERVAL_SECONDS = 300
@@ -693,9 +702,11 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
     f = c.function
     owner = c.role or f
     env = (c.props.get("Environment") or {}).get("Variables") or {}
-    own_tables = {x for v in env.values() for x in refs(v) if x in tables}
+    # Another stack's tables and queues, named by the parameters its environment uses: reached through those.
+    elsewhere = {x for v in env.values() for x in refs(v) if x in t.parameters}
+    own_tables = {x for v in env.values() for x in refs(v) if x in tables} | elsewhere
     # Its source queue and DLQ, its on-failure queue, and the queues its environment names (where it publishes).
-    own_queues = {x for x in (c.queue, c.dlq, c.on_failure) if x} | {x for v in env.values() for x in refs(v) if x in queues}
+    own_queues = {x for x in (c.queue, c.dlq, c.on_failure) if x} | {x for v in env.values() for x in refs(v) if x in queues} | elsewhere
     granted_stream: dict[str, set[str]] = {}  # table -> actions allowed on its stream
 
     granted: dict[str, set[str]] = {}  # logical id -> actions allowed on it
@@ -771,7 +782,7 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
         needs.append(("(stream)", c.stream_table))
     if c.on_failure:
         needs.append(("(on-failure)", c.on_failure))
-    for var in ("QUEUE_URL", "DLQ_URL", "IDEMPOTENCY_TABLE", "LEDGER_TABLE", "EFFECT_TABLE", "OUTBOX_TABLE", "OUTBOX_DESTINATIONS", "FAILURE_QUEUE_URL"):
+    for var in WIRED_VARS:
         for x in refs(env.get(var)):
             if x in queues or x in tables:
                 needs.append((var, x))
@@ -786,6 +797,30 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
             unused = sorted(a for a in granted.get(x, set()) if a.lower() not in {u.lower() for u in USED_ACTIONS[var]})
             if unused:
                 fail("grant-only-what-is-used", owner, f"{f} is granted {unused} on {x} ({var}), which its code never calls")
+
+    _check_environment_grants(c, env, granted, granted_stream, queues, tables, fail)
+
+
+def _check_environment_grants(c: Consumer, env: dict, granted: dict, granted_stream: dict, queues: dict, tables: dict,
+                              fail) -> None:
+    """environment-grants: a table or queue a function's environment names, and its role grants nothing on, is one its
+    code calls and would be refused (a hand-added table without its statement)."""
+    f = c.function
+    owner = c.role or f
+    for var, value in env.items():
+        if var in WIRED_VARS:
+            continue
+        streams = stream_refs(value)
+        for x in sorted(refs(value)):
+            service = "dynamodb" if x in tables else "sqs" if x in queues else None
+            if service is None:
+                continue  # a parameter or a literal: another stack's resource, not one of this template
+            have = granted.get(x, set()) | (granted_stream.get(x, set()) if x in streams else set())
+            if not any(a.split(":", 1)[0].lower() == service for a in have):
+                kind, example = GRANT_EXAMPLES[service]
+                grants = "grants" if c.role else "its Policies grant"
+                fail("environment-grants", owner, f"{grants} nothing on {x}, which {f}'s {var} names: add a "
+                     f"statement allowing the {kind} actions its code calls (for example {example}) on !GetAtt {x}.Arn")
 
 
 def _check_queues(t: Template, queues: dict, consumed: set, dlq_of: dict, dlqs: set, fail, *, on_failure: set = frozenset()) -> None:

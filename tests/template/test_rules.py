@@ -109,6 +109,73 @@ def add_raw_stream_mapping_without_bisect(doc: dict) -> None:
     doc[R]["RawStreamMapping"] = {"Type": "AWS::Lambda::EventSourceMapping", "Properties": mapping}
 
 
+def variables(doc: dict, function: str) -> dict:
+    return props(doc, function)["Environment"]["Variables"]
+
+
+def add_prices_table(doc: dict) -> None:
+    """A table added by hand, as a team adds one its code reads; it keeps every table rule."""
+    doc[R]["PricesTable"] = {
+        "Type": "AWS::DynamoDB::Table",
+        "Properties": {
+            "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "SSESpecification": {"SSEEnabled": True},
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        },
+    }
+
+
+def prices_table_named(doc: dict) -> None:
+    """ChargePaymentFunction's environment names the new table; its role grants nothing on it."""
+    add_prices_table(doc)
+    variables(doc, "ChargePaymentFunction")["PRICES_TABLE"] = {"Ref": "PricesTable"}
+
+
+def prices_table_granted(doc: dict) -> None:
+    """ChargePaymentRole reaches the new table, which the function's environment does not name."""
+    add_prices_table(doc)
+    statements(doc, "ChargePaymentRole").append(
+        {"Sid": "Prices", "Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": {"Fn::GetAtt": ["PricesTable", "Arn"]}})
+
+
+def prices_table_named_and_granted(doc: dict) -> None:
+    prices_table_named(doc)
+    prices_table_granted(doc)
+
+
+def receipts_queue_named(doc: dict) -> None:
+    """ChargePaymentFunction publishes to another consumer's queue (its URL, through !Sub); no statement allows it."""
+    variables(doc, "ChargePaymentFunction")["RECEIPTS_QUEUE_URL"] = {"Fn::Sub": "${ApplyLedgerQueue}"}
+
+
+def receipts_queue_named_and_granted(doc: dict) -> None:
+    receipts_queue_named(doc)
+    statements(doc, "ChargePaymentRole").append(
+        {"Sid": "Receipts", "Effect": "Allow", "Action": "sqs:SendMessage", "Resource": {"Fn::GetAtt": ["ApplyLedgerQueue", "Arn"]}})
+
+
+def other_stack_table_named(doc: dict) -> None:
+    """Another stack's table, its name a parameter: no resource of this template, so nothing to hold the role to."""
+    doc["Parameters"]["PricesTableName"] = {"Type": "String", "Default": "prices"}
+    variables(doc, "ChargePaymentFunction")["PRICES_TABLE"] = {"Ref": "PricesTableName"}
+    variables(doc, "ApplyLedgerFunction")["RATES_TABLE"] = "rates-prod"
+
+
+def other_stack_table_named_and_granted(doc: dict) -> None:
+    other_stack_table_named(doc)
+    statements(doc, "ChargePaymentRole").append({
+        "Sid": "Prices", "Effect": "Allow", "Action": "dynamodb:GetItem",
+        "Resource": {"Fn::Sub": "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${PricesTableName}"},
+    })
+
+
+def other_stack_table_granted_elsewhere(doc: dict) -> None:
+    other_stack_table_named_and_granted(doc)
+    statements(doc, "ApplyLedgerRole").append(copy.deepcopy(statement(doc, "ChargePaymentRole", "Prices")))
+
+
 Mutation = tuple[str, Callable[[dict], None], str, str]
 
 MUTATIONS: list[Mutation] = [
@@ -320,6 +387,12 @@ MUTATIONS: list[Mutation] = [
      "outbox-sweeper", "OutboxPendingAgeAlarm"),
     ("the sweeper cannot read the pending index", lambda d: statements(d, "OutboxSweeperRole").remove(statement(d, "OutboxSweeperRole", "ReadPending")),
      "permissions", "OutboxSweeperRole"),
+    # A team's own resources: every table and queue its environment names is granted, and nothing else.
+    ("a hand-added table without its grant", prices_table_named, "environment-grants", "ChargePaymentRole"),
+    ("a queue the environment names without its grant", receipts_queue_named, "environment-grants", "ChargePaymentRole"),
+    ("a hand-added table granted but named by no variable", prices_table_granted, "least-privilege", "ChargePaymentRole"),
+    ("another stack's table granted to a role whose environment does not name it", other_stack_table_granted_elsewhere,
+     "least-privilege", "ApplyLedgerRole"),
     ("the sweeper may delete outbox items", lambda d: statement(d, "OutboxSweeperRole", "MarkSent").update(Action=["dynamodb:UpdateItem", "dynamodb:DeleteItem"]),
      "grant-only-what-is-used", "OutboxSweeperRole"),
 ]
@@ -332,6 +405,32 @@ def test_mutation_is_caught(sam_template, mutate, rule: str, resource: str) -> N
     assert any(v.rule == rule and v.resource == resource for v in found), (
         f"expected [{rule}] {resource}; the checker reported:\n" + "\n".join(map(str, found))
     )
+
+
+# Changes that keep every rule: what a mutation above breaks, done right.
+PASSING: list[tuple[str, Callable[[dict], None]]] = [
+    ("a hand-added table with its grant", prices_table_named_and_granted),
+    ("a queue the environment names, with its grant", receipts_queue_named_and_granted),
+    ("another stack's table named by a parameter or a literal", other_stack_table_named),
+    ("another stack's table named by a parameter, granted through it", other_stack_table_named_and_granted),
+]
+
+
+@pytest.mark.parametrize("mutate", [p[1] for p in PASSING], ids=[p[0] for p in PASSING])
+def test_change_keeps_every_rule(sam_template, mutate) -> None:
+    mutate(sam_template)
+    found = _violations(sam_template)
+    assert not found, "\n".join(map(str, found))
+
+
+def test_environment_grants_names_the_fix(sam_template) -> None:
+    prices_table_named(sam_template)
+    found = [v for v in _violations(sam_template) if v.rule == "environment-grants"]
+    assert [str(v) for v in found] == [
+        "[environment-grants] ChargePaymentRole: grants nothing on PricesTable, which ChargePaymentFunction's "
+        "PRICES_TABLE names: add a statement allowing the DynamoDB actions its code calls (for example "
+        "dynamodb:GetItem) on !GetAtt PricesTable.Arn"
+    ]
 
 
 def test_missing_function_crate_is_caught(sam_template) -> None:

@@ -2,7 +2,8 @@
 
 Every mutation of test_rules.py's table is applied to a copy of template.yaml, the copy is written as JSON, and both
 checkers run on it: the rule the table names must fire on the resource it names in both, and the two must report
-exactly the same (rule, resource) pairs. The unmutated template passes both; both know the same 40 rule names.
+exactly the same (rule, resource) pairs. The unmutated template passes both, and so do the changes of test_rules.py's
+PASSING table; both know the same 41 rule names.
 
 The binary: $SQSAFE_BIN (relative to the repository root), default target/debug/sqsafe. It is run from the
 repository root, so the function crates it checks the template against are this workspace's functions/.
@@ -25,7 +26,7 @@ from typing import Any
 import pytest
 
 from template_rules import ROOT, RULES, check, function_crate_binaries
-from test_rules import MUTATIONS
+from test_rules import MUTATIONS, PASSING
 
 # "[rule] resource: message", as sqsafe check prints each violation.
 VIOLATION = re.compile(r"^\[(?P<rule>[a-z0-9-]+)\] (?P<resource>\S+): (?P<message>.+)$")
@@ -85,6 +86,14 @@ def test_mutation_is_caught_by_both(sam_template, tmp_path, mutate, rule: str, r
     assert code == 1
     assert (rule, resource) in rust, f"sqsafe check misses [{rule}] {resource}:\n{output}"
     agree(python, rust, output)
+
+
+@pytest.mark.parametrize("mutate", [p[1] for p in PASSING], ids=[p[0] for p in PASSING])
+def test_change_keeps_every_rule_in_both(sam_template, tmp_path, mutate) -> None:
+    mutate(sam_template)
+    python = python_violations(copy.deepcopy(sam_template))
+    code, rust, output = rust_violations(sam_template, tmp_path)
+    assert python == set() and code == 0 and rust == set(), f"Python: {sorted(python)}\nRust said:\n{output}"
 
 
 def test_missing_function_crate_is_caught_by_both(sam_template, tmp_path) -> None:

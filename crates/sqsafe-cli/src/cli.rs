@@ -34,7 +34,7 @@ pub enum Command {
     /// Add to the project around the current folder (its Cargo workspace and SAM template).
     #[command(subcommand)]
     New(NewCommand),
-    /// Check a SAM template against sqsafe's 40 deployment rules (no AWS, no Python).
+    /// Check a SAM template against sqsafe's 41 deployment rules (no AWS, no Python).
     ///
     /// Every function, queue, table, alarm, role and dashboard found is checked: DLQs and their retention and alarms,
     /// visibility timeout against the function timeout, idempotency window against the retentions, least

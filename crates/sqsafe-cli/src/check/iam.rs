@@ -1,5 +1,5 @@
-//! Roles and policies: least-privilege, permissions, change-message-visibility, grant-only-what-is-used,
-//! idempotency-leading-keys.
+//! Roles and policies: least-privilege, permissions, environment-grants, change-message-visibility,
+//! grant-only-what-is-used, idempotency-leading-keys.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,7 +26,8 @@ const POLICY_KINDS: [&str; 3] = [
     "AWS::IAM::RolePolicy",
 ];
 
-/// The environment variables (and the function's own wiring, in parentheses) whose resources a function acts on.
+/// The environment variables whose resources the permissions rule demands exact actions on; environment-grants
+/// covers the others.
 const WIRED: [&str; 8] = [
     "QUEUE_URL",
     "DLQ_URL",
@@ -37,6 +38,16 @@ const WIRED: [&str; 8] = [
     "OUTBOX_DESTINATIONS",
     "FAILURE_QUEUE_URL",
 ];
+
+/// What an environment-grants message suggests granting, by service (the actions depend on the code, not the
+/// template).
+fn grant_example(service: &str) -> (&'static str, &'static str) {
+    if service == "sqs" {
+        ("SQS", "sqs:SendMessage")
+    } else {
+        ("DynamoDB", "dynamodb:GetItem")
+    }
+}
 
 /// What each kind of resource a function touches requires (the permissions rule).
 fn required(kind: &str) -> &'static [&'static str] {
@@ -249,8 +260,8 @@ impl Checker<'_> {
         }
     }
 
-    /// least-privilege, change-message-visibility, permissions, grant-only-what-is-used (and, once the role's
-    /// statements are known, idempotency-leading-keys and message-size) for one function.
+    /// least-privilege, change-message-visibility, permissions, grant-only-what-is-used, environment-grants (and,
+    /// once the role's statements are known, idempotency-leading-keys and message-size) for one function.
     pub(super) fn check_privileges(&mut self, c: &Consumer) {
         let Some(statements) = self.statements(c) else {
             return;
@@ -266,17 +277,21 @@ impl Checker<'_> {
             .flatten()
             .flat_map(|(_, v)| refs(Some(v)))
             .collect();
+        // Another stack's tables and queues, named by the parameters its environment uses: reached through those.
+        let elsewhere = env_refs.iter().filter(|x| self.t.is_parameter(x));
         let own_tables: BTreeSet<String> = env_refs
             .iter()
             .filter(|x| self.is_table(x))
+            .chain(elsewhere.clone())
             .cloned()
             .collect();
         // Its source queue and DLQ, its on-failure queue, and the queues its environment names.
         let own_queues: BTreeSet<String> = [&c.queue, &c.dlq, &c.on_failure]
             .into_iter()
             .flatten()
+            .chain(env_refs.iter().filter(|x| self.is_queue(x)))
+            .chain(elsewhere)
             .cloned()
-            .chain(env_refs.iter().filter(|x| self.is_queue(x)).cloned())
             .collect();
 
         let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -521,6 +536,59 @@ impl Checker<'_> {
                         format!(
                             "{f} is granted {} on {why}, which its code never calls: remove them",
                             super::template::names(unused)
+                        ),
+                    );
+                }
+            }
+        }
+        self.check_environment_grants(c, &granted, &granted_stream);
+    }
+
+    /// environment-grants: a table or queue of the template that a function's environment names, and its role grants
+    /// nothing on, is one its code calls and would be refused (a hand-added table without its statement).
+    fn check_environment_grants(
+        &mut self,
+        c: &Consumer,
+        granted: &BTreeMap<String, BTreeSet<String>>,
+        granted_stream: &BTreeMap<String, BTreeSet<String>>,
+    ) {
+        let f = c.name();
+        let owner = c.role.clone().unwrap_or_else(|| c.function.clone());
+        let grants = if c.role.is_some() {
+            "grants"
+        } else {
+            "its Policies grant"
+        };
+        let variables = c.env().and_then(Value::as_mapping).into_iter().flatten();
+        for (var, value) in variables {
+            let var = super::template::text(Some(var));
+            if WIRED.contains(&var.as_str()) {
+                continue;
+            }
+            let streams = stream_refs(Some(value));
+            for x in refs(Some(value)) {
+                // A parameter or a literal names another stack's resource, not one of this template.
+                let wanted = if self.is_table(&x) {
+                    "dynamodb"
+                } else if self.is_queue(&x) {
+                    "sqs"
+                } else {
+                    continue;
+                };
+                let on_resource = granted.get(&x).into_iter().flatten();
+                let on_stream = granted_stream
+                    .get(&x)
+                    .filter(|_| streams.contains(&x))
+                    .into_iter()
+                    .flatten();
+                if !on_resource.chain(on_stream).any(|a| service(a) == wanted) {
+                    let (kind, example) = grant_example(wanted);
+                    self.fail(
+                        "environment-grants",
+                        &owner,
+                        format!(
+                            "{grants} nothing on {x}, which {f}'s {var} names: add a statement allowing the {kind} \
+                             actions its code calls (for example {example}) on !GetAtt {x}.Arn"
                         ),
                     );
                 }

@@ -30,7 +30,7 @@ pub use template::{TemplateError, parse};
 use template::{Template, get, refs, stream_refs};
 
 /// Every rule: its name (what a violation names) and what it demands.
-pub const RULES: [(&str, &str); 40] = [
+pub const RULES: [(&str, &str); 41] = [
     (
         "function-crates",
         "every binary of every crate under functions/ is deployed by exactly one function, and no function builds a binary that is not there",
@@ -164,11 +164,15 @@ pub const RULES: [(&str, &str); 40] = [
     ),
     (
         "least-privilege",
-        "no Action '*'; for DynamoDB and SQS no wildcard action or resource, and each function's role reaches only its own queue, DLQ, on-failure queue, the tables and queues of its environment and its own stream; no managed policies",
+        "no Action '*'; for DynamoDB and SQS no wildcard action or resource, and each function's role reaches only its own queue, DLQ, on-failure queue, the tables and queues of its environment (another stack's through the parameters it uses) and its own stream; no managed policies",
     ),
     (
         "permissions",
         "each function's role grants what the function needs on its queue, its QUEUE_URL, its DLQ, its tables, its stream, its on-failure queue and its outbox destinations",
+    ),
+    (
+        "environment-grants",
+        "every table and queue of the template that a function's environment names is granted to its role: a DynamoDB action on the table (or its stream, when the variable names the stream), an SQS action on the queue; a parameter or literal (another stack's resource) is not checked here",
     ),
     (
         "change-message-visibility",

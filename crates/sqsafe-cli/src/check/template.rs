@@ -482,6 +482,11 @@ impl<'a> Template<'a> {
         (got, format!("parameter {name} {key} {}", shown(got)))
     }
 
+    /// Whether the template declares a parameter `name`.
+    pub(crate) fn is_parameter(&self, name: &str) -> bool {
+        self.parameters.is_some_and(|p| p.contains_key(name))
+    }
+
     /// The Default of parameter `name`, if the template declares it with one.
     pub(crate) fn parameter_default(&self, name: &str) -> Option<&'a Value> {
         get(self.parameters?.get(name), "Default")

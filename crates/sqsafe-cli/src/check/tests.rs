@@ -47,9 +47,9 @@ fn yaml(text: &str) -> Value {
 }
 
 #[test]
-fn the_rule_names_are_forty_and_distinct() {
+fn the_rule_names_are_forty_one_and_distinct() {
     let names: std::collections::BTreeSet<&str> = RULES.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names.len(), 40);
+    assert_eq!(names.len(), 41);
 }
 
 #[test]
@@ -165,6 +165,92 @@ fn a_dlq_alarm_removed_is_caught() {
         .expect("resources")
         .remove("ApplyLedgerDeadLetterAlarm");
     caught(&doc, "alarm-dlq", "ApplyLedgerDeadLetterQueue");
+}
+
+/// The statements of a role of template.yaml, to add to.
+fn statements<'a>(doc: &'a mut Value, role: &str) -> &'a mut Vec<Value> {
+    doc["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_sequence_mut()
+        .expect("statements")
+}
+
+/// The environment variables of a function of template.yaml.
+fn variables<'a>(doc: &'a mut Value, function: &str) -> &'a mut Value {
+    &mut doc["Resources"][function]["Properties"]["Environment"]["Variables"]
+}
+
+/// template.yaml with a table added by hand (keeping every table rule) that ChargePaymentFunction's environment
+/// names.
+fn with_prices_table() -> Value {
+    let mut doc = template();
+    doc["Resources"]["PricesTable"] = yaml(
+        r#"
+Type: AWS::DynamoDB::Table
+Properties:
+  BillingMode: PAY_PER_REQUEST
+  AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+  KeySchema: [{AttributeName: pk, KeyType: HASH}]
+  SSESpecification: {SSEEnabled: true}
+  PointInTimeRecoverySpecification: {PointInTimeRecoveryEnabled: true}
+"#,
+    );
+    variables(&mut doc, "ChargePaymentFunction")["PRICES_TABLE"] = yaml("!Ref PricesTable");
+    doc
+}
+
+#[test]
+fn a_table_the_environment_names_without_its_grant_is_caught_with_the_fix() {
+    let doc = with_prices_table();
+    let found: Vec<String> = check(&doc, &crates())
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "[environment-grants] ChargePaymentRole: grants nothing on PricesTable, which ChargePaymentFunction's \
+             PRICES_TABLE names: add a statement allowing the DynamoDB actions its code calls (for example \
+             dynamodb:GetItem) on !GetAtt PricesTable.Arn"
+        ]
+    );
+
+    let mut doc = with_prices_table();
+    statements(&mut doc, "ChargePaymentRole").push(yaml(
+        "{Effect: Allow, Action: dynamodb:GetItem, Resource: !GetAtt PricesTable.Arn}",
+    ));
+    assert_eq!(check(&doc, &crates()), []);
+}
+
+#[test]
+fn a_queue_the_environment_names_without_its_grant_is_caught() {
+    let mut doc = template();
+    variables(&mut doc, "ChargePaymentFunction")["RECEIPTS_QUEUE_URL"] =
+        yaml("!Sub ${ApplyLedgerQueue}");
+    caught(&doc, "environment-grants", "ChargePaymentRole");
+
+    statements(&mut doc, "ChargePaymentRole").push(yaml(
+        "{Effect: Allow, Action: sqs:SendMessage, Resource: !GetAtt ApplyLedgerQueue.Arn}",
+    ));
+    assert_eq!(check(&doc, &crates()), []);
+}
+
+#[test]
+fn another_stacks_table_in_the_environment_is_not_checked() {
+    let mut doc = template();
+    doc["Parameters"]["PricesTableName"] = yaml("{Type: String, Default: prices}");
+    variables(&mut doc, "ChargePaymentFunction")["PRICES_TABLE"] = yaml("!Ref PricesTableName");
+    variables(&mut doc, "ApplyLedgerFunction")["RATES_TABLE"] = Value::from("rates-prod");
+    assert_eq!(check(&doc, &crates()), []);
+
+    // Its role may reach it through the parameter its environment uses; a role whose environment does not use it
+    // may not.
+    let prices = yaml(
+        "{Effect: Allow, Action: dynamodb:GetItem, Resource: !Sub 'arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${PricesTableName}'}",
+    );
+    statements(&mut doc, "ChargePaymentRole").push(prices.clone());
+    assert_eq!(check(&doc, &crates()), []);
+    statements(&mut doc, "ApplyLedgerRole").push(prices);
+    caught(&doc, "least-privilege", "ApplyLedgerRole");
 }
 
 #[test]
