@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo book local local-watch moto local-resources bench bench-smoke model clean-venv
+.PHONY: help test demo book local local-watch moto local-resources bench bench-smoke size model clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -26,6 +26,8 @@ help:
 	@echo "  cargo xtask new-consumer NAME [--fifo] [--transact]   add a consumer (crate, sample event, template resources)"
 	@echo "  make bench       sqsafe vs a naive consumer and Powertools on the same local AWS, plus criterion: bench/RESULTS.md"
 	@echo "  make bench-smoke the harness with a few batches per peer, request counts asserted (a step of make test)"
+	@echo "  make size        a team's consumer (templates/project, outside the workspace) against charge-payment, both release"
+	@echo "                   builds: within 10%, figures appended to bench/SIZE.md (about ten minutes; not in make test)"
 	@echo "  make model       the claim protocol model-checked deeper than make test (release): states, depth, time, mutants, skew"
 	@echo "  make clean-venv  delete the Python venv (.venv)"
 
@@ -63,6 +65,9 @@ bench:
 
 bench-smoke:
 	bash scripts/bench.sh --smoke
+
+size:
+	.venv/bin/python scripts/size-check.py
 
 model:
 	cargo run --release -p sqsafe-model --bin sqsafe-model
