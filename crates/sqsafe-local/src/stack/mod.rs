@@ -80,7 +80,7 @@ pub struct LocalQueue {
 pub struct StackOptions {
     /// Prefix of every name (unique per run): `{prefix}-{LogicalId}`. Ignored with `template_names`.
     pub prefix: String,
-    /// Names as the template's, without a stack name, for running functions by hand (`sqsafe-local resources`, the
+    /// Names as the template's, without a stack name, for running functions by hand (`sqsafe local resources`, the
     /// functions' READMEs): a queue's `QueueName` without `${AWS::StackName}-` (`charge-payment`), a table's logical
     /// id in kebab case without `Table` (`IdempotencyTable` is `idempotency`). What exists already under such a name
     /// is kept as it is, so that creating twice is harmless.
