@@ -40,7 +40,7 @@ book:
 
 # sqsafe with the test servers (the fake payments API that charge-payment calls, given as PaymentsApiUrl): this
 # repository's pipeline; the sqsafe a team installs has none.
-SQSAFE := cargo build -q -p sqsafe-cli --features sqsafe-cli/test-servers --bin sqsafe
+SQSAFE := cargo build -p sqsafe-cli --features sqsafe-cli/test-servers --bin sqsafe
 
 local:
 	@bash scripts/venv.sh
@@ -60,7 +60,7 @@ moto:
 	@bash scripts/moto.sh run
 
 local-resources:
-	@$(SQSAFE)
+	@$(SQSAFE) -q
 	@target/debug/sqsafe local resources
 
 bench:
