@@ -22,7 +22,7 @@ help:
 	@echo "                   and the next delivery runs it, no restart (ARGS=\"--visibility-timeout 10\" for quick redeliveries)"
 	@echo "  make moto        run moto server in the foreground and print the env vars to export"
 	@echo "  make local-resources  create template.yaml's tables and queues (without the stack name) in a running moto"
-	@echo "                   (sqsafe-local resources: the same code that creates them for make local and the tests)"
+	@echo "                   (sqsafe local resources: the same code that creates them for make local and the tests)"
 	@echo "  cargo xtask new-consumer NAME [--fifo] [--transact]   add a consumer (crate, sample event, template resources)"
 	@echo "  make bench       sqsafe vs a naive consumer and Powertools on the same local AWS, plus criterion: bench/RESULTS.md"
 	@echo "  make bench-smoke the harness with a few batches per peer, request counts asserted (a step of make test)"
@@ -40,25 +40,30 @@ demo:
 book:
 	bash scripts/book.sh
 
+# sqsafe with the test servers (the fake payments API that charge-payment calls, given as PaymentsApiUrl): this
+# repository's pipeline; the sqsafe a team installs has none.
+SQSAFE := cargo build -p sqsafe-cli --features sqsafe-cli/test-servers --bin sqsafe
+
 local:
 	@bash scripts/venv.sh
-	@echo "==> building the functions and sqsafe-local (the first run compiles the workspace: a few minutes on 2 cores)"
-	cargo build $(addprefix -p ,$(FUNCTIONS)) -p sqsafe-local --bins
-	target/debug/sqsafe-local up
+	@echo "==> building the functions and sqsafe (the first run compiles the workspace: a few minutes on 2 cores)"
+	cargo build $(addprefix -p ,$(FUNCTIONS)) --bins
+	$(SQSAFE)
+	target/debug/sqsafe local up $(ARGS)
 
 local-watch:
 	@bash scripts/venv.sh
-	@echo "==> building sqsafe-local; it then builds each function as cargo lambda watch runs it (the first run: minutes)"
-	cargo build -p sqsafe-local -p sqsafe-workspace-hack --bin sqsafe-local
-	target/debug/sqsafe-local up --watch $(ARGS)
+	@echo "==> building sqsafe; it then builds each function as cargo lambda watch runs it (the first run: minutes)"
+	$(SQSAFE)
+	target/debug/sqsafe local up --watch $(ARGS)
 
 moto:
 	@bash scripts/venv.sh
 	@bash scripts/moto.sh run
 
 local-resources:
-	@cargo build -q -p sqsafe-local -p sqsafe-workspace-hack --bin sqsafe-local
-	@target/debug/sqsafe-local resources
+	@$(SQSAFE) -q
+	@target/debug/sqsafe local resources
 
 bench:
 	bash scripts/bench.sh

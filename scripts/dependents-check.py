@@ -13,6 +13,10 @@ resolves it with this workspace's Cargo.lock (offline: nothing new is downloaded
 - its test build (`-e normal,build,dev`, with sqsafe-testkit and sqsafe-local as dev-dependencies, as a generated
   consumer's tests have them): no workspace-hack either.
 
+And what a team installs, `cargo install --git <this repository> sqsafe-cli` (the `sqsafe` command, `sqsafe local`
+included): resolved alone, as cargo install builds it, sqsafe-local comes without this repository's test servers
+(INSTALLED_CLI_FORBIDDEN_FEATURES); with `--features test-servers` it has them (so the check can see them).
+
 Prints the number of packages the dependent builds. Run by scripts/test.sh; `--keep DIR` writes the crate to DIR
 instead (to build it by hand, for example for its release binary's size). `--project DIR` checks an existing project
 instead of writing one: a project made from templates/project (scripts/project-check.py), its whole workspace.
@@ -42,6 +46,12 @@ FORBIDDEN_PACKAGES = {
 FORBIDDEN_FEATURES = {
     "test-util": "test helpers (tokio's paused clock, the AWS crates' test clients) belong in tests only",
     "server": "a consumer serves nothing: lambda_runtime is an HTTP client of the Runtime API",
+}
+
+# Features of sqsafe-local that the installed `sqsafe` must not have unless asked for (sqsafe-cli's `test-servers`).
+INSTALLED_CLI_FORBIDDEN_FEATURES = {
+    "payments-api": "the fake payments API is this repository's test server",
+    "fault-proxy": "the DynamoDB fault proxy is this repository's test server",
 }
 
 CONSUMER_MAIN = """\
@@ -140,6 +150,32 @@ def problems_in(
     return sorted(set(problems))
 
 
+def sqsafe_local_features(*args: str) -> set[str]:
+    """sqsafe-local's features when sqsafe-cli alone is built (as `cargo install` builds it) with `args`."""
+    out = subprocess.run(
+        ["cargo", "tree", "--offline", "-p", "sqsafe-cli", *args, "-e", "normal,build", "--prefix", "none",
+         "--format", "{p}|{f}"],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout
+    found = [line.partition("|")[2] for line in out.splitlines() if line.startswith("sqsafe-local ")]
+    if not found:
+        raise SystemExit("dependents-check: sqsafe-cli does not depend on sqsafe-local (sqsafe local)")
+    return {f for line in found for f in line.strip().split(",") if f}
+
+
+def installed_cli_problems() -> list[str]:
+    """The sqsafe a team installs: no test servers by default; `--features test-servers` brings them."""
+    problems = [
+        f"cargo install sqsafe-cli: sqsafe-local with feature `{feature}`: {why} (keep it behind sqsafe-cli's "
+        f"`test-servers`, off by default)"
+        for feature, why in sorted(INSTALLED_CLI_FORBIDDEN_FEATURES.items())
+        if feature in sqsafe_local_features()
+    ]
+    missing = set(INSTALLED_CLI_FORBIDDEN_FEATURES) - sqsafe_local_features("--features", "test-servers")
+    problems += [f"sqsafe-cli --features test-servers: sqsafe-local lacks `{f}`" for f in sorted(missing)]
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", type=Path, help="write the consumer crate here and keep it")
@@ -160,6 +196,8 @@ def main() -> int:
         test = tree(directory, "normal,build,dev")
         problems = problems_in(build, "cargo build", dev=False, upstream=upstream)
         problems += problems_in(test, "cargo test", dev=True)
+        if args.project is None:
+            problems += installed_cli_problems()
         distinct = {package for package, _ in build}
         if problems:
             print(f"dependents-check: a crate outside the workspace depending on sqsafe ({directory}) gets:",
@@ -167,12 +205,16 @@ def main() -> int:
             for problem in problems:
                 print(f"  {problem}", file=sys.stderr)
             print("fix: the libraries a team depends on must not depend on sqsafe-workspace-hack "
-                  "(.config/hakari.toml final-excludes) nor enable these features outside [dev-dependencies]",
+                  "(.config/hakari.toml final-excludes) nor enable these features outside [dev-dependencies]; "
+                  "sqsafe-cli turns sqsafe-local's test servers on only with its `test-servers` feature",
                   file=sys.stderr)
             return 1
         what = f"the project {directory}" if args.project else "a crate outside the workspace depending on sqsafe"
         print(f"dependents-check: {what} builds {len(distinct)} packages, "
               f"none of {', '.join(sorted(FORBIDDEN_PACKAGES))}, no `test-util` or `server` feature")
+        if args.project is None:
+            print("dependents-check: the sqsafe a team installs (cargo install sqsafe-cli) has no test servers "
+                  f"({', '.join(sorted(INSTALLED_CLI_FORBIDDEN_FEATURES))} of sqsafe-local only with test-servers)")
         return 0
     finally:
         if args.keep is None:

@@ -13,7 +13,7 @@
 5. `sqsafe new consumer --fifo --transact` run a second time, from a folder inside the project (it finds the workspace
    and the template upward), and 3 and 4 again for the new consumer;
 6. the local pipeline on the project's template with both consumers under `cargo lambda watch`
-   (`sqsafe-local up --watch`): each sample message sent twice, one effect per intent, and the standard queue's second
+   (`sqsafe local up --watch`, the sqsafe a team installs: no test servers): each sample message sent twice, one effect per intent, and the standard queue's second
    delivery answered from the record (replayed or skipped by the cache), not applied again;
 7. its debug binary against charge-payment's built inside the workspace (within 10%: no workspace-hack bloat);
 8. removes the project and its binaries.
@@ -23,7 +23,10 @@ the workspace's linker, and the project resolves with a copy of the workspace's 
 new downloaded). make test gives it a folder of its own (target/project-check): it then runs beside cargo doc and
 cargo test without waiting for their lock; it would share little anyway (a dependent gets its own features, without
 the hack, so nearly every crate compiles anew). Expects what scripts/test.sh sets up: the venv, moto
-server with AWS_ENDPOINT_URL exported, and the workspace's sqsafe-local, sqsafe and charge-payment binaries built.
+server with AWS_ENDPOINT_URL exported, and the workspace's sqsafe and charge-payment binaries built. The sqsafe it runs
+is SQSAFE_BIN (default: TARGET/debug/sqsafe), built as a team installs it, without the test servers: alone
+(`cargo build -p sqsafe-cli --bin sqsafe`), since a build together with the bench or the e2e tests turns them on; the
+check fails when that sqsafe starts a payments API.
 """
 
 from __future__ import annotations
@@ -52,8 +55,9 @@ BREAKS = {
     "Ok((vec![TransactWriteItem::builder().put(put).build()], applied))":
         'let _ = (put, applied);\n        Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
 }
-# The workspace's binaries (sqsafe-local, sqsafe, charge-payment) are in TARGET; the project builds in PROJECT_TARGET.
+# The workspace's binaries (sqsafe, charge-payment) are in TARGET; the project builds in PROJECT_TARGET.
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
+SQSAFE = str(Path(os.environ.get("SQSAFE_BIN") or TARGET / "debug" / "sqsafe").resolve())
 PROJECT_TARGET = Path(os.environ.get("SQSAFE_PROJECT_TARGET", TARGET)).resolve()
 VENV = ROOT / ".venv"
 
@@ -145,7 +149,7 @@ def template_checks(project: Path, env: dict) -> None:
     template = project / "template.yaml"
     run("bash", "scripts/template-checks.sh", cwd=ROOT, env={**env, "SQSAFE_TEMPLATE": str(template)})
     # The rules without Python: `sqsafe check` in the project, against its own function crates.
-    sqsafe = str(TARGET / "debug" / "sqsafe")
+    sqsafe = SQSAFE
     run(sqsafe, "check", "--template", str(template), cwd=project, env=env)
     # The rules can fail there too: the first consumer's DLQ alarm taken out of a copy must be named.
     broken = project / "template.no-dlq-alarm.yaml"
@@ -193,8 +197,8 @@ def metric_count(log: Path, metric: str) -> int:
 
 
 def pipeline(project: Path, env: dict) -> None:
-    """sqsafe-local up --watch on the project's template; each sample twice; one effect per intent."""
-    cmd = [str(TARGET / "debug" / "sqsafe-local"), "up", "--watch", "--visibility-timeout", "5"]
+    """sqsafe local up --watch on the project's template; each sample twice; one effect per intent."""
+    cmd = [SQSAFE, "local", "up", "--watch", "--visibility-timeout", "5"]
     print("$ " + " ".join(cmd) + f"   (in {project})", flush=True)
     proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
@@ -211,8 +215,11 @@ def pipeline(project: Path, env: dict) -> None:
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             if not line:
-                raise SystemExit("project: sqsafe-local stopped before it was ready:\n" + "".join(lines))
+                raise SystemExit("project: sqsafe local up stopped before it was ready:\n" + "".join(lines))
             lines.append(line)
+            if line.startswith("payments API"):
+                raise SystemExit(f"project: {SQSAFE} started a payments API: it was built with the test servers, not "
+                                 "as a team installs it (cargo build -p sqsafe-cli --bin sqsafe, alone)")
             if m := re.match(r"moto server\s+(\S+)", line):
                 endpoint = m.group(1)
             elif m := re.match(r"table\s+(\S+)\s+\(IdempotencyTable\)", line):
@@ -231,10 +238,10 @@ def pipeline(project: Path, env: dict) -> None:
             elif line.startswith("Under cargo lambda watch"):
                 break
         if not (endpoint and table and logs) or set(hints) != {NAME, NAME_TRANSACT}:
-            raise SystemExit(f"project: sqsafe-local did not print the endpoint, table, logs and sends:\n{''.join(lines)}")
+            raise SystemExit(f"project: sqsafe local up did not print the endpoint, table, logs and sends:\n{''.join(lines)}")
         session = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
         sqs, dynamodb = boto3.client("sqs", **session), boto3.client("dynamodb", **session)
-        # Each sample twice, with the command sqsafe-local printed (the FIFO one carries its group; SQS drops its
+        # Each sample twice, with the command sqsafe local up printed (the FIFO one carries its group; SQS drops its
         # second copy within the 5-minute deduplication window, as it would in AWS: the standard queue shows the
         # redelivery).
         for name in (NAME, NAME_TRANSACT):
@@ -274,9 +281,9 @@ def pipeline(project: Path, env: dict) -> None:
                              f"{NAME} applied {applied}, answered from the record {answered}")
         # The export lines it printed point sqsafe dlq at it: inspect the first consumer's DLQ with them alone.
         if "AWS_ENDPOINT_URL" not in exports or NAME not in dlqs:
-            raise SystemExit(f"project: sqsafe-local printed no export lines or no DLQ for {NAME}:\n{''.join(lines)}")
+            raise SystemExit(f"project: sqsafe local up printed no export lines or no DLQ for {NAME}:\n{''.join(lines)}")
         inspect = subprocess.run(
-            [str(TARGET / "debug" / "sqsafe"), "dlq", "inspect", "--queue", dlqs[NAME]],
+            [SQSAFE, "dlq", "inspect", "--queue", dlqs[NAME]],
             env={"PATH": os.environ["PATH"], "HOME": str(project), "AWS_EC2_METADATA_DISABLED": "true", **exports},
             capture_output=True, text=True,
         )
@@ -286,7 +293,7 @@ def pipeline(project: Path, env: dict) -> None:
         print(f"each sample sent twice: one COMPLETED intent each ({', '.join(p[0] for p in completed.values())}); "
               f"{NAME}: 1 applied, its second delivery answered from the record; the queues are empty", flush=True)
     finally:
-        # SIGTERM, as a CI runner or `kill` sends it: sqsafe-local must stop everything it started, moto included.
+        # SIGTERM, as a CI runner or `kill` sends it: sqsafe local up must stop everything it started, moto included.
         proc.send_signal(signal.SIGTERM)
         try:
             out, _ = proc.communicate(timeout=60)
@@ -295,13 +302,13 @@ def pipeline(project: Path, env: dict) -> None:
             out, _ = proc.communicate()
         print("".join(lines[-5:]) + (out or "")[-2000:], flush=True)
     if proc.returncode != 0:
-        raise SystemExit(f"project: sqsafe-local did not stop cleanly on SIGTERM (exit {proc.returncode})")
+        raise SystemExit(f"project: sqsafe local up did not stop cleanly on SIGTERM (exit {proc.returncode})")
     try:
         boto3.client("sqs", **session).list_queues()
     except Exception:  # noqa: BLE001 - any failure to connect means the server is gone
-        print("sqsafe-local stopped on SIGTERM, and its moto server with it", flush=True)
+        print("sqsafe local up stopped on SIGTERM, and its moto server with it", flush=True)
     else:
-        raise SystemExit(f"project: moto at {session['endpoint_url']} still answers after sqsafe-local got SIGTERM")
+        raise SystemExit(f"project: moto at {session['endpoint_url']} still answers after sqsafe local up got SIGTERM")
 
 
 def sizes(b: int) -> None:
@@ -340,7 +347,7 @@ def main() -> int:
         step("the project's template: sam validate --lint, cfn-lint, the rules, sqsafe check")
         template_checks(project, env)
         step(f"sqsafe new consumer {NAME_TRANSACT} --fifo --transact, from a folder inside the project; the same checks")
-        run(str(TARGET / "debug" / "sqsafe"), "new", "consumer", NAME_TRANSACT, "--fifo", "--transact",
+        run(SQSAFE, "new", "consumer", NAME_TRANSACT, "--fifo", "--transact",
             cwd=project / "functions", env=env)
         crate_checks(project, env, NAME_TRANSACT)
         template_checks(project, env)

@@ -163,13 +163,20 @@ cargo clippy -p sqsafe-idempotency -p sqsafe -p sqsafe-workspace-hack --features
 
 step "a new project outside the workspace: started in the background beside cargo doc and cargo test (output later)"
 # scripts/project-check.py: sam init --location templates/project, its tests (which must fail with the effect broken),
-# its template's checks, sqsafe new consumer, the local pipeline under cargo lambda watch. It runs the workspace's
-# sqsafe-local and sqsafe (built now, with the bench smoke's binaries) and builds the project in a target folder of its own: nothing it compiles is the
-# workspace's (a dependent gets its own features), and it never waits for cargo's lock on target/. Its minutes of
-# waiting (sam, cargo lambda watch, queues) pass beside the compiling steps.
-cargo build -q -p sqsafe-local -p sqsafe-cli -p charge-payment -p naive-rust -p sqsafe-bench --bins
+# its template's checks, sqsafe new consumer, the local pipeline under cargo lambda watch (`sqsafe local up --watch`).
+# It runs the workspace's sqsafe as a team installs it: built alone, without the test servers (cargo unifies features
+# over the packages of one command, and the bench's and the e2e tests' turn sqsafe-local's test servers on), copied
+# into a folder of its own that later builds do not touch (the cargo lambda watch test runs the same copy). It builds
+# the project in a target folder of its own: nothing it compiles is the workspace's (a dependent gets its own
+# features), and it never waits for cargo's lock on target/. Its minutes of waiting (sam, cargo lambda watch, queues)
+# pass beside the compiling steps. Then the bench smoke's binaries and charge-payment (the project check's size check).
+cargo build -q -p sqsafe-cli --bin sqsafe
+INSTALLED_BIN="${ROOT}/target/sqsafe-installed"
+mkdir -p "${INSTALLED_BIN}"
+cp "${ROOT}/target/debug/sqsafe" "${INSTALLED_BIN}/"
+cargo build -q -p charge-payment -p naive-rust -p sqsafe-bench --bins
 background "the project check" env SQSAFE_PROJECT_TARGET="${ROOT}/target/project-check" \
-  "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
+  SQSAFE_BIN="${INSTALLED_BIN}/sqsafe" "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
 
 step "cargo doc --workspace --no-deps, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
@@ -177,7 +184,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 step "cargo test --workspace --no-run: every test binary built (they run in the steps below)"
 cargo test --workspace --no-run
 # What really linked (scripts/linker.sh): the linker a binary records in its .comment section.
-echo "linker: $(readelf -p .comment "${ROOT}/target/debug/sqsafe-local" 2>/dev/null | grep -o 'Linker: .*' | cut -c1-40 || echo unknown)"
+echo "linker: $(readelf -p .comment "${ROOT}/target/debug/sqsafe" 2>/dev/null | grep -o 'Linker: .*' | cut -c1-40 || echo unknown)"
 
 step "fault-injection suite: its functions built, then run in the background beside cargo test (output at the end)"
 # The suite spends its minutes waiting on visibility timeouts, lease expiries and SIGKILLed functions: beside the test
@@ -200,7 +207,8 @@ step "cargo test --workspace (all but the fault-injection suite; the cargo lambd
 # tests/local_watch.rs waits minutes on queue timeouts and on cargo lambda watch's rebuilds, with its own moto and
 # ports: it runs in the background beside the other test binaries, which cargo runs one after another.
 LOCAL_WATCH_TEST="sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits"
-background "the cargo lambda watch test" cargo test -p sqsafe-e2e --test local_watch -- --exact "${LOCAL_WATCH_TEST}"
+background "the cargo lambda watch test" env SQSAFE_E2E_SQSAFE_BIN="${INSTALLED_BIN}/sqsafe" \
+  cargo test -p sqsafe-e2e --test local_watch -- --exact "${LOCAL_WATCH_TEST}"
 cargo test --workspace -- --skip _under_faults --skip "${LOCAL_WATCH_TEST}"
 report_background "the cargo lambda watch test" "the other test binaries"
 

@@ -1,4 +1,5 @@
-//! The command line: `sqsafe new consumer`, `sqsafe check`, `sqsafe dlq inspect` and `sqsafe dlq redrive`.
+//! The command line: `sqsafe new consumer`, `sqsafe check`, `sqsafe local up | resources`, `sqsafe dlq inspect` and
+//! `sqsafe dlq redrive`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -6,6 +7,8 @@ use std::path::PathBuf;
 use aws_sdk_sqs::Client;
 use clap::{Args, Parser, Subcommand};
 use jiff::SignedDuration;
+
+use sqsafe_local::cli::LocalCommand;
 
 use crate::check::{CheckArgs, run_check};
 use crate::clock::Clock;
@@ -15,8 +18,8 @@ use crate::redrive::{RedriveOptions, redrive};
 use crate::scan::ScanOptions;
 use crate::time::parse_duration;
 
-/// sqsafe: add consumers to a project, check its SAM template, and operate the dead-letter queues of sqsafe
-/// consumers.
+/// sqsafe: add consumers to a project, check its SAM template, run it locally behind its SQS queues, and operate the
+/// dead-letter queues of sqsafe consumers.
 ///
 /// AWS (for `dlq`) is reached the standard way: AWS_REGION, credentials, and AWS_ENDPOINT_URL for a local endpoint
 /// (moto).
@@ -45,6 +48,10 @@ pub enum Command {
     /// Exit status: 0 when every rule holds, 1 when one does not, 2 when the template or the workspace cannot be
     /// found or read.
     Check(CheckArgs),
+    /// Run the project's functions locally behind their SQS queues (moto server, event source mappings, the local
+    /// Lambda Runtime API or cargo lambda watch), or create its tables and queues in a running moto.
+    #[command(subcommand)]
+    Local(LocalCommand),
     /// Dead-letter queues: look at what is there, move it back.
     #[command(subcommand)]
     Dlq(DlqCommand),
@@ -229,6 +236,12 @@ pub async fn run(
             0 => Status::Done,
             _ => Status::Failed,
         }),
+        Command::Local(command) => {
+            // It prints as it goes (a long-running pipeline): what was written so far comes first.
+            out.flush()?;
+            sqsafe_local::cli::run(command).await?;
+            Ok(Status::Done)
+        }
         Command::Dlq(DlqCommand::Inspect(args)) => {
             let options = InspectOptions {
                 scan: args.scan.options(),
@@ -279,6 +292,45 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// The help of `sqsafe local` and `sqsafe local up`, as clap prints it.
+    fn help(path: &[&str]) -> String {
+        let mut command = Cli::command();
+        let mut sub = &mut command;
+        for name in path {
+            sub = sub.find_subcommand_mut(name).expect("subcommand");
+        }
+        sub.render_long_help().to_string()
+    }
+
+    #[test]
+    fn sqsafe_local_lists_up_and_resources() {
+        let local = help(&["local"]);
+        for listed in ["up ", "resources "] {
+            assert!(
+                local.lines().any(|l| l.trim_start().starts_with(listed)),
+                "{listed:?} in:\n{local}"
+            );
+        }
+        let up = help(&["local", "up"]);
+        for option in [
+            "--watch",
+            "--template",
+            "--visibility-timeout",
+            "--parameter <NAME=VALUE>",
+        ] {
+            assert!(up.contains(option), "{option} in:\n{up}");
+        }
+        assert!(
+            up.contains("test-servers") && up.contains("PaymentsApiUrl"),
+            "--help says what a build without the test servers does:\n{up}"
+        );
+        let cli = Cli::try_parse_from(["sqsafe", "local", "up", "--watch"]).expect("parses");
+        assert!(matches!(
+            cli.command,
+            Command::Local(LocalCommand::Up(ref args)) if args.watch
+        ));
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub enum Error {
     /// The AWS configuration lacks a region or credentials: one line says what to set, before any call.
     #[error("{0}")]
     Setup(String),
+    /// `sqsafe local` could not start or stopped (one line: what went wrong, what to do).
+    #[error("{0}")]
+    Local(#[from] sqsafe_local::Error),
     /// Writing the output failed.
     #[error("writing the output: {0}")]
     Io(#[from] std::io::Error),

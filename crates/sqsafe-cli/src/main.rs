@@ -28,6 +28,16 @@ async fn main() -> ExitCode {
             }
         };
     }
+    if let Command::Local(command) = cli.command {
+        // Its own local AWS (moto) or the one at AWS_ENDPOINT_URL: no AWS configuration is checked here.
+        return match sqsafe_local::cli::run(command).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sqsafe: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // Long polls wait up to 20 s: the local tools' timeouts (read and attempt 25 s), not a function's.
     let config = sqsafe_aws::config_loader_with(sqsafe_aws::Timeouts::LOCAL_TOOLS)
         .load()

@@ -9,7 +9,7 @@ use crate::Error;
 
 /// What to set, said once for both cases.
 const WHAT_TO_SET: &str = "set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) and AWS_REGION; for the \
-                           local pipeline, the export lines sqsafe-local prints (AWS_ENDPOINT_URL=http://127.0.0.1:PORT \
+                           local pipeline, the export lines `sqsafe local up` prints (AWS_ENDPOINT_URL=http://127.0.0.1:PORT \
                            and test credentials)";
 
 /// How long resolving credentials may take (a profile's SSO or role chain; an instance's metadata service).

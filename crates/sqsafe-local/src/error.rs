@@ -27,6 +27,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A command of the local pipeline ([`cli::run`](crate::cli::run): `sqsafe local up | resources`) could not
+    /// start or stopped; the message says what went wrong and, where it can, what to do.
+    #[error("{0}")]
+    Command(String),
 }
 
 impl Error {
@@ -38,5 +42,10 @@ impl Error {
     /// `true` for [`Error::Bind`].
     pub fn is_bind(&self) -> bool {
         matches!(self, Error::Bind { .. })
+    }
+
+    /// `true` for [`Error::Command`].
+    pub fn is_command(&self) -> bool {
+        matches!(self, Error::Command(_))
     }
 }

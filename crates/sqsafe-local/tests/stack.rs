@@ -282,67 +282,6 @@ async fn template_names_are_the_deployed_ones_and_a_second_run_keeps_what_exists
     assert!(item.item().is_some(), "the table was kept with its item");
 }
 
-/// `sqsafe-local resources` (what `make local-resources` runs), as a user runs it.
-fn resources_command(endpoint: &str) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sqsafe-local"));
-    command
-        .arg("resources")
-        .env("AWS_ENDPOINT_URL", endpoint)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_REGION", "us-east-1");
-    command
-}
-
-#[test]
-fn sqsafe_local_resources_creates_the_template_names_and_can_run_twice() {
-    let endpoint = sqsafe_testkit::endpoint();
-    for run in ["first", "second"] {
-        let out = resources_command(&endpoint)
-            .output()
-            .expect("run sqsafe-local");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{run} run: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for line in [
-            "table  idempotency  (IdempotencyTable)",
-            "table  ledger  (LedgerTable)",
-            "table  outbox  (OutboxTable)",
-        ] {
-            assert!(stdout.contains(line), "{run} run lacks {line:?}:\n{stdout}");
-        }
-        for (queue, logical) in [
-            ("/charge-payment", "ChargePaymentQueue"),
-            ("/charge-payment-dlq", "ChargePaymentDeadLetterQueue"),
-            ("/apply-ledger.fifo", "ApplyLedgerQueue"),
-        ] {
-            assert!(
-                stdout
-                    .lines()
-                    .any(|l| l.starts_with("queue  ")
-                        && l.ends_with(&format!("{queue}  ({logical})"))),
-                "{run} run lacks the queue {queue}:\n{stdout}"
-            );
-        }
-    }
-}
-
-#[test]
-fn sqsafe_local_resources_refuses_an_endpoint_that_is_not_local() {
-    let out = resources_command("https://dynamodb.us-east-1.amazonaws.com")
-        .output()
-        .expect("run sqsafe-local");
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("AWS_ENDPOINT_URL must point at the local moto server"),
-        "{stderr}"
-    );
-}
-
 /// A template with one table that names a seed file, written with the file into a scratch folder.
 fn seeded_template(name: &str, seed: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(unique_name(name));

@@ -1,4 +1,4 @@
-//! `sqsafe-local up --watch` end to end, as a user runs it: a scratch workspace (a throwaway function and its
+//! `sqsafe local up --watch` end to end, as a user runs it: a scratch workspace (a throwaway function and its
 //! template, `fixtures/watch-probe`), the real CLI, its own moto server, the function under `cargo lambda watch`
 //! behind the event source mapping. A success is deleted; a failure comes back after the visibility timeout and
 //! reaches the DLQ after `maxReceiveCount` receives; a saved edit of the handler answers the next delivery, with no
@@ -30,11 +30,8 @@ const QUEUE_LIMIT: Duration = Duration::from_secs(60);
 fn sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits() {
     let started = Instant::now();
     let scratch = Scratch::new();
-    let cli = build_cli();
-    println!(
-        "sqsafe-local built in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    let cli = build_cli(&scratch);
+    println!("sqsafe built in {:.1} s", started.elapsed().as_secs_f64());
 
     let mut up = Up::start(&cli, &scratch);
     let ready = Instant::now();
@@ -53,6 +50,11 @@ fn sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits() {
     assert!(
         !up.seen(|l| l.contains("stream-probe")),
         "only functions with an SQS mapping run under watch:\n{}",
+        up.output()
+    );
+    assert!(
+        !up.seen(|l| l.starts_with("payments API")),
+        "the sqsafe a team installs starts no payments API (the test-servers feature is off):\n{}",
         up.output()
     );
     let function_log = logs.join("watch-probe.watch.log");
@@ -290,23 +292,33 @@ impl Drop for Scratch {
     }
 }
 
-/// `target/debug/sqsafe-local`, built now (a no-op when fresh).
-fn build_cli() -> PathBuf {
-    let root = workspace_root();
-    let output = Command::new(env!("CARGO"))
-        .current_dir(&root)
-        .args(["build", "-q", "-p", "sqsafe-local", "--bin", "sqsafe-local"])
-        .output()
-        .expect("run cargo build");
-    assert!(
-        output.status.success(),
-        "cargo build of sqsafe-local failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    root.join("target/debug/sqsafe-local")
+/// The `sqsafe` binary as a team installs it, without the test servers: `SQSAFE_E2E_SQSAFE_BIN` when set (make
+/// test's, built alone), else built now by `cargo build -p sqsafe-cli --bin sqsafe` (a no-op when fresh; alone, so
+/// that no other package's features reach it). Copied into the scratch folder: a build of the workspace meanwhile
+/// (which turns the test servers on) replaces the file in the target folder, not the one this test runs.
+fn build_cli(scratch: &Scratch) -> PathBuf {
+    let built = match std::env::var_os("SQSAFE_E2E_SQSAFE_BIN").filter(|b| !b.is_empty()) {
+        Some(bin) => PathBuf::from(bin),
+        None => {
+            let output = Command::new(env!("CARGO"))
+                .current_dir(workspace_root())
+                .args(["build", "-q", "-p", "sqsafe-cli", "--bin", "sqsafe"])
+                .output()
+                .expect("run cargo build");
+            assert!(
+                output.status.success(),
+                "cargo build of sqsafe failed:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            sqsafe_local::stack::target_dir().join("debug/sqsafe")
+        }
+    };
+    let cli = scratch.root.join("sqsafe");
+    std::fs::copy(&built, &cli).unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
+    cli
 }
 
-/// `sqsafe-local up --watch` on the scratch template; its stdout read line by line, its stderr (cargo's build
+/// `sqsafe local up --watch` on the scratch template; its stdout read line by line, its stderr (cargo's build
 /// progress) in a file beside the scratch workspace (not inside it: watch would see it change).
 struct Up {
     child: Option<Child>,
@@ -320,7 +332,7 @@ impl Up {
         let stderr = scratch.root.join("up.stderr");
         let mut child = Command::new(cli)
             .current_dir(scratch.workspace())
-            .args(["up", "--watch", "--template"])
+            .args(["local", "up", "--watch", "--template"])
             .arg(scratch.workspace().join("template.yaml"))
             .args(["--visibility-timeout", &VISIBILITY_SECONDS.to_string()])
             .env("CARGO_TARGET_DIR", workspace_root().join(TARGET))
@@ -330,7 +342,7 @@ impl Up {
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
             .spawn()
-            .expect("spawn sqsafe-local up --watch");
+            .expect("spawn sqsafe local up --watch");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -365,7 +377,7 @@ impl Up {
                     }
                 }
                 Err(e) => panic!(
-                    "sqsafe-local up --watch: no expected line ({e}) after {limit:?}; output:\n{}\nstderr:\n{}",
+                    "sqsafe local up --watch: no expected line ({e}) after {limit:?}; output:\n{}\nstderr:\n{}",
                     self.output(),
                     std::fs::read_to_string(&self.stderr).unwrap_or_default()
                 ),
@@ -415,7 +427,7 @@ impl Up {
             self.seen.push(line);
         }
         let status = child.wait().expect("wait");
-        assert!(status.success(), "sqsafe-local exited with {status}");
+        assert!(status.success(), "sqsafe exited with {status}");
         self.output()
     }
 }

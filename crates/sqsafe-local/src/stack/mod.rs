@@ -16,6 +16,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 
 pub use template::{
     EnvSource, FunctionSpec, QueueSpec, SEED_METADATA, TableSpec, TemplateError, TemplateSpec,
+    UnsetParameter,
 };
 
 /// The project's template.yaml: the nearest at or above the crate under test, the binary `cargo run` runs, or the
@@ -79,7 +80,7 @@ pub struct LocalQueue {
 pub struct StackOptions {
     /// Prefix of every name (unique per run): `{prefix}-{LogicalId}`. Ignored with `template_names`.
     pub prefix: String,
-    /// Names as the template's, without a stack name, for running functions by hand (`sqsafe-local resources`, the
+    /// Names as the template's, without a stack name, for running functions by hand (`sqsafe local resources`, the
     /// functions' READMEs): a queue's `QueueName` without `${AWS::StackName}-` (`charge-payment`), a table's logical
     /// id in kebab case without `Table` (`IdempotencyTable` is `idempotency`). What exists already under such a name
     /// is kept as it is, so that creating twice is harmless.
@@ -515,5 +516,43 @@ mod tests {
         }
         assert_eq!(get(&env(1), "VISIBILITY_HEARTBEAT_SECONDS"), None);
         assert_eq!(get(&env(0), "BACKOFF_MAX_SECONDS"), Some(1));
+    }
+
+    #[test]
+    fn parameters_without_a_default_are_named_until_given() {
+        let spec = TemplateSpec::parse(
+            r#"
+Parameters:
+  ApiUrl: {Type: String}
+  Unused: {Type: String}
+  Timeout: {Type: Number, Default: 5}
+Resources:
+  Queue: {Type: AWS::SQS::Queue}
+  Fn:
+    Type: AWS::Serverless::Function
+    Metadata: {BuildProperties: {Binary: send-invoice}}
+    Properties:
+      Environment:
+        Variables:
+          API_URL: !Ref ApiUrl
+          TIMEOUT: !Ref Timeout
+          QUEUE_URL: !Ref Queue
+      Events:
+        Sqs: {Type: SQS, Properties: {Queue: !GetAtt Queue.Arn}}
+"#,
+        )
+        .expect("parses");
+        assert!(spec.declares_parameter("ApiUrl") && spec.declares_parameter("Timeout"));
+        assert!(!spec.declares_parameter("Queue"));
+        assert_eq!(
+            spec.unset_parameters(&BTreeMap::new()),
+            [UnsetParameter {
+                binary: "send-invoice".into(),
+                variable: "API_URL".into(),
+                parameter: "ApiUrl".into(),
+            }]
+        );
+        let given = BTreeMap::from([("ApiUrl".to_owned(), "http://127.0.0.1:9".to_owned())]);
+        assert!(spec.unset_parameters(&given).is_empty());
     }
 }

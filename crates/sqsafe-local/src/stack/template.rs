@@ -1,6 +1,6 @@
 //! What the local stack needs from template.yaml, read from the template itself so the two cannot drift.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_norway::Value;
@@ -82,6 +82,21 @@ pub struct TemplateSpec {
     pub functions: BTreeMap<String, FunctionSpec>,
     /// Parameter defaults.
     pub parameters: BTreeMap<String, String>,
+    /// Parameters declared without a `Default`: a deployment gives their value (`sam deploy --parameter-overrides`),
+    /// and so does a local run ([`StackOptions::parameters`](super::StackOptions::parameters)).
+    pub required_parameters: BTreeSet<String>,
+}
+
+/// A function's environment variable whose value is a template parameter without a `Default` that nothing gave
+/// ([`TemplateSpec::unset_parameters`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsetParameter {
+    /// The function's binary.
+    pub binary: String,
+    /// The environment variable.
+    pub variable: String,
+    /// The parameter.
+    pub parameter: String,
 }
 
 /// Why the template could not be read.
@@ -139,12 +154,19 @@ impl TemplateSpec {
     pub fn parse(text: &str) -> Result<Self, TemplateError> {
         let doc: Value = serde_norway::from_str(text).map_err(|e| TemplateError(e.to_string()))?;
         let err = |m: String| TemplateError(m);
-        let parameters = doc
-            .get("Parameters")
-            .and_then(Value::as_mapping)
+        let declared = doc.get("Parameters").and_then(Value::as_mapping);
+        let parameters = declared
             .map(|m| {
                 m.iter()
                     .filter_map(|(k, v)| Some((scalar(k)?, scalar(v.get("Default")?)?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let required_parameters = declared
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, v)| v.get("Default").is_none())
+                    .filter_map(|(k, _)| scalar(k))
                     .collect()
             })
             .unwrap_or_default();
@@ -157,6 +179,7 @@ impl TemplateSpec {
             queues: BTreeMap::new(),
             functions: BTreeMap::new(),
             parameters,
+            required_parameters,
         };
         for (id, resource) in resources {
             let Some(id) = scalar(id) else { continue };
@@ -351,6 +374,37 @@ impl TemplateSpec {
                 .collect(),
             functions: BTreeMap::from([(function.logical_id.clone(), function.clone())]),
             parameters: self.parameters.clone(),
+            required_parameters: self.required_parameters.clone(),
         })
+    }
+
+    /// Whether the template declares the parameter `name` (with or without a default).
+    pub fn declares_parameter(&self, name: &str) -> bool {
+        self.parameters.contains_key(name) || self.required_parameters.contains(name)
+    }
+
+    /// The functions' environment variables that refer to a parameter without a `Default` and not in `given`: the
+    /// function would start without them. Ordered by function, then variable.
+    pub fn unset_parameters(&self, given: &BTreeMap<String, String>) -> Vec<UnsetParameter> {
+        let mut unset: Vec<UnsetParameter> = self
+            .functions
+            .values()
+            .flat_map(|f| {
+                f.env.iter().filter_map(|(variable, source)| match source {
+                    EnvSource::Ref(r)
+                        if self.required_parameters.contains(r) && !given.contains_key(r) =>
+                    {
+                        Some(UnsetParameter {
+                            binary: f.binary.clone(),
+                            variable: variable.clone(),
+                            parameter: r.clone(),
+                        })
+                    }
+                    _ => None,
+                })
+            })
+            .collect();
+        unset.sort_by(|a, b| (&a.binary, &a.variable).cmp(&(&b.binary, &b.variable)));
+        unset
     }
 }

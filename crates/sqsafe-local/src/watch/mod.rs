@@ -1,4 +1,4 @@
-//! Functions under `cargo lambda watch` (hot reload) behind the local SQS event source mapping: `sqsafe-local up
+//! Functions under `cargo lambda watch` (hot reload) behind the local SQS event source mapping: `sqsafe local up
 //! --watch`, `make local-watch`.
 //!
 //! ```no_run

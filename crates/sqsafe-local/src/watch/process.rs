@@ -270,7 +270,7 @@ fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
-        // Its own group: a Ctrl-C in the terminal reaches sqsafe-local, which then stops watch with SIGTERM.
+        // Its own group: a Ctrl-C in the terminal reaches `sqsafe local up`, which then stops watch with SIGTERM.
         .process_group(0);
     let mut child = command
         .spawn()

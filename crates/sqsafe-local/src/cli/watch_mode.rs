@@ -1,12 +1,12 @@
-//! `sqsafe-local up --watch`: each function under `cargo lambda watch` behind its event source mappings, and what
+//! `sqsafe local up --watch`: each function under `cargo lambda watch` behind its event source mappings, and what
 //! the terminal is told while watch builds, reloads or loses the function.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sqsafe_local::esm::{EventSourceMapping, MappingConfig};
-use sqsafe_local::stack::LocalQueue;
-use sqsafe_local::watch::{Phase, Status, VisibilityHold, WatchFunction, WatchSpec, prebuild};
+use crate::esm::{EventSourceMapping, MappingConfig};
+use crate::stack::LocalQueue;
+use crate::watch::{Phase, Status, VisibilityHold, WatchFunction, WatchSpec, prebuild};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 

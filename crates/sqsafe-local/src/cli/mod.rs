@@ -1,0 +1,174 @@
+//! The command line of the local pipeline, `sqsafe local up | resources` (the `sqsafe` binary of sqsafe-cli parses
+//! it with [`LocalCommand`] and calls [`run`]).
+//!
+//! - `up` runs the whole local pipeline of a template for hands-on use: moto server with the template's tables and
+//!   queues, every function with an SQS mapping under the local Lambda Runtime API (or, with `--watch`, under
+//!   `cargo lambda watch`, see [`watch`](crate::watch)) behind its event source mappings; it prints how to reach
+//!   everything and runs until Ctrl-C or SIGTERM, then stops all of it and prints what each mapping did.
+//! - `resources` creates the template's tables and queues in a moto server the user runs, named as the template
+//!   names them.
+//!
+//! The fake payments API of this repository's own tests ([`PaymentsApi`](crate::PaymentsApi)) is started by `up`
+//! only when this crate is built with its `payments-api` feature (sqsafe-cli's `test-servers`).
+
+mod hints;
+mod parameters;
+mod resources;
+mod up;
+mod watch_mode;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Subcommand;
+
+use crate::stack::{target_dir, template_path};
+
+/// `sqsafe local ...`: the local AWS pipeline of a SAM template (moto server, SQS event source mappings, the functions
+/// under a local Lambda Runtime API or `cargo lambda watch`).
+#[derive(Debug, Subcommand)]
+pub enum LocalCommand {
+    /// Runs the template's functions locally, behind their SQS event source mappings, until Ctrl-C or SIGTERM.
+    ///
+    /// Starts moto server (SQS, DynamoDB) with the template's tables and queues, and runs each function that has an
+    /// SQS event: under a local Lambda Runtime API (its binary from --bin-dir: build the functions first; timeouts,
+    /// crashes and cold starts as in Lambda), or with --watch under `cargo lambda watch` (built from the template's
+    /// workspace; save a handler and the next delivery runs it). Prints the queue URLs, the `export` lines that point
+    /// the AWS CLI and `sqsafe dlq` at the local moto, and a command per function that sends its sample event
+    /// (events/FUNCTION*.json). Ctrl-C or SIGTERM stops everything it started.
+    ///
+    /// A function's environment is the template's, with its references resolved: tables and queues to the local
+    /// ones, parameters to their Default. A parameter without a Default that a function's environment uses must be
+    /// given with --parameter NAME=VALUE, as `sam deploy --parameter-overrides` would; without it `up` stops before
+    /// starting anything and names the parameter.
+    ///
+    /// This repository's own pipeline (`make local`) builds sqsafe with the `test-servers` feature: `up` then also
+    /// starts the fake payments API of its tests and gives its URL as the parameter PaymentsApiUrl (unless
+    /// --parameter gives one). An installed sqsafe has no payments API.
+    Up(UpArgs),
+    /// Creates the template's tables and queues in the moto server at AWS_ENDPOINT_URL, for running a function by hand.
+    ///
+    /// Names are the template's without a stack name (`idempotency`, `charge-payment`), as the functions' READMEs use
+    /// them; what exists is kept. Prints the table names and queue URLs. Start moto first (`make moto` prints the
+    /// export lines).
+    Resources(ResourcesArgs),
+}
+
+/// `sqsafe local up`
+#[derive(Debug, Clone, clap::Args)]
+pub struct UpArgs {
+    /// The template (default: the project's template.yaml, found upward from the current folder).
+    #[arg(long, default_value_os_t = template_path())]
+    pub template: PathBuf,
+    /// Where the function binaries are (not used with --watch).
+    #[arg(long, default_value_os_t = target_dir().join("debug"))]
+    pub bin_dir: PathBuf,
+    /// Event source mappings (pollers) per function, for the local Runtime API.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..), conflicts_with = "watch")]
+    pub pollers: u16,
+    /// Shortens the source queues' visibility timeout (seconds) and scales the functions' backoff and visibility
+    /// heartbeat to it.
+    #[arg(long = "visibility-timeout", value_name = "SECONDS", value_parser = parse_seconds)]
+    pub visibility: Option<Duration>,
+    /// Runs each function under `cargo lambda watch` instead (the pinned one in .venv), one per function on its own
+    /// port, built from the template's workspace: a saved change is rebuilt and runs from the next delivery, with
+    /// no restart. One mapping and one process per function.
+    #[arg(long)]
+    pub watch: bool,
+    /// A template parameter's value, NAME=VALUE (repeat for more): replaces its Default; required for a parameter
+    /// without one that a function's environment uses.
+    #[arg(long = "parameter", value_name = "NAME=VALUE", value_parser = parse_parameter)]
+    pub parameters: Vec<(String, String)>,
+}
+
+/// `sqsafe local resources`
+#[derive(Debug, Clone, clap::Args)]
+pub struct ResourcesArgs {
+    /// The template (default: the project's template.yaml, found upward from the current folder).
+    #[arg(long, default_value_os_t = template_path())]
+    pub template: PathBuf,
+}
+
+/// Runs `command` until it is done (`resources`) or stopped (`up`: Ctrl-C or SIGTERM).
+///
+/// # Errors
+/// [`Error::Command`](crate::Error::Command), one line that says what went wrong and, where it can, what to do.
+pub async fn run(command: LocalCommand) -> crate::Result<()> {
+    let done = match command {
+        LocalCommand::Up(args) => up::up(args).await,
+        LocalCommand::Resources(args) => resources::resources(&args.template).await,
+    };
+    done.map_err(crate::Error::Command)
+}
+
+impl UpArgs {
+    /// The parameter values given (`--parameter`), the last one winning.
+    fn parameter_map(&self) -> BTreeMap<String, String> {
+        self.parameters.iter().cloned().collect()
+    }
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.parse()
+        .map(Duration::from_secs)
+        .map_err(|_| format!("{text:?} is not a number of seconds"))
+}
+
+fn parse_parameter(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("{text:?} is not NAME=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Debug, Parser)]
+    struct Local {
+        #[command(subcommand)]
+        command: LocalCommand,
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Local::command().debug_assert();
+    }
+
+    #[test]
+    fn up_reads_its_parameters() {
+        let Local {
+            command: LocalCommand::Up(args),
+        } = Local::try_parse_from([
+            "local",
+            "up",
+            "--watch",
+            "--parameter",
+            "ApiUrl=http://127.0.0.1:9/v1?a=b",
+            "--parameter",
+            "Empty=",
+        ])
+        .expect("parses")
+        else {
+            panic!("up");
+        };
+        assert!(args.watch);
+        assert_eq!(
+            args.parameter_map(),
+            BTreeMap::from([
+                ("ApiUrl".to_owned(), "http://127.0.0.1:9/v1?a=b".to_owned()),
+                ("Empty".to_owned(), String::new()),
+            ])
+        );
+        for bad in ["ApiUrl", "=x"] {
+            assert!(Local::try_parse_from(["local", "up", "--parameter", bad]).is_err());
+        }
+        assert!(
+            Local::try_parse_from(["local", "up", "--watch", "--pollers", "2"]).is_err(),
+            "--pollers is for the local Runtime API"
+        );
+    }
+}
