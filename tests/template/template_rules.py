@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from nested import location, not_checked
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Rule name -> what it demands. Every violation carries one of these names.
@@ -68,6 +70,7 @@ RULES: dict[str, str] = {
     "change-message-visibility": "each SQS consumer's role grants sqs:ChangeMessageVisibility on the function's source queue and on nothing else (not its DLQ, not another queue, not '*'); a stream function's grants it nowhere",
     "max-attempts": "MAX_ATTEMPTS (max) <= the consumed queue's maxReceiveCount",
     "idempotency-window": "IDEMPOTENCY_WINDOW_DAYS (min) x 86400 >= source queue retention + DLQ retention + redrive margin",
+    "nested-application": "every nested application (AWS::Serverless::Application Location, AWS::CloudFormation::Stack TemplateURL) is a local template file, inlined by nested.flatten and checked with the rest (one in S3 or the Serverless Application Repository is not read, so its resources escape every rule)",
 }
 
 # Time allowed, after a message reaches the end of its DLQ retention, for an operator to redrive it and for the
@@ -297,7 +300,8 @@ def function_crate_binaries(root: Path = ROOT) -> dict[str, str]:
 
 
 def check(doc: dict[str, Any], *, crate_binaries: dict[str, str] | None = None) -> list[Violation]:
-    """Every violation of RULES in the parsed SAM template `doc`."""
+    """Every violation of RULES in the parsed SAM template `doc` (its local nested applications already inlined by
+    nested.flatten)."""
     t = Template(doc)
     out: list[Violation] = []
 
@@ -363,6 +367,10 @@ def check(doc: dict[str, Any], *, crate_binaries: dict[str, str] | None = None) 
     _check_outbox_sweepers(t, consumers, tables, alarms, fail)
     _check_sqsafe_metric_names(t, alarms, dashboards, fail)
     _check_policy_documents(t, fail)
+    for rid, resource in doc.get("Resources", {}).items():
+        nested, where = location(resource)
+        if nested:
+            fail("nested-application", rid, not_checked(rid, where))
     return out
 
 
@@ -1212,13 +1220,14 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
+    from nested import flatten
     from sam_translate import load_template
 
     parser = argparse.ArgumentParser(description="Check a SAM template against sqsafe's template rules.")
     parser.add_argument("--template", type=Path, default=ROOT / "template.yaml")
     args = parser.parse_args(argv)
     path = args.template.resolve()
-    doc = load_template(path)
+    doc = flatten(load_template(path), path.parent)
     violations = check(doc, crate_binaries=function_crate_binaries(path.parent))
     for v in violations:
         print(v, file=sys.stderr)

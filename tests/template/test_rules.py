@@ -395,6 +395,10 @@ MUTATIONS: list[Mutation] = [
      "least-privilege", "ApplyLedgerRole"),
     ("the sweeper may delete outbox items", lambda d: statement(d, "OutboxSweeperRole", "MarkSent").update(Action=["dynamodb:UpdateItem", "dynamodb:DeleteItem"]),
      "grant-only-what-is-used", "OutboxSweeperRole"),
+    ("a nested application in S3", lambda d: d[R].update(Extras={
+        "Type": "AWS::Serverless::Application",
+        "Properties": {"Location": "https://s3.amazonaws.com/bucket/extras.yaml"}}),
+     "nested-application", "Extras"),
 ]
 
 

@@ -3,7 +3,7 @@
 Every mutation of test_rules.py's table is applied to a copy of template.yaml, the copy is written as JSON, and both
 checkers run on it: the rule the table names must fire on the resource it names in both, and the two must report
 exactly the same (rule, resource) pairs. The unmutated template passes both, and so do the changes of test_rules.py's
-PASSING table; both know the same 41 rule names.
+PASSING table; both know the same 42 rule names.
 
 The binary: $SQSAFE_BIN (relative to the repository root), default target/debug/sqsafe. It is run from the
 repository root, so the function crates it checks the template against are this workspace's functions/.
@@ -26,6 +26,18 @@ from typing import Any
 import pytest
 
 from template_rules import ROOT, RULES, check, function_crate_binaries
+from nested import NestedTemplateError
+from test_nested import (
+    APP,
+    NESTED_MUTATIONS,
+    NOT_LOCAL,
+    REFUSED,
+    child_fixture,
+    nested_template,
+    python_pairs,
+    renamed,
+    write_project,
+)
 from test_rules import MUTATIONS, PASSING
 
 # "[rule] resource: message", as sqsafe check prints each violation.
@@ -147,3 +159,66 @@ def test_an_unreadable_template_exits_2(tmp_path, name: str, text: str) -> None:
         assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1, proc.stderr
         assert proc.stderr.startswith("sqsafe: ") and str(target) in proc.stderr, proc.stderr
         assert "panicked" not in proc.stderr and "backtrace" not in proc.stderr.lower()
+
+
+# ------------------------------------------------------------------------------------------------ nested applications
+
+
+def rust_project(path: Path) -> tuple[int, Pairs, str]:
+    """`sqsafe check --template <path>` on a parent written by test_nested.write_project."""
+    proc = run_sqsafe("check", "--template", str(path))
+    assert proc.returncode in (0, 1), f"sqsafe check exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+    pairs: Pairs = set()
+    for line in proc.stdout.splitlines()[:-1]:
+        m = VIOLATION.match(line)
+        assert m, f"not a violation line: {line!r}"
+        pairs.add((m["rule"], m["resource"]))
+    return proc.returncode, pairs, proc.stdout
+
+
+def test_the_nested_template_passes_both(sam_template, tmp_path) -> None:
+    path = write_project(tmp_path, nested_template(sam_template))
+    assert python_pairs(path) == set()
+    code, rust, output = rust_project(path)
+    assert code == 0 and rust == set(), output
+
+
+@pytest.mark.parametrize(("mutate_child", "mutate_flat", "rule", "resource"), [m[1:] for m in NESTED_MUTATIONS],
+                         ids=[m[0] for m in NESTED_MUTATIONS])
+def test_a_mutation_in_the_child_is_caught_by_both(sam_template, tmp_path, mutate_child, mutate_flat, rule, resource) -> None:
+    child = child_fixture()
+    mutate_child(child)
+    path = write_project(tmp_path, nested_template(sam_template), child)
+    python = python_pairs(path)
+    assert (rule, resource) in python, sorted(python)
+    code, rust, output = rust_project(path)
+    assert code == 1
+    agree(python, rust, output)
+    mutate_flat(sam_template)
+    assert renamed(python_violations(sam_template)) == python, "the nested template fails as the flat one does"
+
+
+@pytest.mark.parametrize("where", [n[1] for n in NOT_LOCAL], ids=[n[0] for n in NOT_LOCAL])
+def test_an_application_not_in_a_local_file_is_reported_by_both(sam_template, tmp_path, where) -> None:
+    parent = nested_template(sam_template)
+    parent["Resources"][APP]["Properties"]["Location"] = where
+    path = write_project(tmp_path, parent)
+    python = python_pairs(path)
+    assert ("nested-application", APP) in python
+    code, rust, output = rust_project(path)
+    assert code == 1
+    agree(python, rust, output)
+    message = f"cannot check nested application {APP} at "
+    assert message in output and "only local template files are read" in output, output
+
+
+@pytest.mark.parametrize(("breaks", "says"), [r[1:] for r in REFUSED], ids=[r[0] for r in REFUSED])
+def test_an_application_that_cannot_be_inlined_exits_2(sam_template, tmp_path, breaks, says: str) -> None:
+    parent, child = nested_template(sam_template), child_fixture()
+    breaks(parent, child)
+    path = write_project(tmp_path, parent, child)
+    with pytest.raises(NestedTemplateError, match=re.escape(says)):
+        python_pairs(path)
+    proc = run_sqsafe("check", "--template", str(path))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert says in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr

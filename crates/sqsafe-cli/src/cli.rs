@@ -37,13 +37,15 @@ pub enum Command {
     /// Add to the project around the current folder (its Cargo workspace and SAM template).
     #[command(subcommand)]
     New(NewCommand),
-    /// Check a SAM template against sqsafe's 41 deployment rules (no AWS, no Python).
+    /// Check a SAM template against sqsafe's 42 deployment rules (no AWS, no Python).
     ///
     /// Every function, queue, table, alarm, role and dashboard found is checked: DLQs and their retention and alarms,
     /// visibility timeout against the function timeout, idempotency window against the retentions, least
     /// privilege, the outbox relay and sweeper, the dashboards, the function crates under functions/. Values that
     /// are parameters are checked at their bounds (MinValue, MaxValue, AllowedValues). Prints each violation as
-    /// `[rule] resource: what to fix`, then a summary line (`--list-rules` lists the rules).
+    /// `[rule] resource: what to fix`, then a summary line (`--list-rules` lists the rules). A nested application
+    /// (AWS::Serverless::Application) whose Location is a local template file is read and its resources checked
+    /// with the parent's, as `<AppId><ChildId>`; one in S3 or the Serverless Application Repository is reported.
     ///
     /// Exit status: 0 when every rule holds, 1 when one does not, 2 when the template or the workspace cannot be
     /// found or read.

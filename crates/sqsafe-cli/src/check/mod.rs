@@ -13,6 +13,7 @@ mod alarms;
 mod dashboards;
 mod functions;
 mod iam;
+mod nested;
 mod queues;
 mod run;
 mod tables;
@@ -24,13 +25,14 @@ use std::path::Path;
 
 use serde_norway::Value;
 
+pub use nested::flatten;
 pub use run::{CheckArgs, run_check};
 pub use template::{TemplateError, parse};
 
 use template::{Template, get, refs, stream_refs};
 
 /// Every rule: its name (what a violation names) and what it demands.
-pub const RULES: [(&str, &str); 41] = [
+pub const RULES: [(&str, &str); 42] = [
     (
         "function-crates",
         "every binary of every crate under functions/ is deployed by exactly one function, and no function builds a binary that is not there",
@@ -185,6 +187,10 @@ pub const RULES: [(&str, &str); 41] = [
     (
         "idempotency-window",
         "IDEMPOTENCY_WINDOW_DAYS (min) x 86400 >= source queue retention + DLQ retention + redrive margin (1 day)",
+    ),
+    (
+        "nested-application",
+        "every nested application (AWS::Serverless::Application Location, AWS::CloudFormation::Stack TemplateURL) is a local template file, inlined and checked with the rest (one in S3 or the Serverless Application Repository is not read)",
     ),
 ];
 
@@ -435,6 +441,21 @@ impl<'a> Checker<'a> {
         self.check_outbox_sweepers(&consumers);
         self.check_metric_names(&dashboards);
         self.check_policy_documents();
+        self.check_nested_applications();
+    }
+
+    /// Applications still in the template were not flattened ([`flatten`] reads local files only).
+    fn check_nested_applications(&mut self) {
+        let left: Vec<(String, String)> = self
+            .t
+            .resources()
+            .filter_map(|(id, r)| {
+                Some((id.to_owned(), nested::not_checked(id, nested::location(r)?)))
+            })
+            .collect();
+        for (id, message) in left {
+            self.fail("nested-application", id, message);
+        }
     }
 
     /// What function `f` consumes, and the sqs-event rule for it.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{RULES, TemplateError, check, function_crate_binaries, parse};
+use super::{RULES, TemplateError, check, flatten, function_crate_binaries, parse};
 use crate::error::Error;
 use crate::scaffold::Project;
 
@@ -64,7 +64,8 @@ fn locate(args: &CheckArgs) -> Result<(PathBuf, PathBuf), Error> {
 /// holds, 1 when one does not.
 ///
 /// # Errors
-/// No template or workspace found, a template that cannot be read or parsed, a functions/ Cargo.toml that does not
+/// No template or workspace found, a template (or the local template of a nested application) that cannot be
+/// read, parsed or inlined, a functions/ Cargo.toml that does not
 /// parse (the command exits 2 then).
 pub fn run_check(args: &CheckArgs, out: &mut dyn Write) -> Result<u8, Error> {
     if args.list_rules {
@@ -79,6 +80,8 @@ pub fn run_check(args: &CheckArgs, out: &mut dyn Write) -> Result<u8, Error> {
         .map_err(|e| TemplateError(format!("cannot read the template {shown}: {e}")))?;
     let doc = parse(&text)
         .map_err(|e| TemplateError(format!("cannot parse the template {shown}: {e}")))?;
+    let folder = template.parent().unwrap_or(Path::new("."));
+    let doc = flatten(doc, folder).map_err(|e| TemplateError(format!("{shown}: {e}")))?;
     let crates = function_crate_binaries(&root)?;
     let violations = check(&doc, &crates);
     for v in &violations {

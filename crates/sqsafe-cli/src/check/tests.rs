@@ -47,9 +47,9 @@ fn yaml(text: &str) -> Value {
 }
 
 #[test]
-fn the_rule_names_are_forty_one_and_distinct() {
+fn the_rule_names_are_forty_two_and_distinct() {
     let names: std::collections::BTreeSet<&str> = RULES.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names.len(), 41);
+    assert_eq!(names.len(), 42);
 }
 
 #[test]
@@ -314,4 +314,235 @@ fn a_violation_reads_rule_resource_message() {
         v.to_string(),
         "[max-receive-count] ChargePaymentQueue: maxReceiveCount is 2, needs >= 5"
     );
+}
+
+// ------------------------------------------------------------------------------------------------ nested applications
+
+/// A folder of template files for one test (removed when dropped).
+struct Files(PathBuf);
+
+impl Files {
+    fn new(test: &str, files: &[(&str, &str)]) -> Self {
+        let root =
+            std::env::temp_dir().join(format!("sqsafe-nested-{test}-{}", std::process::id()));
+        for (path, text) in files {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().expect("a folder")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+        Self(root)
+    }
+
+    fn flatten(&self, parent: &str) -> Result<Value, TemplateError> {
+        flatten(parse(parent).expect("the parent parses"), &self.0)
+    }
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const CHILD: &str = r#"
+Parameters:
+  Name: {Type: String}
+  TopicArn: {Type: String}
+  Size: {Type: Number, Default: 262144}
+Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+    Properties:
+      QueueName: !Sub "${AWS::StackName}-${Name}"
+      MaximumMessageSize: !Ref Size
+      RedrivePolicy: {deadLetterTargetArn: !GetAtt DeadLetterQueue.Arn, maxReceiveCount: 5}
+  DeadLetterQueue:
+    Type: AWS::SQS::Queue
+    DependsOn: [Queue]
+    Properties:
+      RedriveAllowPolicy:
+        sourceQueueArns: [!Sub "${Queue.Arn}", !Sub ["${Q}/${!Literal}/${Topic}", {Q: !Ref Queue}]]
+  Alarm:
+    Type: AWS::CloudWatch::Alarm
+    Properties:
+      AlarmActions: [!Ref TopicArn]
+      AlarmDescription: !Sub "${TopicArn} in ${AWS::Region}"
+Outputs:
+  QueueArn: {Value: !GetAtt Queue.Arn}
+  QueueUrl: {Value: !Ref Queue}
+  Named: {Value: !Ref Name}
+"#;
+
+const PARENT: &str = r#"
+Resources:
+  Topic: {Type: AWS::SNS::Topic}
+  Orders:
+    Type: AWS::Serverless::Application
+    Properties:
+      Location: nested/child.yaml
+      Parameters: {Name: orders, TopicArn: !Ref Topic}
+  Function:
+    Type: AWS::Serverless::Function
+    Properties:
+      Events: {Q: {Type: SQS, Properties: {Queue: !GetAtt Orders.Outputs.QueueArn}}}
+      Environment:
+        Variables:
+          QUEUE_URL: {"Fn::GetAtt": [Orders, Outputs.QueueUrl]}
+          NAME: !GetAtt Orders.Outputs.Named
+          ARN: !Sub "${Orders.Outputs.QueueArn}/x"
+"#;
+
+#[test]
+fn a_local_nested_application_is_inlined_renamed_with_its_parameters_and_outputs() {
+    let files = Files::new("inline", &[("nested/child.yaml", CHILD)]);
+    let flat = files.flatten(PARENT).expect("flattens");
+    let expected = yaml(
+        r#"
+Resources:
+  Topic: {Type: AWS::SNS::Topic}
+  OrdersQueue:
+    Type: AWS::SQS::Queue
+    Properties:
+      QueueName: !Sub "${AWS::StackName}-orders"
+      MaximumMessageSize: 262144
+      RedrivePolicy: {deadLetterTargetArn: !GetAtt OrdersDeadLetterQueue.Arn, maxReceiveCount: 5}
+  OrdersDeadLetterQueue:
+    Type: AWS::SQS::Queue
+    DependsOn: [OrdersQueue]
+    Properties:
+      RedriveAllowPolicy:
+        sourceQueueArns: [!Sub "${OrdersQueue.Arn}", !Sub ["${Q}/${!Literal}/${Topic}", {Q: !Ref OrdersQueue}]]
+  OrdersAlarm:
+    Type: AWS::CloudWatch::Alarm
+    Properties:
+      AlarmActions: [!Ref Topic]
+      AlarmDescription: !Sub "${Topic} in ${AWS::Region}"
+  Function:
+    Type: AWS::Serverless::Function
+    Properties:
+      Events: {Q: {Type: SQS, Properties: {Queue: !GetAtt OrdersQueue.Arn}}}
+      Environment:
+        Variables:
+          QUEUE_URL: !Ref OrdersQueue
+          NAME: orders
+          ARN: !Sub "${OrdersQueue.Arn}/x"
+"#,
+    );
+    assert_eq!(flat, expected);
+}
+
+#[test]
+fn nested_applications_nest() {
+    let outer = r#"
+Parameters:
+  Name: {Type: String}
+Resources:
+  Inner:
+    Type: AWS::CloudFormation::Stack
+    Properties:
+      TemplateURL: inner/child.yaml
+      Parameters: {Name: !Sub "${Name}-inner", TopicArn: arn:aws:sns:us-east-1:123456789012:t}
+Outputs:
+  QueueArn: {Value: !GetAtt Inner.Outputs.QueueArn}
+"#;
+    let files = Files::new(
+        "nest",
+        &[("outer.yaml", outer), ("inner/child.yaml", CHILD)],
+    );
+    let parent = "Resources:\n  App:\n    Type: AWS::Serverless::Application\n    Properties:\n      \
+                  Location: outer.yaml\n      Parameters: {Name: a}\n  Use:\n    Type: X\n    Properties: \
+                  {Arn: !GetAtt App.Outputs.QueueArn}\n";
+    let flat = files.flatten(parent).expect("flattens");
+    let t = template::Template::new(&flat);
+    let ids: Vec<&str> = t.resources().map(|(id, _)| id).collect();
+    assert_eq!(
+        ids,
+        [
+            "AppInnerQueue",
+            "AppInnerDeadLetterQueue",
+            "AppInnerAlarm",
+            "Use"
+        ]
+    );
+    assert_eq!(
+        t.prop("AppInnerQueue", "QueueName"),
+        // The inner Name was a Sub of the outer's parameter when it was put in: it stays a variable.
+        Some(&yaml(
+            r#"!Sub ["${AWS::StackName}-${Name}", {Name: !Sub "a-inner"}]"#
+        ))
+    );
+    assert_eq!(
+        t.prop("Use", "Arn"),
+        Some(&yaml("!GetAtt AppInnerQueue.Arn"))
+    );
+}
+
+fn refused(test: &str, child: &str, parent: &str) -> String {
+    let files = Files::new(test, &[("nested/child.yaml", child)]);
+    match files.flatten(parent) {
+        Ok(flat) => panic!("flattened: {flat:?}"),
+        Err(e) => e.0,
+    }
+}
+
+#[test]
+fn what_cannot_be_inlined_is_refused_by_name() {
+    let no_name = PARENT.replace("Name: orders, ", "");
+    assert!(
+        refused("param", CHILD, &no_name)
+            .starts_with("nested application Orders: parameter Name of "),
+        "{}",
+        refused("param", CHILD, &no_name)
+    );
+    let conditions = format!("Conditions:\n  Yes: !Equals [a, a]\n{CHILD}");
+    assert_eq!(
+        refused("cond", &conditions, PARENT).split(" (").next(),
+        Some("nested application Orders: Conditions are not supported by sqsafe check")
+    );
+    let missing = PARENT.replace("nested/child.yaml", "nested/gone.yaml");
+    let said = refused("missing", CHILD, &missing);
+    assert!(
+        said.starts_with("nested application Orders: cannot read its template ")
+            && said.contains("gone.yaml"),
+        "{said}"
+    );
+    let no_output = CHILD.replace("QueueUrl: {Value: !Ref Queue}", "");
+    assert!(
+        refused("output", &no_output, PARENT)
+            .starts_with("nested application Orders has no output QueueUrl"),
+    );
+    let unknown = PARENT.replace("Name: orders,", "Name: orders, Colour: blue,");
+    assert!(refused("unknown", CHILD, &unknown).contains("passes parameter Colour"));
+    let itself = CHILD.replacen(
+        "Resources:\n",
+        "Resources:\n  Again: {Type: AWS::Serverless::Application, Properties: {Location: child.yaml}}\n",
+        1,
+    );
+    assert!(refused("itself", &itself, PARENT).contains("nests itself"));
+}
+
+#[test]
+fn an_application_elsewhere_is_left_in_place_and_reported() {
+    for location in [
+        "https://s3.amazonaws.com/bucket/child.yaml",
+        "{ApplicationId: 'arn:aws:serverlessrepo:us-east-1:123456789012:applications/x', SemanticVersion: 1.0.0}",
+    ] {
+        let parent = PARENT.replace("nested/child.yaml", location);
+        let files = Files::new("elsewhere", &[]);
+        let flat = files.flatten(&parent).expect("left in place");
+        assert!(template::Template::new(&flat).is_type("Orders", "AWS::Serverless::Application"));
+        let found = check(&flat, &BTreeMap::new());
+        let nested: Vec<String> = found
+            .iter()
+            .filter(|v| v.rule == "nested-application")
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(nested.len(), 1, "{found:?}");
+        assert!(
+            nested[0].starts_with(
+                "[nested-application] Orders: cannot check nested application Orders at "
+            ) && nested[0].ends_with(": only local template files are read"),
+            "{nested:?}"
+        );
+    }
 }
