@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs moto server (the local AWS) from .venv, on 127.0.0.1 only, through scripts/moto_server.py: moto_server with
-# DynamoDB's requests answered one at a time, so that a conditional write is atomic as it is on DynamoDB.
+# DynamoDB's writes applied one at a time, so that a conditional write is atomic as it is on DynamoDB.
 #
 #   scripts/moto.sh start    start in the background on a free loopback port, wait until it answers;
 #                            pid, port and log go to .run/ (moto.pid, moto.port, moto.log).

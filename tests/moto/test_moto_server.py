@@ -7,6 +7,7 @@ check sleeps 50 ms after evaluating, letting every other request in), so the rac
 and the launcher must still give exactly one winner. The widening is applied to both servers the same way.
 """
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -185,3 +186,43 @@ def test_sqs_is_not_held_behind_dynamodb(server):
 @pytest.mark.parametrize("copy", COPIES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_copy_of_the_launcher_is_the_same_file(copy):
     assert copy.read_bytes() == LAUNCHER.read_bytes(), f"{copy} differs from {LAUNCHER}: copy it over"
+
+
+def load_launcher():
+    """scripts/moto_server.py as a module (importing it patches moto's dispatcher in this process only)."""
+    spec = importlib.util.spec_from_file_location("moto_launcher", LAUNCHER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_write_lock_is_handed_to_its_waiters_in_the_order_they_came():
+    # threading.Lock wakes any waiter: under a burst of hundreds of writes one could wait past the client's timeout
+    # (seen: make test's proxy test, 800 puts at once, one timed out after 10 s).
+    lock = load_launcher().FifoLock()
+    order = []
+
+    def write(n):
+        with lock:
+            order.append(n)
+
+    lock.__enter__()
+    threads = []
+    for n in range(20):
+        thread = threading.Thread(target=write, args=(n,))
+        thread.start()
+        threads.append(thread)
+        deadline = time.monotonic() + 10
+        while lock.waiting() < n + 1:  # queued before the next one starts: the arrival order is known
+            assert time.monotonic() < deadline, f"writer {n} never queued"
+            time.sleep(0.001)
+    lock.__exit__(None, None, None)
+    for thread in threads:
+        thread.join(10)
+    assert order == list(range(20)), order
+
+
+def test_only_writes_take_the_lock():
+    launcher = load_launcher()
+    assert {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"} <= launcher._READS
+    assert not {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"} & launcher._READS

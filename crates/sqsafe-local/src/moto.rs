@@ -17,9 +17,9 @@
 //! its moto server outlives it.
 //!
 //! moto runs through a small launcher (`moto_server.py`, embedded here and kept identical to the project's
-//! `scripts/moto_server.py`) that answers DynamoDB's requests one at a time: moto checks a write's condition and
-//! then applies it with nothing held between the two, so under CPU load two conditional claims of one key could
-//! both win. DynamoDB evaluates a condition and its write atomically; with the launcher, moto does too.
+//! `scripts/moto_server.py`) that applies DynamoDB's writes one at a time, in arrival order: moto checks a write's
+//! condition and then applies it with nothing held between the two, so under CPU load two conditional claims of one
+//! key could both win. DynamoDB evaluates a condition and its write atomically; with the launcher, moto does too.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -46,7 +46,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const START_ATTEMPTS: u32 = 3;
 /// Lines of the log quoted in start errors.
 const LOG_TAIL_LINES: usize = 40;
-/// moto_server with DynamoDB's requests serialised (see the module's documentation), run as `python -c`.
+/// moto_server with DynamoDB's writes serialised (see the module's documentation), run as `python -c`.
 pub const LAUNCHER: &str = include_str!("moto_server.py");
 
 /// Why moto server could not be started or reset.
