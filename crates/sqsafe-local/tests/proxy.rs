@@ -856,22 +856,26 @@ async fn lost_writes_around_cancelled_transactions(endpoint: &str) -> Vec<String
     let table = unique_name("tx");
     create_table(&db, &table, "pk", None).await;
     let filler = "x".repeat(2_000);
-    let mut seeds = Vec::new();
-    for i in 0..800 {
-        let db = db.clone();
-        let (table, filler) = (table.clone(), filler.clone());
-        seeds.push(tokio::spawn(async move {
-            db.put_item()
-                .table_name(&table)
-                .item("pk", AttributeValue::S(format!("seed-{i}")))
-                .item("filler", AttributeValue::S(filler))
-                .send()
-                .await
-                .expect("seed");
-        }));
-    }
-    for s in seeds {
-        s.await.expect("seed task");
+    // 32 at a time: only the table's size matters here, and 800 puts at once through one moto could wait past the
+    // SDK's attempt timeout on a loaded machine (seen once in make test).
+    for wave in (0..800).collect::<Vec<_>>().chunks(32) {
+        let mut seeds = Vec::new();
+        for &i in wave {
+            let db = db.clone();
+            let (table, filler) = (table.clone(), filler.clone());
+            seeds.push(tokio::spawn(async move {
+                db.put_item()
+                    .table_name(&table)
+                    .item("pk", AttributeValue::S(format!("seed-{i}")))
+                    .item("filler", AttributeValue::S(filler))
+                    .send()
+                    .await
+                    .expect("seed");
+            }));
+        }
+        for s in seeds {
+            s.await.expect("seed task");
+        }
     }
     let mut tasks = Vec::new();
     for i in 0..60 {
