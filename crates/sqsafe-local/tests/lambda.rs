@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, InvokeError, derive_crash_seed};
+use sqsafe_local::lambda::{
+    FunctionInstance, FunctionSpec, INIT_TIMEOUT, InvokeError, derive_crash_seed,
+};
 
 const ECHO: &str = env!("CARGO_BIN_EXE_sqsafe-echo-lambda");
 /// The echo function's timeout: long enough that an echo on a loaded 2-core machine (make test runs these beside
@@ -310,6 +312,49 @@ async fn an_exit_during_init_is_an_init_failure() {
     assert_eq!(echo.stats().init_failures, 2);
     assert!(log(echo.log_path()).contains("echo: init fails on purpose"));
     echo.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_slow_init_fails_at_the_specs_init_timeout_and_not_before() {
+    // A process that takes 30 s to start its runtime: with a 300 ms init timeout the invoke fails at once, well
+    // before Lambda's 10 s default, and the process is killed.
+    let slow = spec("init_slow")
+        .with_env("ECHO_INIT", "sleep:30000")
+        .with_init_timeout(Duration::from_millis(300));
+    let mut echo = start(slow, 0).await;
+    let started = Instant::now();
+    let error = echo.invoke(json!({})).await.expect_err("init is too slow");
+    let elapsed = started.elapsed();
+    assert_eq!(
+        error,
+        InvokeError::InitFailed(
+            "Sandbox.Timedout: the runtime did not ask for an event within 300ms".into()
+        )
+    );
+    assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+    assert!(elapsed < INIT_TIMEOUT, "{elapsed:?}");
+    assert_eq!(echo.pid(), None, "the slow process is killed");
+    assert_eq!(echo.stats().init_failures, 1);
+    assert!(log(echo.log_path()).contains("INIT_REPORT Status: timeout"));
+    echo.shutdown().await;
+
+    // An init slower than the invocation timeout (1.5 s) but within a longer init timeout succeeds: the two limits
+    // are separate, as in Lambda.
+    let slow_ok = spec("init_slow_ok")
+        .with_env("ECHO_INIT", "sleep:1600")
+        .with_init_timeout(Duration::from_secs(60));
+    let mut echo = start(slow_ok, 0).await;
+    let response = ok(&mut echo, json!({ "n": 1 })).await;
+    assert_eq!(response["payload"]["n"], 1);
+    assert_eq!(echo.stats().init_failures, 0);
+    echo.shutdown().await;
+}
+
+#[test]
+fn the_default_init_timeout_is_lambdas() {
+    let spec = spec("init_default");
+    assert_eq!(spec.init_timeout, INIT_TIMEOUT);
+    assert_eq!(INIT_TIMEOUT, Duration::from_secs(10));
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
-use sqsafe_local::lambda::{FunctionInstance, FunctionSpec};
+use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
 use sqsafe_local::moto::{MotoServer, venv_bin};
 use sqsafe_local::stack::{
     LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, template_path,
@@ -152,6 +152,7 @@ pub async fn run() -> Result<DemoReport, String> {
                 env,
                 timeout: Duration::from_secs(10),
                 log_dir: log_dir.clone(),
+                init_timeout: INIT_TIMEOUT,
             };
             let instance = FunctionInstance::start(function, 0)
                 .await

@@ -30,7 +30,7 @@ use sqsafe_e2e::harness::{
 };
 use sqsafe_e2e::workspace_root;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
-use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, InstanceStats};
+use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT, InstanceStats};
 use sqsafe_local::moto::{MotoServer, venv_bin};
 use sqsafe_local::stack::{LocalStack, StackOptions, TemplateSpec, template_path};
 use sqsafe_local::{FaultProxy, FaultProxyConfig, PaymentsApi, ProxyStats};
@@ -205,6 +205,7 @@ impl Pipeline {
                 env: self.function_env(binary, seed),
                 timeout: FUNCTION_TIMEOUT,
                 log_dir: log_dir.clone(),
+                init_timeout: INIT_TIMEOUT,
             };
             let instance = FunctionInstance::start(spec, i).await.expect("instance");
             let config = MappingConfig {

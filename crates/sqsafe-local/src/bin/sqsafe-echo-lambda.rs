@@ -14,7 +14,8 @@
 //! | `"print": "text"` | prints `text` to stdout |
 //!
 //! Started with `ECHO_INIT=exit` it exits with status 3 before the runtime starts; with `ECHO_INIT=error` it posts
-//! `/init/error` first and then exits.
+//! `/init/error` first and then exits; with `ECHO_INIT=sleep:<ms>` it sleeps that long before the runtime starts (a
+//! slow Init phase).
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -33,7 +34,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             post_init_error()?;
             std::process::exit(1);
         }
-        _ => {}
+        Ok(other) => {
+            if let Some(ms) = other.strip_prefix("sleep:") {
+                let ms: u64 = ms.parse().map_err(|e| format!("ECHO_INIT={other}: {e}"))?;
+                std::thread::sleep(Duration::from_millis(ms));
+            }
+        }
+        Err(_) => {}
     }
     lambda_runtime::run(service_fn(echo)).await
 }

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use super::hints::{export_lines, send_hint};
 use super::{UpArgs, parameters, watch_mode};
 use crate::esm::{EventSourceMapping, MappingConfig};
-use crate::lambda::{FunctionInstance, FunctionSpec};
+use crate::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
 use crate::moto::{MotoServer, venv_bin};
 use crate::stack::{LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, target_dir};
 
@@ -136,6 +136,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
                 env: env.clone(),
                 timeout: Duration::from_secs(30),
                 log_dir: log_dir.clone(),
+                init_timeout: INIT_TIMEOUT,
             };
             let instance = FunctionInstance::start(spec, usize::from(i))
                 .await

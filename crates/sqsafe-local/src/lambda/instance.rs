@@ -17,7 +17,8 @@ use super::spec::FunctionSpec;
 use super::stats::InstanceStats;
 use crate::error::Error;
 
-/// How long a new process may take to ask for its first event, as Lambda limits its Init phase.
+/// How long a new process may take to ask for its first event, as Lambda limits its Init phase: the default of
+/// [`FunctionSpec::init_timeout`].
 pub const INIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One execution environment: at most one function process at a time, its own Runtime API server, one invocation
@@ -134,8 +135,7 @@ impl FunctionInstance {
         });
         self.busy = true;
         let queued_at = Instant::now();
-        let (outcome, delivered) =
-            wait_for(&mut self.events, process, &id, self.spec.timeout).await;
+        let (outcome, delivered) = wait_for(&mut self.events, process, &id, &self.spec).await;
         self.busy = false;
         if delivered.is_some() {
             process.initialised = true;
@@ -219,7 +219,8 @@ impl FunctionInstance {
                     self.counters.init_failures += 1;
                     self.sink.platform_line("INIT_REPORT Status: timeout");
                     Err(InvokeError::InitFailed(format!(
-                        "Sandbox.Timedout: the runtime did not ask for an event within {INIT_TIMEOUT:?}"
+                        "Sandbox.Timedout: the runtime did not ask for an event within {:?}",
+                        self.spec.init_timeout
                     )))
                 }
             }
@@ -377,18 +378,18 @@ impl FunctionInstance {
 }
 
 /// Waits for the first of: an answer to `id`, an init error, the process's exit, the limit. The limit is
-/// [`INIT_TIMEOUT`] while a new process has not asked for an event yet (the timeout of a warm one), and the
+/// the spec's init timeout while a new process has not asked for an event yet (its timeout once warm), and the
 /// invocation's deadline once the event is taken. Returns when the event was taken, if it was.
 async fn wait_for(
     events: &mut mpsc::UnboundedReceiver<ApiEvent>,
     process: &mut Process,
     id: &str,
-    timeout: Duration,
+    spec: &FunctionSpec,
 ) -> (Outcome, Option<Instant>) {
     let limit = tokio::time::sleep(if process.initialised {
-        timeout
+        spec.timeout
     } else {
-        INIT_TIMEOUT
+        spec.init_timeout
     });
     tokio::pin!(limit);
     let mut delivered = None;

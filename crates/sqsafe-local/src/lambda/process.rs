@@ -233,6 +233,7 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
+    use crate::lambda::INIT_TIMEOUT;
 
     fn spec(env: &[(&str, &str)]) -> FunctionSpec {
         FunctionSpec {
@@ -244,6 +245,7 @@ mod tests {
                 .collect(),
             timeout: Duration::from_secs(3),
             log_dir: PathBuf::from("/tmp/logs"),
+            init_timeout: INIT_TIMEOUT,
         }
     }
 
