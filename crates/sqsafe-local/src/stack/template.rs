@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_norway::Value;
 
-use super::{cfn, flatten};
+use super::{cfn, flatten, nested};
 
 /// The `Metadata` key of a table resource that names its local seed file ([`TableSpec::seed`]).
 pub const SEED_METADATA: &str = "SqsafeLocalSeed";
@@ -323,10 +323,23 @@ impl TemplateSpec {
             }
         }
         for f in spec.functions.values() {
+            // Still an application after flattening: its template is not a local file.
+            let elsewhere = resources
+                .get(f.queue.as_str())
+                .and_then(nested::location)
+                .map(|at| {
+                    format!(
+                        " but in nested application {} at {}, whose template is not a local file (only those are read)",
+                        f.queue,
+                        cfn::show(Some(at))
+                    )
+                });
             if !spec.queues.contains_key(&f.queue) {
                 return Err(err(format!(
-                    "{}: queue {} is not in the template",
-                    f.logical_id, f.queue
+                    "{}: queue {} is not in the template{}",
+                    f.logical_id,
+                    f.queue,
+                    elsewhere.unwrap_or_default()
                 )));
             }
         }
@@ -518,6 +531,32 @@ mod tests {
             "its queue and DLQ, not the other application's"
         );
         assert_eq!(only.tables.keys().collect::<Vec<_>>(), ["IdempotencyTable"]);
+    }
+
+    #[test]
+    fn a_queue_in_an_application_elsewhere_is_named_as_such() {
+        let said = TemplateSpec::parse(
+            r#"
+Resources:
+  Orders:
+    Type: AWS::Serverless::Application
+    Properties:
+      Location: {ApplicationId: "arn:aws:serverlessrepo:us-east-1:123456789012:applications/x", SemanticVersion: 1.0.0}
+  Fn:
+    Type: AWS::Serverless::Function
+    Metadata: {BuildProperties: {Binary: orders}}
+    Properties:
+      Events: {Q: {Type: SQS, Properties: {Queue: !GetAtt Orders.Outputs.QueueArn}}}
+"#,
+        )
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            said.contains(
+                "Fn: queue Orders is not in the template but in nested application Orders at {"
+            ) && said.ends_with("whose template is not a local file (only those are read)"),
+            "{said}"
+        );
     }
 
     #[test]
