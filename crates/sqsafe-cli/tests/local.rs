@@ -86,10 +86,15 @@ fn local_up_says_in_one_line_which_parameter_to_give_before_starting_anything() 
 
 /// `sqsafe local resources` on this repository's template.yaml (what `make local-resources` runs), as a user runs it.
 fn resources_command(endpoint: &str) -> std::process::Command {
+    resources_command_for(&workspace_template(), endpoint)
+}
+
+/// `sqsafe local resources` on `template`, as a user runs it.
+fn resources_command_for(template: &std::path::Path, endpoint: &str) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sqsafe"));
     command
         .args(["local", "resources", "--template"])
-        .arg(workspace_template())
+        .arg(template)
         .env("AWS_ENDPOINT_URL", endpoint)
         .env("AWS_ACCESS_KEY_ID", "testing")
         .env("AWS_SECRET_ACCESS_KEY", "testing")
@@ -144,4 +149,34 @@ fn local_resources_refuses_an_endpoint_that_is_not_local() {
         stderr.contains("AWS_ENDPOINT_URL must point at the local moto server"),
         "{stderr}"
     );
+}
+
+#[test]
+fn local_resources_creates_the_queues_of_a_nested_application() {
+    // sqsafe-local's fixture: the consumers' queues are in nested applications (sqsafe/consumer.yaml and its FIFO
+    // variant), found from the parent's folder.
+    let template = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../sqsafe-local/tests/fixtures/nested/template.yaml");
+    let out = resources_command_for(&template, &sqsafe_testkit::endpoint())
+        .output()
+        .expect("run sqsafe local resources");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (queue, logical) in [
+        ("/send-invoice", "SendInvoiceQueue"),
+        ("/send-invoice-dlq", "SendInvoiceDeadLetterQueue"),
+        ("/apply-ledger.fifo", "ApplyLedgerQueue"),
+        ("/apply-ledger-dlq.fifo", "ApplyLedgerDeadLetterQueue"),
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("queue  ") && l.ends_with(&format!("{queue}  ({logical})"))),
+            "lacks the queue {queue}:\n{stdout}"
+        );
+    }
 }

@@ -401,3 +401,72 @@ async fn a_seed_item_without_the_key_is_refused_naming_the_file_and_item_and_not
         );
     }
 }
+
+/// A parent whose consumers' queues are in nested applications with a local template (tests/fixtures/nested).
+fn nested_template() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nested/template.yaml")
+}
+
+#[tokio::test]
+async fn the_queues_of_a_nested_application_are_created_with_their_redrive() {
+    let sqs = sqsafe_testkit::sqs().await;
+    let dynamodb = sqsafe_testkit::dynamodb(&RequestCounter::default()).await;
+    let spec = TemplateSpec::read(&nested_template()).expect("the nested fixture");
+    let options = StackOptions {
+        prefix: unique_name("nested"),
+        ..StackOptions::default()
+    };
+    let stack = LocalStack::create(&sqs, &dynamodb, spec, options)
+        .await
+        .expect("stack");
+    for (binary, queue_id, dlq_id, fifo, visibility) in [
+        (
+            "send-invoice",
+            "SendInvoiceQueue",
+            "SendInvoiceDeadLetterQueue",
+            false,
+            "400",
+        ),
+        (
+            "apply-ledger",
+            "ApplyLedgerQueue",
+            "ApplyLedgerDeadLetterQueue",
+            true,
+            "180",
+        ),
+    ] {
+        let queue = stack.source_queue(binary).expect("its queue");
+        let dlq = stack.dead_letter_queue(binary).expect("its DLQ");
+        assert_eq!(
+            (queue.spec.logical_id.as_str(), dlq.spec.logical_id.as_str()),
+            (queue_id, dlq_id)
+        );
+        let attrs = queue_attributes(&sqs, &queue.url).await;
+        let redrive: serde_json::Value =
+            serde_json::from_str(&attrs[&QueueAttributeName::RedrivePolicy]).expect("redrive JSON");
+        assert_eq!(redrive["deadLetterTargetArn"], dlq.arn.as_str());
+        assert_eq!(redrive["maxReceiveCount"], 5);
+        assert_eq!(attrs[&QueueAttributeName::VisibilityTimeout], visibility);
+        assert_eq!(
+            attrs
+                .get(&QueueAttributeName::FifoQueue)
+                .map(String::as_str),
+            fifo.then_some("true"),
+            "{binary}"
+        );
+        let dlq_attrs = queue_attributes(&sqs, &dlq.url).await;
+        assert_eq!(
+            dlq_attrs[&QueueAttributeName::MessageRetentionPeriod],
+            "1209600"
+        );
+        let env: BTreeMap<String, String> = stack.function_env(binary).into_iter().collect();
+        assert_eq!(env["QUEUE_URL"], queue.url, "!GetAtt App.Outputs.QueueUrl");
+        assert_eq!(
+            env["DLQ_URL"], dlq.url,
+            "!GetAtt App.Outputs.DeadLetterQueueUrl"
+        );
+    }
+    let env: BTreeMap<String, String> = stack.function_env("send-invoice").into_iter().collect();
+    assert_eq!(env["IDEMPOTENCY_TABLE"], stack.tables["IdempotencyTable"]);
+    assert_eq!(stack.batch_size("send-invoice"), 5);
+}

@@ -43,7 +43,7 @@ fn caught_with(doc: &Value, crates: &BTreeMap<String, String>, rule: &str, resou
 
 /// Any YAML value, short forms made long.
 fn yaml(text: &str) -> Value {
-    template::long_form(serde_norway::from_str(text).expect("test YAML parses"))
+    sqsafe_local::stack::cfn::long_form(serde_norway::from_str(text).expect("test YAML parses"))
 }
 
 #[test]

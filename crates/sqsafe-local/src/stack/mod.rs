@@ -1,7 +1,15 @@
 //! The local stack: template.yaml's tables and queues created in moto server, with the same keys, TTL, FIFO and
 //! redrive settings (read from the template, so the two cannot drift), and each function's environment resolved
 //! against them.
+//!
+//! A nested application whose template is a local file (`AWS::Serverless::Application` with `Location:
+//! sqsafe/consumer.yaml`, or `AWS::CloudFormation::Stack` with such a `TemplateURL`) is read too: [`TemplateSpec`]
+//! inlines it first ([`flatten`]), so the queues, DLQ and tables of a child template are created like the parent's,
+//! as `<AppId><ChildId>` (`SendInvoiceQueue`), and `!GetAtt SendInvoice.Outputs.QueueUrl` in a function's
+//! environment resolves to that queue's URL.
 
+pub mod cfn;
+pub mod nested;
 mod template;
 
 use std::collections::BTreeMap;
@@ -14,6 +22,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 
+pub use nested::flatten;
 pub use template::{
     EnvSource, FunctionSpec, QueueSpec, SEED_METADATA, TableSpec, TemplateError, TemplateSpec,
     UnsetParameter,

@@ -1,9 +1,14 @@
 //! What the local stack needs from template.yaml, read from the template itself so the two cannot drift.
+//!
+//! The template is read in long form ([`cfn::parse`]) with its local nested applications inlined ([`flatten`]), so a
+//! queue or table that a child template defines is read as if the parent held it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_norway::Value;
+
+use super::{cfn, flatten, nested};
 
 /// The `Metadata` key of a table resource that names its local seed file ([`TableSpec::seed`]).
 pub const SEED_METADATA: &str = "SqsafeLocalSeed";
@@ -104,16 +109,9 @@ pub struct UnsetParameter {
 #[error("template.yaml: {0}")]
 pub struct TemplateError(pub String);
 
-fn tagged<'a>(v: &'a Value, tag: &str) -> Option<&'a Value> {
-    match v {
-        Value::Tagged(t) if t.tag == tag => Some(&t.value),
-        // The JSON form: `{"Ref": X}`, `{"Fn::GetAtt": X}`, `{"Fn::Sub": X}`.
-        Value::Mapping(m) if m.len() == 1 => match tag.trim_start_matches('!') {
-            "Ref" => m.get("Ref"),
-            function => m.get(format!("Fn::{function}").as_str()),
-        },
-        _ => None,
-    }
+/// The argument of an intrinsic function in long form: `function(v, "Ref")` of `{"Ref": X}` is `X`.
+fn function<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+    v.as_mapping().filter(|m| m.len() == 1)?.get(name)
 }
 
 fn scalar(v: &Value) -> Option<String> {
@@ -127,7 +125,7 @@ fn scalar(v: &Value) -> Option<String> {
 
 /// `!GetAtt X.Arn` → `X`.
 fn get_att_target(v: &Value) -> Option<String> {
-    let target = tagged(v, "!GetAtt")?;
+    let target = function(v, "Fn::GetAtt")?;
     match target {
         Value::String(s) => s.split('.').next().map(str::to_owned),
         Value::Sequence(parts) => parts.first().and_then(scalar),
@@ -136,12 +134,14 @@ fn get_att_target(v: &Value) -> Option<String> {
 }
 
 impl TemplateSpec {
-    /// Reads a template file. Seed files ([`TableSpec::seed`]) are resolved against its folder.
+    /// Reads a template file. Nested applications' local templates ([`flatten`]) and seed files
+    /// ([`TableSpec::seed`]) are found from its folder.
     pub fn read(path: &Path) -> Result<Self, TemplateError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| TemplateError(format!("{}: {e}", path.display())))?;
-        let mut spec = Self::parse(&text)?;
         let folder = path.parent().unwrap_or(Path::new("."));
+        let mut spec = Self::parse_in(&text, folder)
+            .map_err(|e| TemplateError(format!("{}: {}", path.display(), e.0)))?;
         for table in spec.tables.values_mut() {
             if let Some(seed) = &table.seed {
                 table.seed = Some(folder.join(seed));
@@ -150,9 +150,14 @@ impl TemplateSpec {
         Ok(spec)
     }
 
-    /// Parses template text.
+    /// Parses template text. A nested application's local template is found from the current folder
+    /// ([`TemplateSpec::read`] finds it from the template's).
     pub fn parse(text: &str) -> Result<Self, TemplateError> {
-        let doc: Value = serde_norway::from_str(text).map_err(|e| TemplateError(e.to_string()))?;
+        Self::parse_in(text, Path::new("."))
+    }
+
+    fn parse_in(text: &str, folder: &Path) -> Result<Self, TemplateError> {
+        let doc = flatten(cfn::parse(text)?, folder)?;
         let err = |m: String| TemplateError(m);
         let declared = doc.get("Parameters").and_then(Value::as_mapping);
         let parameters = declared
@@ -219,10 +224,15 @@ impl TemplateSpec {
                     );
                 }
                 "AWS::SQS::Queue" => {
+                    // A literal, or a parameter's default (what a child's `!Ref VisibilityTimeout` becomes when the
+                    // parent passes one of its own parameters).
                     let num = |name: &str, default: u32| {
                         props
                             .get(name)
-                            .and_then(scalar)
+                            .and_then(|v| match function(v, "Ref").and_then(scalar) {
+                                Some(parameter) => spec.parameters.get(&parameter).cloned(),
+                                None => scalar(v),
+                            })
                             .and_then(|s| s.parse().ok())
                             .unwrap_or(default)
                     };
@@ -238,7 +248,7 @@ impl TemplateSpec {
                         QueueSpec {
                             logical_id: id.clone(),
                             name: props.get("QueueName").and_then(|n| {
-                                let text = scalar(tagged(n, "!Sub").unwrap_or(n))?;
+                                let text = scalar(function(n, "Fn::Sub").unwrap_or(n))?;
                                 Some(text.trim_start_matches("${AWS::StackName}-").to_owned())
                             }),
                             fifo: flag("FifoQueue"),
@@ -282,7 +292,7 @@ impl TemplateSpec {
                         .map(|vars| {
                             vars.iter()
                                 .filter_map(|(k, v)| {
-                                    let source = match tagged(v, "!Ref") {
+                                    let source = match function(v, "Ref") {
                                         Some(r) => EnvSource::Ref(scalar(r)?),
                                         None => EnvSource::Literal(scalar(v)?),
                                     };
@@ -294,7 +304,7 @@ impl TemplateSpec {
                     let batch_size =
                         event_props
                             .get("BatchSize")
-                            .and_then(|b| match tagged(b, "!Ref") {
+                            .and_then(|b| match function(b, "Ref") {
                                 Some(r) => scalar(r),
                                 None => scalar(b),
                             });
@@ -313,10 +323,23 @@ impl TemplateSpec {
             }
         }
         for f in spec.functions.values() {
+            // Still an application after flattening: its template is not a local file.
+            let elsewhere = resources
+                .get(f.queue.as_str())
+                .and_then(nested::location)
+                .map(|at| {
+                    format!(
+                        " but in nested application {} at {}, whose template is not a local file (only those are read)",
+                        f.queue,
+                        cfn::show(Some(at))
+                    )
+                });
             if !spec.queues.contains_key(&f.queue) {
                 return Err(err(format!(
-                    "{}: queue {} is not in the template",
-                    f.logical_id, f.queue
+                    "{}: queue {} is not in the template{}",
+                    f.logical_id,
+                    f.queue,
+                    elsewhere.unwrap_or_default()
                 )));
             }
         }
@@ -406,5 +429,156 @@ impl TemplateSpec {
             .collect();
         unset.sort_by(|a, b| (&a.binary, &a.variable).cmp(&(&b.binary, &b.variable)));
         unset
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A parent whose consumers' queues are in nested applications (sqsafe/consumer.yaml and its FIFO variant).
+    fn nested_fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nested/template.yaml")
+    }
+
+    #[test]
+    fn the_queues_of_a_nested_application_are_read_as_the_parents() {
+        let spec = TemplateSpec::read(&nested_fixture()).expect("the fixture reads");
+        let queue = |id: &str| {
+            spec.queues
+                .get(id)
+                .unwrap_or_else(|| panic!("{id}: {spec:#?}"))
+        };
+        let ids: Vec<&String> = spec.queues.keys().collect();
+        assert_eq!(
+            ids,
+            [
+                "ApplyLedgerDeadLetterQueue",
+                "ApplyLedgerQueue",
+                "SendInvoiceDeadLetterQueue",
+                "SendInvoiceQueue"
+            ]
+        );
+        let send = queue("SendInvoiceQueue");
+        assert_eq!(send.name.as_deref(), Some("send-invoice"));
+        assert!(!send.fifo);
+        assert_eq!(send.visibility_timeout, 400, "the value the parent passes");
+        assert_eq!(send.redrive, Some(("SendInvoiceDeadLetterQueue".into(), 5)));
+        let send_dlq = queue("SendInvoiceDeadLetterQueue");
+        assert_eq!(send_dlq.name.as_deref(), Some("send-invoice-dlq"));
+        assert_eq!(
+            (send_dlq.retention, send_dlq.redrive.clone()),
+            (1_209_600, None)
+        );
+
+        let ledger = queue("ApplyLedgerQueue");
+        assert_eq!(ledger.name.as_deref(), Some("apply-ledger.fifo"));
+        assert!(ledger.fifo && ledger.content_based_deduplication);
+        assert_eq!(
+            ledger.visibility_timeout, 180,
+            "the parent parameter's default"
+        );
+        assert_eq!(
+            ledger.redrive,
+            Some(("ApplyLedgerDeadLetterQueue".into(), 5))
+        );
+        let ledger_dlq = queue("ApplyLedgerDeadLetterQueue");
+        assert_eq!(ledger_dlq.name.as_deref(), Some("apply-ledger-dlq.fifo"));
+        assert!(ledger_dlq.fifo);
+
+        assert_eq!(spec.tables.keys().collect::<Vec<_>>(), ["IdempotencyTable"]);
+        assert!(
+            !spec.parameters.contains_key("ConsumerName"),
+            "a child's parameters are not the parent's: {:?}",
+            spec.parameters
+        );
+    }
+
+    #[test]
+    fn a_function_fed_by_a_nested_applications_output_reads_its_queue() {
+        let spec = TemplateSpec::read(&nested_fixture()).expect("the fixture reads");
+        let send = spec
+            .function_by_binary("send-invoice")
+            .expect("send-invoice");
+        assert_eq!(send.queue, "SendInvoiceQueue");
+        assert_eq!(send.batch_size.as_deref(), Some("5"));
+        assert_eq!(
+            send.env,
+            BTreeMap::from([
+                (
+                    "DLQ_URL".into(),
+                    EnvSource::Ref("SendInvoiceDeadLetterQueue".into())
+                ),
+                (
+                    "IDEMPOTENCY_TABLE".into(),
+                    EnvSource::Ref("IdempotencyTable".into())
+                ),
+                (
+                    "QUEUE_URL".into(),
+                    EnvSource::Ref("SendInvoiceQueue".into())
+                ),
+            ])
+        );
+        let ledger = spec
+            .function_by_binary("apply-ledger")
+            .expect("apply-ledger");
+        assert_eq!(ledger.queue, "ApplyLedgerQueue");
+
+        let only = spec.only_for("send-invoice").expect("send-invoice");
+        assert_eq!(
+            only.queues.keys().collect::<Vec<_>>(),
+            ["SendInvoiceDeadLetterQueue", "SendInvoiceQueue"],
+            "its queue and DLQ, not the other application's"
+        );
+        assert_eq!(only.tables.keys().collect::<Vec<_>>(), ["IdempotencyTable"]);
+    }
+
+    #[test]
+    fn a_queue_in_an_application_elsewhere_is_named_as_such() {
+        let said = TemplateSpec::parse(
+            r#"
+Resources:
+  Orders:
+    Type: AWS::Serverless::Application
+    Properties:
+      Location: {ApplicationId: "arn:aws:serverlessrepo:us-east-1:123456789012:applications/x", SemanticVersion: 1.0.0}
+  Fn:
+    Type: AWS::Serverless::Function
+    Metadata: {BuildProperties: {Binary: orders}}
+    Properties:
+      Events: {Q: {Type: SQS, Properties: {Queue: !GetAtt Orders.Outputs.QueueArn}}}
+"#,
+        )
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            said.contains(
+                "Fn: queue Orders is not in the template but in nested application Orders at {"
+            ) && said.ends_with("whose template is not a local file (only those are read)"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn a_nested_application_that_cannot_be_read_is_an_error_naming_the_parent() {
+        let folder =
+            std::env::temp_dir().join(format!("sqsafe-local-nested-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).expect("mkdir");
+        let parent = folder.join("template.yaml");
+        std::fs::write(
+            &parent,
+            "Resources:\n  App:\n    Type: AWS::Serverless::Application\n    Properties:\n      Location: gone.yaml\n",
+        )
+        .expect("write");
+        let said = TemplateSpec::read(&parent)
+            .expect_err("refused")
+            .to_string();
+        let _ = std::fs::remove_dir_all(&folder);
+        assert!(
+            said.contains(&parent.display().to_string())
+                && said.contains("nested application App: cannot read its template")
+                && said.contains("gone.yaml"),
+            "{said}"
+        );
     }
 }
