@@ -1,5 +1,5 @@
 """Nested applications whose template is a local file, inlined into the parent before the rules run (the Python twin
-of crates/sqsafe-cli/src/check/nested.rs).
+of crates/sqsafe-local/src/stack/nested.rs, which sqsafe check and sqsafe local share).
 
 An AWS::Serverless::Application (Location) or AWS::CloudFormation::Stack (TemplateURL) naming a file (relative to
 the parent template's folder) is replaced by the child's resources, each under `<AppId><ChildId>`: the child's Ref,
