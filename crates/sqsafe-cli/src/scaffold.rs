@@ -406,10 +406,7 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Generated, ScaffoldErr
         fs::write(&full, text).map_err(|e| ScaffoldError(format!("write {path}: {e}")))?;
         written.push(path);
     }
-    fs::write(template_path, template)
-        .map_err(|e| ScaffoldError(format!("write {}: {e}", template_path.display())))?;
-    written.push(template_path.display().to_string());
-    format_rust(root, &written)?;
+    // Before the template that nests it.
     let shown = child.shown(root);
     let kept = match child.state {
         ChildState::Same => None,
@@ -426,6 +423,10 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Generated, ScaffoldErr
             env!("CARGO_PKG_VERSION")
         )),
     };
+    fs::write(template_path, template)
+        .map_err(|e| ScaffoldError(format!("write {}: {e}", template_path.display())))?;
+    written.push(template_path.display().to_string());
+    format_rust(root, &written)?;
     Ok(Generated { written, kept })
 }
 
