@@ -9,7 +9,7 @@
    every record is dead-lettered proves nothing;
 4. its template: sam validate --lint, sam validate, cfn-lint on the translated template and the template rules
    (scripts/template-checks.sh with SQSAFE_TEMPLATE), and `sqsafe check` in the project (the same rules in Rust, no
-   Python); both must fail on a copy without the DLQ alarm;
+   Python); both must fail on a copy without the DLQ alarm (in a copy of the nested sqsafe/consumer.yaml);
 5. `sqsafe new consumer --fifo --transact` run a second time, from a folder inside the project (it finds the workspace
    and the template upward), and 3 and 4 again for the new consumer;
 6. the local pipeline on the project's template with both consumers under `cargo lambda watch`
@@ -151,13 +151,21 @@ def template_checks(project: Path, env: dict) -> None:
     # The rules without Python: `sqsafe check` in the project, against its own function crates.
     sqsafe = SQSAFE
     run(sqsafe, "check", "--template", str(template), cwd=project, env=env)
-    # The rules can fail there too: the first consumer's DLQ alarm taken out of a copy must be named.
+    # The rules can fail there too: the first consumer's DLQ alarm taken out of a copy must be named. The alarm is in
+    # the nested application's template (sqsafe/consumer.yaml, the standard consumers'): the copy of the parent nests
+    # a copy of it without the alarm.
     broken = project / "template.no-dlq-alarm.yaml"
+    broken_child = project / "sqsafe" / "consumer.no-dlq-alarm.yaml"
     text = template.read_text()
+    child = (project / "sqsafe" / "consumer.yaml").read_text()
     pascal = "".join(part.capitalize() for part in NAME.split("-"))
-    start = text.index(f"  {pascal}DeadLetterAlarm:\n")
-    end = re.compile(r"^  \S", re.MULTILINE).search(text, start + 3).start()
-    broken.write_text(text[:start] + text[end:])
+    start = child.index("  DeadLetterAlarm:\n")
+    end = re.compile(r"^  \S", re.MULTILINE).search(child, start + 3).start()
+    broken_child.write_text(child[:start] + child[end:])
+    location = "Location: sqsafe/consumer.yaml\n"
+    if location not in text:
+        raise SystemExit(f"project: {template} nests no sqsafe/consumer.yaml")
+    broken.write_text(text.replace(location, f"Location: sqsafe/{broken_child.name}\n"))
     try:
         print(f"$ {sqsafe} check --template {broken}   (without {pascal}DeadLetterAlarm: must fail)", flush=True)
         check = subprocess.run(
@@ -170,6 +178,7 @@ def template_checks(project: Path, env: dict) -> None:
         )
     finally:
         broken.unlink()
+        broken_child.unlink()
     want = f"[alarm-dlq] {pascal}DeadLetterQueue: "
     if check.returncode != 1 or want not in check.stdout:
         raise SystemExit(

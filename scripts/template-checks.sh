@@ -94,10 +94,18 @@ TRANSLATED="${OUT}/checks/translated.json"
 if [[ -n "${SQSAFE_TEMPLATE:-}" ]]; then
   TRANSLATED="${OUT}/checks/translated-$(basename "$(dirname "${TEMPLATE}")").json"
 fi
+# A nested application's local template (sqsafe/consumer.yaml) is plain CloudFormation: cfn-lint checks it on its own.
 translate_and_lint() {
+  local children
   python tests/template/sam_translate.py --template "${TEMPLATE}" --region "${REGION}" --out "${TRANSLATED}" \
     && cfn-lint --regions "${REGION}" -- "${TRANSLATED}" \
-    && echo "cfn-lint: ${TRANSLATED#"${ROOT}/"} clean"
+    && echo "cfn-lint: ${TRANSLATED#"${ROOT}/"} clean" \
+    && children="$(python tests/template/sam_translate.py --template "${TEMPLATE}" --list-children)" \
+    || return 1
+  if [[ -n "${children}" ]]; then
+    mapfile -t children <<< "${children}"
+    cfn-lint --regions "${REGION}" -- "${children[@]}" && echo "cfn-lint: ${children[*]} clean"
+  fi
 }
 timed "translate + cfn-lint" translate_and_lint
 

@@ -7,7 +7,10 @@ deploy into moto, which does not support the SAM transform).
     python tests/template/sam_translate.py [--template template.yaml] [--region us-east-1] --out translated.json
 
 `CodeUri: ./` (a local path that `sam build` / `sam package` would replace) becomes `s3://BUCKET/<LogicalId>.zip`; the
-smoke deploy uploads the built artifacts under exactly those keys. Nothing here talks to AWS: the managed-policy loader
+smoke deploy uploads the built artifacts under exactly those keys. A nested application's local `Location`
+(sqsafe/consumer.yaml, which `sam package` would upload) becomes `https://BUCKET.s3.amazonaws.com/<path>`, as
+cfn-lint cannot follow a local path from the translated file; `--list-children` prints those local templates, for
+cfn-lint to check on their own. Nothing here talks to AWS: the managed-policy loader
 is a stub (the template uses no managed policies; a function that needs one fails translation loudly).
 """
 
@@ -61,6 +64,9 @@ def translate(
 
     template = copy.deepcopy(template)
     for logical_id, resource in template.get("Resources", {}).items():
+        location = (resource.get("Properties") or {}).get("Location")
+        if resource.get("Type") == "AWS::Serverless::Application" and _is_local(location):
+            resource["Properties"]["Location"] = f"https://{bucket}.s3.amazonaws.com/{location}"
         if resource.get("Type") != "AWS::Serverless::Function":
             continue
         props = resource.setdefault("Properties", {})
@@ -75,13 +81,34 @@ def translate(
     return transform(template, parameter_values, _NoManagedPolicies())
 
 
+def _is_local(location: Any) -> bool:
+    return isinstance(location, str) and "://" not in location
+
+
+def local_children(template: dict[str, Any], folder: Path) -> list[Path]:
+    """The templates of the nested applications whose Location is a local file (relative to `folder`)."""
+    return sorted({
+        folder / r["Properties"]["Location"]
+        for r in template.get("Resources", {}).values()
+        if r.get("Type") == "AWS::Serverless::Application" and _is_local((r.get("Properties") or {}).get("Location"))
+    })
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", type=Path, default=TEMPLATE)
     parser.add_argument("--region", default=DEFAULT_REGION)
     parser.add_argument("--bucket", default=DEFAULT_BUCKET)
-    parser.add_argument("--out", type=Path, required=True, help="where to write the translated template (JSON)")
+    parser.add_argument("--out", type=Path, help="where to write the translated template (JSON)")
+    parser.add_argument("--list-children", action="store_true",
+                        help="print the local templates of its nested applications, one a line, and translate nothing")
     args = parser.parse_args(argv)
+    if args.list_children:
+        for child in local_children(load_template(args.template), args.template.parent):
+            print(child)
+        return 0
+    if args.out is None:
+        parser.error("--out is required")
 
     from samtranslator.model.exceptions import InvalidDocumentException
 

@@ -945,6 +945,13 @@ def _check_alarms(t: Template, alarms: dict, consumed: set, dlqs: set, fail) -> 
                 fail("alarm-queue-age", a, "AlarmActions do not notify an SNS topic of this template")
 
 
+def names_function(t: Template, value: Any, f: str) -> bool:
+    """Whether a FunctionName dimension's value names function `f`: `!Ref f`, or the function's own FunctionName (how
+    a nested application's alarms name the parent's function, which they cannot `!Ref`)."""
+    own = t.props(f).get("FunctionName")
+    return refs(value) == {f} or (value is not None and own is not None and value == own)
+
+
 def _check_function_alarms(t: Template, alarms: dict, c: Consumer, fail) -> None:
     """alarm-dead-letters (SQS consumers: the batch processor writes RecordsSentToDlq), alarm-function-errors, and
     alarm-stream-age (stream functions) for one function."""
@@ -958,13 +965,13 @@ def _check_function_alarms(t: Template, alarms: dict, c: Consumer, fail) -> None
         dims = {d.get("Name"): d.get("Value") for d in as_list(ap.get("Dimensions")) if isinstance(d, dict)}
         if ap.get("Namespace") == "sqsafe" and ap.get("MetricName") == "RecordsSentToDlq" and dims.get("consumer") == binary:
             dead_letters.append(a)
-        if ap.get("Namespace") == "AWS/Lambda" and ap.get("MetricName") == "IteratorAge" and refs(dims.get("FunctionName")) == {f}:
+        if ap.get("Namespace") == "AWS/Lambda" and ap.get("MetricName") == "IteratorAge" and names_function(t, dims.get("FunctionName"), f):
             iterator_age.append(a)
         watched = set()
         for m in as_list(ap.get("Metrics")):
             metric = ((m or {}).get("MetricStat") or {}).get("Metric") or {}
             mdims = {d.get("Name"): d.get("Value") for d in as_list(metric.get("Dimensions")) if isinstance(d, dict)}
-            if metric.get("Namespace") == "AWS/Lambda" and refs(mdims.get("FunctionName")) == {f}:
+            if metric.get("Namespace") == "AWS/Lambda" and names_function(t, mdims.get("FunctionName"), f):
                 watched.add(metric.get("MetricName"))
         if {"Errors", "Throttles"} <= watched:
             failures.append(a)
@@ -1065,6 +1072,8 @@ def _check_dashboard(t: Template, c: Consumer, dashboards: dict[str, list[Dashbo
                 continue
             value = m.dimensions[dim]
             if value == target or (isinstance(value, dict) and refs(value) == {target}):
+                return True
+            if namespace == "AWS/Lambda" and dim == "FunctionName" and names_function(t, value, target):
                 return True
         return False
 

@@ -178,6 +178,22 @@ def other_stack_table_granted_elsewhere(doc: dict) -> None:
 
 Mutation = tuple[str, Callable[[dict], None], str, str]
 
+# How a nested application's alarms and dashboard name the parent's function (sqsafe/consumer.yaml): by the
+# FunctionName the parent gives it, since they cannot `!Ref` it.
+CHARGE_PAYMENT_NAME = {"Fn::Sub": "${AWS::StackName}-charge-payment"}
+APPLY_LEDGER_NAME = {"Fn::Sub": "${AWS::StackName}-apply-ledger"}
+
+
+def watched_by_function_name(doc: dict, alarm_name: dict = CHARGE_PAYMENT_NAME, dashboard_name: dict = CHARGE_PAYMENT_NAME) -> None:
+    """charge-payment's function named (FunctionName), its errors alarm and dashboard naming it by a name."""
+    props(doc, "ChargePaymentFunction")["FunctionName"] = CHARGE_PAYMENT_NAME
+    for metric in props(doc, "ChargePaymentFunctionErrorsAlarm")["Metrics"]:
+        for dimension in ((metric.get("MetricStat") or {}).get("Metric") or {}).get("Dimensions", []):
+            if dimension["Name"] == "FunctionName":
+                dimension["Value"] = alarm_name
+    props(doc, "ChargePaymentDashboard")["DashboardBody"]["Fn::Sub"][1]["Function"] = dashboard_name
+
+
 MUTATIONS: list[Mutation] = [
     # (what, mutate, rule expected, resource expected)
     ("maxReceiveCount 2", lambda d: props(d, "ChargePaymentQueue")["RedrivePolicy"].update(maxReceiveCount=2),
@@ -296,7 +312,11 @@ MUTATIONS: list[Mutation] = [
      "alarm-function-errors", "ChargePaymentFunction"),
     ("FIFO mapping with batches of BatchSize", lambda d: event(d, "ApplyLedgerFunction").update(BatchSize={"Ref": "BatchSize"}),
      "fifo-mapping", "ApplyLedgerFunction.Events.Queue"),
+    ("errors alarm on another function's FunctionName", lambda d: watched_by_function_name(d, alarm_name=APPLY_LEDGER_NAME),
+     "alarm-function-errors", "ChargePaymentFunction"),
     ("dashboard removed", lambda d: d[R].pop("ApplyLedgerDashboard"), "dashboard", "ApplyLedgerFunction"),
+    ("dashboard shows another function's FunctionName", lambda d: watched_by_function_name(d, dashboard_name=APPLY_LEDGER_NAME),
+     "dashboard", "ChargePaymentFunction"),
     ("dashboard shows another DLQ", lambda d: props(d, "ChargePaymentDashboard")["DashboardBody"]["Fn::Sub"][1].update(
         DeadLetterQueue={"Fn::GetAtt": ["ApplyLedgerDeadLetterQueue", "QueueName"]}),
      "dashboard", "ChargePaymentFunction"),
@@ -417,6 +437,7 @@ PASSING: list[tuple[str, Callable[[dict], None]]] = [
     ("a queue the environment names, with its grant", receipts_queue_named_and_granted),
     ("another stack's table named by a parameter or a literal", other_stack_table_named),
     ("another stack's table named by a parameter, granted through it", other_stack_table_named_and_granted),
+    ("the function's alarms and dashboard name it by its FunctionName", watched_by_function_name),
 ]
 
 

@@ -99,9 +99,12 @@ pub fn run_new(command: NewCommand, out: &mut dyn Write) -> Result<(), Error> {
         }
     };
     let spec = crate::Spec::new(&args.name, args.fifo, args.transact)?;
-    let written = crate::generate(&project, &spec)?;
-    for path in written {
+    let generated = crate::generate(&project, &spec)?;
+    for path in generated.written {
         writeln!(out, "wrote {path}")?;
+    }
+    if let Some(kept) = generated.kept {
+        writeln!(out, "{kept}")?;
     }
     writeln!(
         out,

@@ -8,7 +8,10 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::scaffold::{ScaffoldError, Spec, WorkspaceManifest, consumer_files, with_consumer};
+use crate::scaffold::{
+    CHILD_DIR, ScaffoldError, Spec, WorkspaceManifest, child_template, consumer_files,
+    with_consumer,
+};
 
 /// The consumer name the template is generated for; each of its spellings becomes a cookiecutter variable.
 const PLACEHOLDER: &str = "qq-consumer";
@@ -55,6 +58,8 @@ pub fn files(
         "template.yaml".to_owned(),
         with_consumer(base_template, &spec)?,
     ));
+    let (child, text) = child_template(&spec);
+    out.push((format!("{CHILD_DIR}/{child}"), text.to_owned()));
     out.extend(verbatim.iter().cloned());
     out.into_iter()
         .map(|(path, text)| {
@@ -167,7 +172,12 @@ mod tests {
             .find(|(p, _)| p.ends_with("template.yaml"))
             .expect("template")
             .1;
-        assert!(template.contains("{{ cookiecutter.__consumer_pascal }}Queue:"));
+        assert!(template.contains("{{ cookiecutter.__consumer_pascal }}:\n"));
+        assert!(template.contains("Location: sqsafe/consumer.yaml"));
+        assert!(
+            paths.contains(&"{{cookiecutter.project_name}}/sqsafe/consumer.yaml"),
+            "the project carries the child template its consumer nests"
+        );
         assert!(template.starts_with("Description: {{ cookiecutter.project_name }}"));
         assert!(
             files("Resources:\n", &[]).is_err(),

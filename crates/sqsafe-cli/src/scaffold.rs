@@ -368,12 +368,13 @@ fn glob_matches(pattern: &str, path: &str) -> bool {
 }
 
 /// Writes every file of the consumer into `project`; refuses to overwrite anything and checks everything before
-/// writing. Returns the paths written, relative to the workspace root (the template's as it is found).
+/// writing (the child template of its nested application is written only when missing). Returns the paths written,
+/// relative to the workspace root (the template's as it is found), and whether a different child template was kept.
 ///
 /// # Errors
 /// A clash with what exists (crate folder, event file, template resources), a workspace that cannot take the crate,
 /// a template without the consumer markers, or a file that cannot be written.
-pub fn generate(project: &Project, spec: &Spec) -> Result<Vec<String>, ScaffoldError> {
+pub fn generate(project: &Project, spec: &Spec) -> Result<Generated, ScaffoldError> {
     let root = project.root.as_path();
     let crate_dir = root.join("functions").join(&spec.name);
     if crate_dir.exists() {
@@ -391,7 +392,8 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Vec<String>, ScaffoldE
     if event_path.exists() {
         return fail(format!("{} exists already", event_path.display()));
     }
-    let mut written = Vec::with_capacity(files.len() + 1);
+    let child = ChildFile::at(template_path.parent().unwrap_or(root), spec)?;
+    let mut written = Vec::with_capacity(files.len() + 2);
     for (path, text) in files {
         let full = match path.strip_prefix("events/") {
             Some(file) => events_dir.join(file),
@@ -404,21 +406,112 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Vec<String>, ScaffoldE
         fs::write(&full, text).map_err(|e| ScaffoldError(format!("write {path}: {e}")))?;
         written.push(path);
     }
+    // Before the template that nests it.
+    let shown = child.shown(root);
+    let kept = match child.state {
+        ChildState::Same => None,
+        ChildState::Missing => {
+            child.write()?;
+            written.push(shown);
+            None
+        }
+        ChildState::Different => Some(format!(
+            "kept {shown}: it differs from the one this sqsafe ships (edited, or from another sqsafe version), and \
+             the new consumer uses it as it is. Compare it with crates/sqsafe-cli/templates/{} in sqsafe's \
+             repository at version {}",
+            child.file_name(),
+            env!("CARGO_PKG_VERSION")
+        )),
+    };
     fs::write(template_path, template)
         .map_err(|e| ScaffoldError(format!("write {}: {e}", template_path.display())))?;
     written.push(template_path.display().to_string());
     format_rust(root, &written)?;
-    Ok(written)
+    Ok(Generated { written, kept })
+}
+
+/// What [`generate()`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generated {
+    /// The files written, relative to the workspace root (the template's as it is found).
+    pub written: Vec<String>,
+    /// Why the project's copy of the child template was left as it is, when it differs from the one this sqsafe
+    /// ships (the team may have edited it).
+    pub kept: Option<String>,
+}
+
+/// The project's copy of a consumer's child template (`sqsafe/consumer.yaml` next to template.yaml) and what to do
+/// with it: write it when missing, nothing when it is sqsafe's, leave it alone (and say so) when it differs.
+#[derive(Debug)]
+struct ChildFile {
+    path: PathBuf,
+    shipped: &'static str,
+    state: ChildState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChildState {
+    Missing,
+    Same,
+    Different,
+}
+
+impl ChildFile {
+    fn at(template_dir: &Path, spec: &Spec) -> Result<Self, ScaffoldError> {
+        let (name, shipped) = child_template(spec);
+        let path = template_dir.join(CHILD_DIR).join(name);
+        let state = match fs::read_to_string(&path) {
+            Ok(text) if text == shipped => ChildState::Same,
+            Ok(_) => ChildState::Different,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ChildState::Missing,
+            Err(e) => return fail(format!("read {}: {e}", path.display())),
+        };
+        Ok(Self {
+            path,
+            shipped,
+            state,
+        })
+    }
+
+    /// Writes sqsafe's text (the file was missing).
+    fn write(&self) -> Result<(), ScaffoldError> {
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)
+                .map_err(|e| ScaffoldError(format!("create {}: {e}", dir.display())))?;
+        }
+        fs::write(&self.path, self.shipped)
+            .map_err(|e| ScaffoldError(format!("write {}: {e}", self.path.display())))
+    }
+
+    /// The path as the other written files are shown: relative to the workspace root when inside it.
+    fn shown(&self, root: &Path) -> String {
+        self.path
+            .strip_prefix(root)
+            .unwrap_or(&self.path)
+            .display()
+            .to_string()
+    }
+
+    fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
 }
 
 /// The template with the consumer's resources and outputs added; refuses a logical id it already has.
 pub(crate) fn with_consumer(template: &str, spec: &Spec) -> Result<String, ScaffoldError> {
     // Every logical id the consumer adds must be new (the template also holds resources that are not consumers',
     // e.g. the outbox's `OutboxTable`, which `new-consumer outbox --transact` would otherwise duplicate).
-    for line in spec.fill(&resources_yaml(spec)).lines() {
-        let Some(id) = line.strip_prefix("  ").and_then(|l| l.strip_suffix(':')) else {
-            continue;
-        };
+    // The child's resources count as the parent's `<Pascal><Id>` for sqsafe check and sqsafe local.
+    let generated = spec.fill(&resources_yaml(spec));
+    let ids = generated
+        .lines()
+        .filter_map(|line| line.strip_prefix("  ").and_then(|l| l.strip_suffix(':')))
+        .map(str::to_owned)
+        .chain(CHILD_IDS.iter().map(|id| format!("{}{id}", spec.pascal)));
+    for id in ids {
         if !id.is_empty()
             && id.chars().all(|c| c.is_ascii_alphanumeric())
             && template.contains(&format!("\n  {id}:"))
@@ -989,6 +1082,37 @@ async fn a_bad_body_goes_to_the_dlq_with_its_context() {
 }
 "##;
 
+/// The child template of a consumer's nested application: its file name in the project's `sqsafe/` folder and its
+/// text as sqsafe ships it.
+pub(crate) fn child_template(spec: &Spec) -> (&'static str, &'static str) {
+    if spec.fifo {
+        (
+            "consumer-fifo.yaml",
+            include_str!("../templates/consumer-fifo.yaml"),
+        )
+    } else {
+        ("consumer.yaml", include_str!("../templates/consumer.yaml"))
+    }
+}
+
+/// The folder, next to template.yaml, that holds the child templates.
+pub(crate) const CHILD_DIR: &str = "sqsafe";
+
+/// The logical ids of the child templates' resources (the same in both): `sqsafe check` and `sqsafe local` read them
+/// as `<Pascal><Id>` in the parent, so those must be free too.
+const CHILD_IDS: [&str; 8] = [
+    "Queue",
+    "DeadLetterQueue",
+    "LogGroup",
+    "DeadLetterAlarm",
+    "QueueAgeAlarm",
+    "DeadLettersAlarm",
+    "FunctionErrorsAlarm",
+    "Dashboard",
+];
+
+/// What a consumer adds to the template's Resources: the nested application with its queue, DLQ, log group, alarms
+/// and dashboard (the child template), the role, the function, and with --transact the effect table.
 fn resources_yaml(spec: &Spec) -> String {
     let mut out = String::new();
     out.push_str(&format!(
@@ -998,20 +1122,8 @@ fn resources_yaml(spec: &Spec) -> String {
     if spec.transact {
         out.push_str(EFFECT_TABLE_YAML);
     }
-    let (fifo_queue, fifo_dlq) = if spec.fifo {
-        (
-            "      FifoQueue: true\n      ContentBasedDeduplication: true\n",
-            "      FifoQueue: true\n",
-        )
-    } else {
-        ("", "")
-    };
-    out.push_str(
-        &QUEUES_YAML
-            .replace("{{fifo_queue}}", fifo_queue)
-            .replace("{{fifo_dlq}}", fifo_dlq),
-    );
-    out.push_str(LOG_GROUP_AND_ROLE_YAML);
+    out.push_str(&APPLICATION_YAML.replace("{{child}}", child_template(spec).0));
+    out.push_str(ROLE_YAML);
     if spec.transact {
         out.push_str(TRANSACT_GRANTS_YAML);
     } else {
@@ -1031,8 +1143,7 @@ fn resources_yaml(spec: &Spec) -> String {
             "            MaximumBatchingWindowInSeconds: !Ref MaximumBatchingWindowInSeconds\n",
         );
     }
-    out.push_str(ALARMS_YAML);
-    out.push_str(DASHBOARD_YAML);
+    out.push('\n');
     out
 }
 
@@ -1055,45 +1166,24 @@ const EFFECT_TABLE_YAML: &str = r#"  {{Pascal}}Table:
 
 "#;
 
-const QUEUES_YAML: &str = r#"  {{Pascal}}Queue:
-    Type: AWS::SQS::Queue
-    DeletionPolicy: Delete
-    UpdateReplacePolicy: Delete
+const APPLICATION_YAML: &str = r#"  # Its queue, DLQ, log group, alarms and dashboard: sqsafe/{{child}}, shipped by sqsafe (see its header).
+  {{Pascal}}:
+    Type: AWS::Serverless::Application
     Properties:
-      QueueName: !Sub "${AWS::StackName}-{{queue}}"
-{{fifo_queue}}      SqsManagedSseEnabled: true
-      MaximumMessageSize: !Ref MaximumMessageSize
-      VisibilityTimeout: 400
-      MessageRetentionPeriod: 345600
-      RedrivePolicy:
-        deadLetterTargetArn: !GetAtt {{Pascal}}DeadLetterQueue.Arn
-        maxReceiveCount: 5
-
-  {{Pascal}}DeadLetterQueue:
-    Type: AWS::SQS::Queue
-    DeletionPolicy: Delete
-    UpdateReplacePolicy: Delete
-    Properties:
-      QueueName: !Sub "${AWS::StackName}-{{dlq}}"
-{{fifo_dlq}}      SqsManagedSseEnabled: true
-      MaximumMessageSize: !Ref MaximumMessageSize
-      MessageRetentionPeriod: 1209600
-      RedriveAllowPolicy:
-        redrivePermission: byQueue
-        sourceQueueArns:
-          - !Sub "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-{{queue}}"
+      Location: sqsafe/{{child}}
+      Parameters:
+        StackName: !Ref AWS::StackName
+        ConsumerName: {{name}}
+        FunctionName: !Sub "${AWS::StackName}-{{name}}"
+        AlarmTopicArn: !Ref AlarmTopic
+        MaximumMessageSize: !Ref MaximumMessageSize
+        VisibilityTimeout: 400
+        LogRetentionDays: !Ref LogRetentionDays
+        QueueAgeAlarmSeconds: !Ref QueueAgeAlarmSeconds
 
 "#;
 
-const LOG_GROUP_AND_ROLE_YAML: &str = r#"  {{Pascal}}LogGroup:
-    Type: AWS::Logs::LogGroup
-    DeletionPolicy: Delete
-    UpdateReplacePolicy: Delete
-    Properties:
-      LogGroupName: !Sub "/aws/lambda/${AWS::StackName}/{{name}}"
-      RetentionInDays: !Ref LogRetentionDays
-
-  {{Pascal}}Role:
+const ROLE_YAML: &str = r#"  {{Pascal}}Role:
     Type: AWS::IAM::Role
     Properties:
       Description: {{name}}; its own queue, its own DLQ, its tables, its log group
@@ -1111,19 +1201,19 @@ const LOG_GROUP_AND_ROLE_YAML: &str = r#"  {{Pascal}}LogGroup:
               - Sid: Logs
                 Effect: Allow
                 Action: [logs:CreateLogStream, logs:PutLogEvents]
-                Resource: !GetAtt {{Pascal}}LogGroup.Arn
+                Resource: !GetAtt {{Pascal}}.Outputs.LogGroupArn
               - Sid: EventSourceMapping
                 Effect: Allow
                 Action: [sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueAttributes]
-                Resource: !GetAtt {{Pascal}}Queue.Arn
+                Resource: !GetAtt {{Pascal}}.Outputs.QueueArn
               - Sid: OwnMessageVisibility
                 Effect: Allow
                 Action: sqs:ChangeMessageVisibility
-                Resource: !GetAtt {{Pascal}}Queue.Arn
+                Resource: !GetAtt {{Pascal}}.Outputs.QueueArn
               - Sid: DeadLetter
                 Effect: Allow
                 Action: sqs:SendMessage
-                Resource: !GetAtt {{Pascal}}DeadLetterQueue.Arn
+                Resource: !GetAtt {{Pascal}}.Outputs.DeadLetterQueueArn
 "#;
 
 const EFFECT_GRANTS_YAML: &str = r#"              # Claim (PutItem), complete and extend (UpdateItem), release (DeleteItem); no path reads.
@@ -1154,6 +1244,7 @@ const TRANSACT_GRANTS_YAML: &str = r#"              # One TransactWriteItems: th
 
 "#;
 
+// FunctionName is the one the application's alarms and dashboard are given: the two must stay the same.
 const FUNCTION_YAML: &str = r#"  {{Pascal}}Function:
     Type: AWS::Serverless::Function
     Metadata:
@@ -1161,6 +1252,7 @@ const FUNCTION_YAML: &str = r#"  {{Pascal}}Function:
       BuildProperties:
         Binary: {{name}}
     Properties:
+      FunctionName: !Sub "${AWS::StackName}-{{name}}"
       Description: "{{name}}: each intent applied once"
       CodeUri: ./
       Handler: bootstrap
@@ -1173,13 +1265,13 @@ const FUNCTION_YAML: &str = r#"  {{Pascal}}Function:
         LogFormat: JSON
         ApplicationLogLevel: !Ref LogLevel
         SystemLogLevel: WARN
-        LogGroup: !Ref {{Pascal}}LogGroup
+        LogGroup: !GetAtt {{Pascal}}.Outputs.LogGroupName
       Environment:
         Variables:
           IDEMPOTENCY_TABLE: !Ref IdempotencyTable
-          DLQ_URL: !Ref {{Pascal}}DeadLetterQueue
+          DLQ_URL: !GetAtt {{Pascal}}.Outputs.DeadLetterQueueUrl
           DLQ_MAX_MESSAGE_SIZE: !Ref MaximumMessageSize
-          QUEUE_URL: !Ref {{Pascal}}Queue
+          QUEUE_URL: !GetAtt {{Pascal}}.Outputs.QueueUrl
           MAX_ATTEMPTS: !Ref MaxAttempts
           IDEMPOTENCY_WINDOW_DAYS: !Ref IdempotencyWindowDays
 "#;
@@ -1188,184 +1280,11 @@ const EVENTS_YAML: &str = r#"      Events:
         Queue:
           Type: SQS
           Properties:
-            Queue: !GetAtt {{Pascal}}Queue.Arn
+            Queue: !GetAtt {{Pascal}}.Outputs.QueueArn
             FunctionResponseTypes: [ReportBatchItemFailures]
             ScalingConfig:
               MaximumConcurrency: !Ref MaximumConcurrency
 "#;
-
-const ALARMS_YAML: &str = r#"
-  {{Pascal}}DeadLetterAlarm:
-    Type: AWS::CloudWatch::Alarm
-    Properties:
-      AlarmName: !Sub "${AWS::StackName}-{{name}}-dlq-not-empty"
-      AlarmDescription: >-
-        {{name}} dead-lettered messages (poison payloads, refused intents, or retries exhausted).
-        See sqsafe's book (book/src/operate.md), "When an alarm fires".
-      Namespace: AWS/SQS
-      MetricName: ApproximateNumberOfMessagesVisible
-      Dimensions:
-        - Name: QueueName
-          Value: !GetAtt {{Pascal}}DeadLetterQueue.QueueName
-      Statistic: Maximum
-      Period: 60
-      EvaluationPeriods: 1
-      Threshold: 0
-      ComparisonOperator: GreaterThanThreshold
-      TreatMissingData: notBreaching
-      AlarmActions: [!Ref AlarmTopic]
-      OKActions: [!Ref AlarmTopic]
-
-  {{Pascal}}QueueAgeAlarm:
-    Type: AWS::CloudWatch::Alarm
-    Properties:
-      AlarmName: !Sub "${AWS::StackName}-{{name}}-queue-age"
-      AlarmDescription: >-
-        {{name}} is falling behind: the oldest message waits longer than QueueAgeAlarmSeconds.
-        See sqsafe's book (book/src/operate.md), "When an alarm fires".
-      Namespace: AWS/SQS
-      MetricName: ApproximateAgeOfOldestMessage
-      Dimensions:
-        - Name: QueueName
-          Value: !GetAtt {{Pascal}}Queue.QueueName
-      Statistic: Maximum
-      Period: 60
-      EvaluationPeriods: 5
-      Threshold: !Ref QueueAgeAlarmSeconds
-      ComparisonOperator: GreaterThanThreshold
-      TreatMissingData: notBreaching
-      AlarmActions: [!Ref AlarmTopic]
-      OKActions: [!Ref AlarmTopic]
-
-  {{Pascal}}DeadLettersAlarm:
-    Type: AWS::CloudWatch::Alarm
-    Properties:
-      AlarmName: !Sub "${AWS::StackName}-{{name}}-dead-letters"
-      AlarmDescription: >-
-        {{name}} sent records to its DLQ in the last minute (sqsafe's RecordsSentToDlq): fires again on every new dead
-        letter, unlike the depth alarm, which stays in ALARM while the DLQ is not empty.
-        See sqsafe's book (book/src/operate.md), "When an alarm fires".
-      Namespace: sqsafe
-      MetricName: RecordsSentToDlq
-      Dimensions:
-        - Name: consumer
-          Value: {{name}}
-      Statistic: Sum
-      Period: 60
-      EvaluationPeriods: 1
-      Threshold: 0
-      ComparisonOperator: GreaterThanThreshold
-      TreatMissingData: notBreaching
-      AlarmActions: [!Ref AlarmTopic]
-
-  {{Pascal}}FunctionErrorsAlarm:
-    Type: AWS::CloudWatch::Alarm
-    Properties:
-      AlarmName: !Sub "${AWS::StackName}-{{name}}-errors"
-      AlarmDescription: >-
-        {{name}}'s invocations failed (Errors: a refused batch, a crash, a timeout) or were throttled in the last minute.
-        See sqsafe's book (book/src/operate.md), "When an alarm fires".
-      Metrics:
-        - Id: failed
-          Label: errors + throttles
-          Expression: errors + throttles
-          ReturnData: true
-        - Id: errors
-          ReturnData: false
-          MetricStat:
-            Metric:
-              Namespace: AWS/Lambda
-              MetricName: Errors
-              Dimensions:
-                - Name: FunctionName
-                  Value: !Ref {{Pascal}}Function
-            Period: 60
-            Stat: Sum
-        - Id: throttles
-          ReturnData: false
-          MetricStat:
-            Metric:
-              Namespace: AWS/Lambda
-              MetricName: Throttles
-              Dimensions:
-                - Name: FunctionName
-                  Value: !Ref {{Pascal}}Function
-            Period: 60
-            Stat: Sum
-      EvaluationPeriods: 1
-      Threshold: 0
-      ComparisonOperator: GreaterThanThreshold
-      TreatMissingData: notBreaching
-      AlarmActions: [!Ref AlarmTopic]
-      OKActions: [!Ref AlarmTopic]
-
-"#;
-
-const DASHBOARD_YAML: &str = r##"  {{Pascal}}Dashboard:
-    Type: AWS::CloudWatch::Dashboard
-    Properties:
-      DashboardName: !Sub "${AWS::StackName}-{{name}}"
-      # One screen for {{name}}: what came in and became of it (sqsafe's EMF metrics), dead letters by error kind,
-      # the DLQ's depth, how far behind the queue is, and how long invocations take.
-      DashboardBody: !Sub
-        - |
-          {
-            "widgets": [
-              {"type": "metric", "x": 0, "y": 0, "width": 12, "height": 6, "properties": {
-                "title": "{{name}}: records received, applied, replayed, failed, dead-lettered (per minute)",
-                "region": "${AWS::Region}", "view": "timeSeries", "stacked": false, "stat": "Sum", "period": 60,
-                "metrics": [
-                  ["sqsafe", "RecordsReceived", "consumer", "${Consumer}"],
-                  ["sqsafe", "RecordsProcessed", "consumer", "${Consumer}", {"label": "applied"}],
-                  ["sqsafe", "RecordsReplayed", "consumer", "${Consumer}", {"label": "replayed"}],
-                  ["sqsafe", "RecordsSkippedByCache", "consumer", "${Consumer}", {"label": "replayed from cache"}],
-                  ["sqsafe", "RecordsFailedTransient", "consumer", "${Consumer}"],
-                  ["sqsafe", "RecordsFailedPermanent", "consumer", "${Consumer}"],
-                  ["sqsafe", "RecordsSentToDlq", "consumer", "${Consumer}", {"label": "dead-lettered"}]
-                ]}},
-              {"type": "metric", "x": 12, "y": 0, "width": 12, "height": 6, "properties": {
-                "title": "{{name}}: dead-lettered by error kind (per minute)",
-                "region": "${AWS::Region}", "view": "timeSeries", "stacked": true, "period": 60,
-                "metrics": [
-                  [{"id": "kinds", "expression": "SEARCH('{sqsafe,consumer,error_kind} MetricName=\"RecordsSentToDlq\" consumer=\"${Consumer}\"', 'Sum', 60)"}]
-                ]}},
-              {"type": "metric", "x": 0, "y": 6, "width": 8, "height": 6, "properties": {
-                "title": "{{name}}: DLQ depth",
-                "region": "${AWS::Region}", "view": "timeSeries", "stat": "Maximum", "period": 60,
-                "metrics": [
-                  ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", "${DeadLetterQueue}"]
-                ]}},
-              {"type": "metric", "x": 8, "y": 6, "width": 8, "height": 6, "properties": {
-                "title": "{{name}}: age of the oldest message (s)",
-                "region": "${AWS::Region}", "view": "timeSeries", "stat": "Maximum", "period": 60,
-                "metrics": [
-                  ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", "${Queue}"]
-                ]}},
-              {"type": "metric", "x": 16, "y": 6, "width": 8, "height": 6, "properties": {
-                "title": "{{name}}: duration (ms)",
-                "region": "${AWS::Region}", "view": "timeSeries", "period": 60,
-                "metrics": [
-                  ["AWS/Lambda", "Duration", "FunctionName", "${Function}", {"stat": "p50"}],
-                  ["AWS/Lambda", "Duration", "FunctionName", "${Function}", {"stat": "p99"}],
-                  ["sqsafe", "BatchDuration", "consumer", "${Consumer}", {"stat": "p99"}]
-                ]}},
-              {"type": "metric", "x": 0, "y": 12, "width": 24, "height": 6, "properties": {
-                "title": "{{name}}: errors and throttles (refused batches, crashes, timeouts)",
-                "region": "${AWS::Region}", "view": "timeSeries", "stat": "Sum", "period": 60,
-                "metrics": [
-                  ["AWS/Lambda", "Errors", "FunctionName", "${Function}"],
-                  ["AWS/Lambda", "Throttles", "FunctionName", "${Function}"],
-                  ["sqsafe", "BatchesRefused", "consumer", "${Consumer}"],
-                  ["sqsafe", "RecordsLeaseLost", "consumer", "${Consumer}"]
-                ]}}
-            ]
-          }
-        - Consumer: {{name}}
-          Queue: !GetAtt {{Pascal}}Queue.QueueName
-          DeadLetterQueue: !GetAtt {{Pascal}}DeadLetterQueue.QueueName
-          Function: !Ref {{Pascal}}Function
-
-"##;
 
 const TABLE_OUTPUT_YAML: &str = r#"  {{Pascal}}TableName:
     Description: {{name}}'s effect table (pk = tenant#id)
@@ -1374,10 +1293,10 @@ const TABLE_OUTPUT_YAML: &str = r#"  {{Pascal}}TableName:
 
 const OUTPUTS_YAML: &str = r#"  {{Pascal}}QueueUrl:
     Description: Send {{Pascal}}Requested events here
-    Value: !Ref {{Pascal}}Queue
+    Value: !GetAtt {{Pascal}}.Outputs.QueueUrl
   {{Pascal}}DeadLetterQueueUrl:
     Description: {{name}}'s dead-letter queue
-    Value: !Ref {{Pascal}}DeadLetterQueue
+    Value: !GetAtt {{Pascal}}.Outputs.DeadLetterQueueUrl
   {{Pascal}}FunctionName:
     Value: !Ref {{Pascal}}Function
 "#;
@@ -1416,12 +1335,22 @@ mod tests {
         );
         let spec = Spec::new("send-invoice", true, true).expect("valid");
         let out = add_to_template(&template, &spec).expect("added");
-        let queue = out.find("  SendInvoiceQueue:").expect("queue");
+        let app = out
+            .find("  SendInvoice:\n")
+            .expect("the nested application");
         let table = out.find("  SendInvoiceTable:").expect("table");
+        let function = out.find("  SendInvoiceFunction:").expect("function");
         let marker = out.find(RESOURCES_MARKER).expect("marker kept");
         let output = out.find("  SendInvoiceQueueUrl:").expect("output");
-        assert!(table < queue && queue < marker && marker < output);
-        assert!(out.contains("send-invoice.fifo") && out.contains("send-invoice-dlq.fifo"));
+        assert!(table < app && app < function && function < marker && marker < output);
+        assert!(
+            out.contains("Location: sqsafe/consumer-fifo.yaml"),
+            "a FIFO consumer nests the FIFO child"
+        );
+        assert!(
+            !out.contains("AWS::SQS::Queue") && !out.contains("AWS::CloudWatch::"),
+            "the queues, alarms and dashboard are the child's"
+        );
         assert!(
             !out.contains("MaximumBatchingWindowInSeconds"),
             "FIFO queues have no batching window"
@@ -1469,9 +1398,13 @@ mod tests {
         assert!(!root.join("functions").exists(), "nothing written");
         let without_table = Spec::new("outbox", false, false).expect("valid");
         assert!(
-            add_to_template(&template, &without_table).is_ok(),
+            with_consumer(&template, &without_table).is_ok(),
             "no clash without --transact"
         );
+        // The child's queue becomes `OutboxQueue` where sqsafe check and sqsafe local read the template.
+        let queue = template.replace("OutboxTable:", "OutboxQueue:");
+        let refused = with_consumer(&queue, &without_table).expect_err("clash with a child's id");
+        assert!(refused.to_string().contains("OutboxQueue"), "{refused}");
         let _ = fs::remove_dir_all(&root);
     }
 
@@ -1636,5 +1569,206 @@ mod tests {
                 .expect("the sample event is JSON");
             assert!(event["Records"].is_array(), "{event}");
         }
+    }
+
+    fn child_doc(fifo: bool) -> serde_norway::Value {
+        let spec = Spec::new("send-invoice", fifo, false).expect("valid");
+        crate::check::parse(child_template(&spec).1).expect("the child template parses")
+    }
+
+    fn keys(doc: &serde_norway::Value, section: &str) -> BTreeSet<String> {
+        doc.get(section)
+            .and_then(serde_norway::Value::as_mapping)
+            .map(|m| {
+                m.keys()
+                    .filter_map(|k| k.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_fifo_child_is_the_standard_one_with_fifo_queues() {
+        let (_, standard) = child_template(&Spec::new("a-b", false, false).expect("valid"));
+        let (_, fifo) = child_template(&Spec::new("a-b", true, false).expect("valid"));
+        // Past the header comment, the only differences are the queues' FIFO lines and names.
+        let body = |text: &str| {
+            text.lines()
+                .skip_while(|l| l.starts_with('#'))
+                .filter(|l| {
+                    !l.contains("FifoQueue: true") && !l.contains("ContentBasedDeduplication")
+                })
+                .map(|l| l.replace(".fifo", "").replace("FIFO consumer", "consumer"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(body(standard), body(fifo));
+        assert_eq!(fifo.matches("FifoQueue: true").count(), 2, "both queues");
+        assert!(fifo.contains("ContentBasedDeduplication: true"));
+        for text in [standard, fifo] {
+            assert!(
+                text.starts_with("# ") && text.contains("sqsafe ships this file"),
+                "a header that says what it is"
+            );
+        }
+    }
+
+    #[test]
+    fn the_parent_reads_only_what_the_child_declares() {
+        for fifo in [false, true] {
+            let doc = child_doc(fifo);
+            let ids: BTreeSet<String> = CHILD_IDS.iter().map(|id| (*id).to_owned()).collect();
+            assert_eq!(
+                keys(&doc, "Resources"),
+                ids,
+                "CHILD_IDS lists the child's resources"
+            );
+            assert!(
+                keys(&doc, "Conditions").is_empty() && keys(&doc, "Mappings").is_empty(),
+                "sqsafe check does not inline a child's Conditions or Mappings"
+            );
+            let spec = Spec::new("send-invoice", fifo, true).expect("valid");
+            let parent = spec.fill(&resources_yaml(&spec)) + &spec.fill(OUTPUTS_YAML);
+            let outputs = keys(&doc, "Outputs");
+            for used in parent.split("SendInvoice.Outputs.").skip(1) {
+                let name: String = used
+                    .chars()
+                    .take_while(char::is_ascii_alphanumeric)
+                    .collect();
+                assert!(outputs.contains(&name), "the child has no output {name}");
+            }
+            let parameters = keys(&doc, "Parameters");
+            let passed: BTreeSet<String> = parent
+                .split("      Parameters:\n")
+                .nth(1)
+                .expect("the application's parameters")
+                .lines()
+                .take_while(|l| l.starts_with("        "))
+                .filter_map(|l| l.trim().split_once(':').map(|(k, _)| k.to_owned()))
+                .collect();
+            assert!(passed.is_subset(&parameters), "{passed:?} ⊄ {parameters:?}");
+            assert!(
+                parameters
+                    .difference(&passed)
+                    .all(|p| { doc["Parameters"][p.as_str()].get("Default").is_some() }),
+                "every parameter the parent does not pass has a default"
+            );
+            let function_name = "FunctionName: !Sub \"${AWS::StackName}-send-invoice\"";
+            assert_eq!(
+                parent.matches(function_name).count(),
+                2,
+                "the function and the application derive the same name"
+            );
+        }
+    }
+
+    #[test]
+    fn the_child_template_is_written_when_missing_and_never_overwritten() {
+        let root = scratch_project("child", "", &markers_only());
+        let project = Project::at(&root).expect("project");
+        let child = root.join("sqsafe/consumer.yaml");
+
+        let first = generate(&project, &Spec::new("first", false, false).expect("valid"))
+            .expect("generated");
+        assert!(
+            first.written.contains(&"sqsafe/consumer.yaml".to_owned()),
+            "{first:?}"
+        );
+        assert_eq!(first.kept, None);
+        let (_, shipped) = child_template(&Spec::new("first", false, false).expect("valid"));
+        assert_eq!(fs::read_to_string(&child).expect("child"), shipped);
+
+        let same = generate(&project, &Spec::new("second", false, false).expect("valid"))
+            .expect("generated");
+        assert!(
+            !same.written.iter().any(|p| p.starts_with("sqsafe/")) && same.kept.is_none(),
+            "the same file: nothing to write or say: {same:?}"
+        );
+
+        let edited = shipped.replace(
+            "MessageRetentionPeriod: 345600",
+            "MessageRetentionPeriod: 300000",
+        );
+        fs::write(&child, &edited).expect("a team's edit");
+        let kept = generate(&project, &Spec::new("third", false, false).expect("valid"))
+            .expect("generated");
+        let said = kept.kept.expect("says it kept the team's file");
+        assert!(
+            said.contains("sqsafe/consumer.yaml") && said.contains("differs"),
+            "{said}"
+        );
+        assert_eq!(
+            fs::read_to_string(&child).expect("child"),
+            edited,
+            "left alone"
+        );
+
+        let fifo = generate(&project, &Spec::new("fourth", true, false).expect("valid"))
+            .expect("generated");
+        assert!(
+            fifo.written
+                .contains(&"sqsafe/consumer-fifo.yaml".to_owned()),
+            "{fifo:?}"
+        );
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// The project template's base template (templates/project in sqsafe's repository).
+    fn project_base_template() -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../templates/project/template.base.yaml");
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn generated_consumers_keep_every_rule_of_sqsafe_check() {
+        let root = scratch_project("check", "", &project_base_template());
+        let project = Project::at(&root).expect("project");
+        for (name, fifo, transact) in [
+            ("send-invoice", false, false),
+            ("ship-order", true, false),
+            ("book-refund", false, true),
+            ("book-shipment", true, true),
+        ] {
+            generate(&project, &Spec::new(name, fifo, transact).expect("valid"))
+                .expect("generated");
+        }
+        let args = crate::CheckArgs {
+            template: None,
+            root: Some(root.clone()),
+            list_rules: false,
+        };
+        let mut out = Vec::new();
+        let code = crate::run_check(&args, &mut out).expect("checked");
+        let out = String::from_utf8_lossy(&out);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("all 42 rules hold"), "{out}");
+
+        // Not vacuous: the function renamed without its application, the child's alarms and dashboard watch nothing.
+        let template = fs::read_to_string(root.join("template.yaml")).expect("template");
+        let function_name = "\n      FunctionName: !Sub \"${AWS::StackName}-send-invoice\"";
+        assert_eq!(
+            template.matches(function_name).count(),
+            1,
+            "the function's own"
+        );
+        fs::write(
+            root.join("template.yaml"),
+            template.replace(
+                function_name,
+                "\n      FunctionName: !Sub \"${AWS::StackName}-renamed\"",
+            ),
+        )
+        .expect("template");
+        let mut out = Vec::new();
+        let code = crate::run_check(&args, &mut out).expect("checked");
+        let out = String::from_utf8_lossy(&out);
+        assert_eq!(code, 1, "{out}");
+        for rule in [
+            "[alarm-function-errors] SendInvoiceFunction",
+            "[dashboard] SendInvoiceFunction",
+        ] {
+            assert!(out.contains(rule), "{rule} missing from:\n{out}");
+        }
+        let _ = fs::remove_dir_all(&root);
     }
 }

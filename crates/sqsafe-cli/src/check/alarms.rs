@@ -69,6 +69,13 @@ impl Checker<'_> {
         }
     }
 
+    /// Whether a FunctionName dimension's value names function `f`: `!Ref f`, or the function's own FunctionName
+    /// (how a nested application's alarms name the parent's function, which they cannot `!Ref`).
+    pub(super) fn names_function(&self, value: Option<&Value>, f: &str) -> bool {
+        let own = self.t.prop(f, "FunctionName").filter(|v| !v.is_null());
+        is_only(&refs(value), f) || (value.is_some() && value == own)
+    }
+
     /// The alarms on AWS/SQS `metric` of `queue`.
     fn alarms_on(&self, queue: &str, metric: &str) -> Vec<String> {
         self.alarms
@@ -161,7 +168,7 @@ impl Checker<'_> {
             }
             if is_str(get(ap, "Namespace"), "AWS/Lambda")
                 && is_str(get(ap, "MetricName"), "IteratorAge")
-                && is_only(&refs(dimension(dims, "FunctionName")), f)
+                && self.names_function(dimension(dims, "FunctionName"), f)
             {
                 iterator_age.push(a.clone());
             }
@@ -170,8 +177,8 @@ impl Checker<'_> {
                 .filter_map(|m| {
                     let metric = get(get(Some(m), "MetricStat"), "Metric");
                     let ours = is_str(get(metric, "Namespace"), "AWS/Lambda")
-                        && is_only(
-                            &refs(dimension(get(metric, "Dimensions"), "FunctionName")),
+                        && self.names_function(
+                            dimension(get(metric, "Dimensions"), "FunctionName"),
                             f,
                         );
                     ours.then(|| get(metric, "MetricName").and_then(Value::as_str))

@@ -223,6 +223,9 @@ impl Checker<'_> {
                 };
                 value.as_str() == Some(target)
                     || (value.is_mapping() && super::template::is_only(&refs(Some(value)), target))
+                    || (namespace == "AWS/Lambda"
+                        && dim == "FunctionName"
+                        && self.names_function(Some(value), target))
             })
         };
         let wanted: [(&str, &str, &str, Option<&str>, &str); 7] = [
