@@ -116,7 +116,8 @@ step "template checks: started in the background beside every cargo step below (
 # sam build (release, cross-compiled) is the longest single step; cargo test spends much of its time waiting on moto,
 # queue timeouts and function processes. Side by side they take about the time of the longer. sam build compiles in
 # its own target folder (target/sam: its own cargo lock, and release builds share nothing with the dev ones anyway).
-background "the template checks" env CARGO_TARGET_DIR="${ROOT}/target/sam" bash "${ROOT}/scripts/template-checks.sh"
+background "the template checks" env CARGO_TARGET_DIR="${ROOT}/target/sam" SQSAFE_RUST_RULES_LATER=1 \
+  bash "${ROOT}/scripts/template-checks.sh"
 # The book (scripts/book.sh: the pinned mdBook installed once into .tools/, the book built, its links checked).
 background "the book" bash "${ROOT}/scripts/book.sh"
 
@@ -212,8 +213,11 @@ background "the cargo lambda watch test" env SQSAFE_E2E_SQSAFE_BIN="${INSTALLED_
 cargo test --workspace -- --skip _under_faults --skip "${LOCAL_WATCH_TEST}"
 report_background "the cargo lambda watch test" "the other test binaries"
 
-step "sqsafe check against the Python template rules (tests/template/test_rules_rust.py: the same answer on every mutation)"
-SQSAFE_BIN="${ROOT}/target/debug/sqsafe" "${ROOT}/.venv/bin/python" -m pytest -q tests/template/test_rules_rust.py
+step "sqsafe check against the Python template rules (test_rules_rust.py, test_rules_generated.py: the same answers)"
+# Every mutation of template.yaml, and consumers made by sqsafe new consumer; run here, with sqsafe built and no cargo
+# step rebuilding it (the template checks in the background leave these two files to this step).
+SQSAFE_BIN="${ROOT}/target/debug/sqsafe" "${ROOT}/.venv/bin/python" -m pytest -q tests/template/test_rules_rust.py \
+  tests/template/test_rules_generated.py
 
 step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; running since moto started)"
 report_background "the template checks" "the steps above"
