@@ -22,6 +22,11 @@ What moto (5.2.5) cannot do, found by running this, and where it is covered inst
   queues are compared by name, and the clients here always use the moto endpoint.
 - Environment variable values read back as numbers when the parameter is a Number: compared as strings.
 - GetRolePolicy returns the policy document as a Python repr string: parsed with ast.literal_eval.
+- AWS::CloudFormation::Stack (each consumer's nested application, sqsafe/consumer.yaml, as the SAM transform leaves
+  it): moto creates the nested stack from its TemplateURL in moto's S3 (uploaded here, as `sam package` would), but
+  has no `Fn::GetAtt <Stack>.Outputs.<Name>`: the parent failed with HTTP 500 (AttributeError in moto). The launcher
+  moto runs under, scripts/moto_server.py, adds that lookup; the nested stacks' resources are then asserted here
+  like the parent's, under the ids the rules give them (ChargePaymentQueue: the application's id, then the child's).
 - moto never runs the functions (no Docker) and its own SQS->Lambda mapping ignores batchItemFailures: this deploy
   proves wiring, not behaviour (that is tests/sqsafe-e2e).
 """
@@ -43,7 +48,8 @@ from typing import Any
 
 import pytest
 
-from sam_translate import artifact_key, translate
+from nested import flatten
+from sam_translate import artifact_key, local_children, translate
 from template_rules import ROOT
 
 BUILD_DIR = ROOT / ".aws-sam" / "build"
@@ -113,8 +119,9 @@ def build(sam_template_module) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def sam_template_module(_sam_template):
-    return _sam_template
+def sam_template_module(_template_yaml):
+    """template.yaml as deployed: its consumers' queues, alarms and dashboards in nested applications."""
+    return _template_yaml
 
 
 def _zip(path: Path) -> bytes:
@@ -141,15 +148,22 @@ def stack(aws, build, sam_template_module):
         body = _zip(path)
         s3.put_object(Bucket=bucket, Key=artifact_key(f), Body=body)
         zips[f] = body
+    # The nested applications' templates, where the translated template's TemplateURL points (sam_translate).
+    children = {child.relative_to(ROOT).as_posix(): child.read_text(encoding="utf-8")
+                for child in local_children(sam_template_module, ROOT)}
+    for key, body in children.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
     parameters = {
         "PaymentsApiUrl": "http://127.0.0.1:9/payments",  # never called: moto does not run functions
         "Architecture": build["architecture"],
         "AlarmEmail": "ops@example.invalid",
     }
-    template = translate(sam_template_module, bucket=bucket, region=REGION)
+    deployed = translate(sam_template_module, bucket=bucket, region=REGION)
+    # What the tests assert against: the same template with each nested application inlined (ChargePaymentQueue...).
+    template = translate(flatten(sam_template_module, ROOT), bucket=bucket, region=REGION)
     cfn.create_stack(
         StackName=name,
-        TemplateBody=json.dumps(template),
+        TemplateBody=json.dumps(deployed),
         Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
         Capabilities=["CAPABILITY_IAM"],
     )
@@ -161,6 +175,13 @@ def stack(aws, build, sam_template_module):
         time.sleep(0.2)
     summaries = cfn.list_stack_resources(StackName=name)["StackResourceSummaries"]
     physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in summaries if r["LogicalResourceId"]}
+    # Each nested stack's resources, under the id the flattened template gives them: <application id><child id>.
+    nested = {}
+    for app in (r["LogicalResourceId"] for r in summaries if r["ResourceType"] == "AWS::CloudFormation::Stack"):
+        child = cfn.list_stack_resources(StackName=physical[app])["StackResourceSummaries"]
+        nested[app] = {"stack": physical[app], "summaries": child,
+                       "template": cfn.get_template(StackName=physical[app])["TemplateBody"]}
+        physical.update({app + r["LogicalResourceId"]: r["PhysicalResourceId"] for r in child if r["LogicalResourceId"]})
     print(f"\nsmoke deploy: stack {name} {desc['StackStatus']} in {time.monotonic() - started:.1f} s "
           f"({len(physical)} resources; built for {build['architecture']})")
     info = {
@@ -171,6 +192,9 @@ def stack(aws, build, sam_template_module):
         "summaries": summaries,
         "physical": physical,
         "template": template,
+        "deployed": deployed,
+        "nested": nested,
+        "children": children,
         "parameters": parameters,
         "zips": zips,
     }
@@ -186,7 +210,7 @@ def stack(aws, build, sam_template_module):
                     dynamodb.delete_table(TableName=physical[logical])
                 except dynamodb.exceptions.ResourceNotFoundException:
                     pass
-        for key in (artifact_key(f) for f in zips):
+        for key in [artifact_key(f) for f in zips] + list(children):
             s3.delete_object(Bucket=bucket, Key=key)
         s3.delete_bucket(Bucket=bucket)
     except Exception as e:  # noqa: BLE001 - cleanup must not hide the test result
@@ -270,14 +294,36 @@ def test_binaries_read_what_the_template_sets(build, sam_template_module) -> Non
         assert not unread, f"{f}: {path.name} never mentions {unread}: wrong Binary, or the code does not read them"
 
 
+def all_summaries(stack: dict) -> list[dict]:
+    """The parent stack's resource summaries and its nested stacks'."""
+    return stack["summaries"] + [r for n in stack["nested"].values() for r in n["summaries"]]
+
+
 def test_stack_created(stack) -> None:
     assert stack["status"] == "CREATE_COMPLETE", stack["reason"]
     for logical, res in stack["template"]["Resources"].items():
         if res["Type"] in MOTO_SKIPS | MOTO_NO_PHYSICAL_ID:
             continue
         assert stack["physical"].get(logical), f"{logical} ({res['Type']}) was not created"
-    statuses = {r["ResourceStatus"] for r in stack["summaries"]}
+    statuses = {r["ResourceStatus"] for r in all_summaries(stack)}
     assert statuses == {"CREATE_COMPLETE"}, statuses
+
+
+def test_nested_stacks(stack) -> None:
+    """Each consumer's nested application is a nested stack (AWS::CloudFormation::Stack after the SAM transform),
+    created from the child template uploaded where its TemplateURL points: sqsafe/consumer.yaml for charge-payment,
+    sqsafe/consumer-fifo.yaml for apply-ledger."""
+    stacks = resources_of({"template": stack["deployed"]}, "AWS::CloudFormation::Stack")
+    assert set(stacks) == {"ChargePayment", "ApplyLedger"} == set(stack["nested"]), sorted(stacks)
+    want = {"ChargePayment": "sqsafe/consumer.yaml", "ApplyLedger": "sqsafe/consumer-fifo.yaml"}
+    for app, key in want.items():
+        url = stacks[app]["Properties"]["TemplateURL"]
+        assert urllib.parse.urlparse(url).path == "/" + key, f"{app}: {url}"
+        assert key in stack["children"], f"{key} was not uploaded"
+        body = stack["nested"][app]["template"]
+        assert body == stack["children"][key], f"{app}: its nested stack is not the uploaded {key}"
+        created = {r["LogicalResourceId"] for r in stack["nested"][app]["summaries"] if r["LogicalResourceId"]}
+        assert created >= {"Queue", "DeadLetterQueue", "LogGroup", "Dashboard"}, f"{app}: {sorted(created)}"
 
 
 def test_queues_and_redrive(aws, stack) -> None:
@@ -509,5 +555,5 @@ def test_alarm_topic_and_outputs(aws, stack) -> None:
 def test_what_moto_skips_is_really_skipped(stack) -> None:
     """If a moto upgrade starts creating alarms or subscriptions, this fails: then assert them here with describe
     calls instead of only in test_structure.py."""
-    created_types = {r["ResourceType"] for r in stack["summaries"] if r["LogicalResourceId"]}
+    created_types = {r["ResourceType"] for r in all_summaries(stack) if r["LogicalResourceId"]}
     assert not (created_types & MOTO_SKIPS), f"moto now creates {created_types & MOTO_SKIPS}: extend this test"

@@ -19,6 +19,7 @@ would receive after the SAM transform:
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,15 @@ def stream_mappings(doc: dict) -> dict[str, dict]:
         for m, res in of_type(doc, "AWS::Lambda::EventSourceMapping").items()
         if (res["Properties"].get("EventSourceArn") or {}).get("Fn::GetAtt", [None, None])[1] == "StreamArn"
     }
+
+
+def text_of(value: Any) -> str:
+    """A string property's text, also when it is an Fn::Sub (as sqsafe/consumer.yaml's alarm descriptions are)."""
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"}:
+        value = value["Fn::Sub"]
+        value = value[0] if isinstance(value, list) else value
+    assert isinstance(value, str), value
+    return value
 
 
 def on_failure_queue(mapping: dict) -> str:
@@ -160,7 +170,7 @@ def test_alarms(translated) -> None:
         assert (depth["Threshold"], depth["ComparisonOperator"]) == (0, "GreaterThanThreshold")
         assert depth["TreatMissingData"] == "notBreaching"
         assert depth["AlarmActions"] == [{"Ref": "AlarmTopic"}] == depth["OKActions"]
-        assert "book/src/operate.md" in depth["AlarmDescription"], "the alarm should point at the runbook"
+        assert "book/src/operate.md" in text_of(depth["AlarmDescription"]), "the alarm should point at the runbook"
 
         age = alarm_on(queue, "ApproximateAgeOfOldestMessage")
         assert age["Namespace"] == "AWS/SQS"
@@ -189,18 +199,33 @@ def test_dead_letter_and_error_alarms(translated) -> None:
     assert len(dead) == len(functions) - len(stream_functions) - len(scheduled_functions(translated)), (
         f"one dead-letters alarm per SQS consumer: {sorted(dead)}"
     )
+    # A nested application's alarm names the parent's function by the FunctionName both sides derive (it cannot
+    # !Ref it); the parent's own alarms !Ref the function.
+    named = {
+        json.dumps(res["Properties"]["FunctionName"], sort_keys=True): f
+        for f, res in functions.items() if "FunctionName" in res["Properties"]
+    }
+
+    def function_of(value: Any) -> str | None:
+        if isinstance(value, dict) and set(value) == {"Ref"}:
+            return value["Ref"]
+        return named.get(json.dumps(value, sort_keys=True))
+
     errors = [a["Properties"] for a in alarms.values() if "Metrics" in a["Properties"]]
     assert len(errors) == len(functions)
+    alarmed = set()
     for p in errors:
         stats = {m["Id"]: m for m in p["Metrics"]}
         assert stats["failed"]["Expression"] == "errors + throttles" and stats["failed"]["ReturnData"] is True
         watched = {
-            (m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]["Ref"])
+            (m["MetricStat"]["Metric"]["MetricName"], function_of(m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]))
             for m in p["Metrics"] if "MetricStat" in m
         }
         (function,) = {f for _, f in watched}
-        assert watched == {("Errors", function), ("Throttles", function)} and function in functions
+        assert watched == {("Errors", function), ("Throttles", function)} and function in functions, watched
         assert (p["Threshold"], p["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+        alarmed.add(function)
+    assert alarmed == set(functions), "one errors alarm per function"
 
 
 def test_alarm_email_subscription(translated) -> None:
@@ -243,13 +268,28 @@ def test_redrive_allow_policy(translated) -> None:
         }, dlq
 
 
+# The longest stack name book/src/deploy.md allows.
+STACK_NAME_MAX = 49
+
+
 def test_queue_names_fit(translated) -> None:
-    """Queue names are at most 80 characters: the stack name may be as long as the book says (58,
-    book/src/deploy.md)."""
+    """Queue names are at most 80 characters with a stack name as long as the book allows."""
     for q, res in of_type(translated, "AWS::SQS::Queue").items():
-        name = res["Properties"]["QueueName"]["Fn::Sub"].replace("${AWS::StackName}", "s" * 58)
-        assert len(name) <= 80, f"{q}: {name!r} is {len(name)} characters with a 58-character stack name"
+        name = res["Properties"]["QueueName"]["Fn::Sub"].replace("${AWS::StackName}", "s" * STACK_NAME_MAX)
+        assert len(name) <= 80, f"{q}: {name!r} is {len(name)} characters with a {STACK_NAME_MAX}-character stack name"
         assert name.endswith(".fifo") == bool(res["Properties"].get("FifoQueue")), q
+
+
+def test_function_names_fit(translated) -> None:
+    """A function the template names (each consumer: its nested application's alarms watch that name) has at most
+    Lambda's 64 characters with a stack name as long as the book allows, and the book allows no longer."""
+    named = {f: res["Properties"]["FunctionName"]["Fn::Sub"]
+             for f, res in of_type(translated, "AWS::Lambda::Function").items() if "FunctionName" in res["Properties"]}
+    assert {"ChargePaymentFunction", "ApplyLedgerFunction"} <= set(named), named
+    longest = max(len(n.replace("${AWS::StackName}", "")) for n in named.values())
+    assert STACK_NAME_MAX == 64 - longest, f"the longest name a {STACK_NAME_MAX}-character stack allows is not the limit"
+    book = " ".join((ROOT / "book" / "src" / "deploy.md").read_text(encoding="utf-8").split())
+    assert f"Keep the stack name at most {STACK_NAME_MAX} characters" in book
 
 
 def test_functions_arm64_json_logging(sam_template, translated) -> None:

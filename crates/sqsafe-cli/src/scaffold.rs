@@ -1587,6 +1587,30 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// The repository's own template.yaml nests the children sqsafe ships, from its sqsafe/ folder as a project
+    /// does: those copies are the shipped files, byte for byte.
+    #[test]
+    fn the_repository_nests_the_children_sqsafe_ships() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for fifo in [false, true] {
+            let (file, shipped) = child_template(&Spec::new("a-b", fifo, false).expect("valid"));
+            let path = root.join(CHILD_DIR).join(file);
+            let copy =
+                std::fs::read_to_string(&path).expect("the repository's copy of a child template");
+            assert!(
+                copy == shipped,
+                "{} differs from crates/sqsafe-cli/templates/{file}: copy the shipped file over it",
+                path.display()
+            );
+            let parent =
+                std::fs::read_to_string(root.join("template.yaml")).expect("template.yaml");
+            assert!(
+                parent.contains(&format!("Location: {CHILD_DIR}/{file}")),
+                "template.yaml nests {file}"
+            );
+        }
+    }
+
     #[test]
     fn the_fifo_child_is_the_standard_one_with_fifo_queues() {
         let (_, standard) = child_template(&Spec::new("a-b", false, false).expect("valid"));

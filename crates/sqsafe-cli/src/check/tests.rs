@@ -13,9 +13,12 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// template.yaml as `sqsafe check` reads it: its consumers' nested applications (sqsafe/consumer.yaml,
+/// consumer-fifo.yaml) inlined, their resources named ChargePaymentQueue, ChargePaymentDeadLetterQueue, ...
 fn template() -> Value {
     let text = std::fs::read_to_string(workspace().join("template.yaml")).expect("template.yaml");
-    parse(&text).expect("template.yaml parses")
+    let doc = parse(&text).expect("template.yaml parses");
+    flatten(doc, &workspace()).expect("template.yaml's nested applications inline")
 }
 
 fn crates() -> BTreeMap<String, String> {

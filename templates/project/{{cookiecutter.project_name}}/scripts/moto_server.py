@@ -7,6 +7,11 @@ its write atomically, and sqsafe's claim protocol depends on that, so this launc
 but the reads in _READS) one at a time, in the order they came (FifoLock, around the backend call). Reads, DynamoDB
 Streams and the other services (SQS long polls among them) are untouched.
 
+It also gives moto's nested CloudFormation stacks (AWS::CloudFormation::Stack, what a SAM nested application such as
+sqsafe/consumer.yaml becomes) their `Fn::GetAtt <Stack>.Outputs.<Name>`: moto 5.2.5 creates the nested stack from its
+TemplateURL but has no attribute lookup on it, so a parent reading the child's outputs fails with HTTP 500. Only when
+moto lacks it: a moto that resolves them itself is left alone.
+
 Run it as moto_server: `python moto_server.py -H 127.0.0.1 -p PORT` (the same arguments).
 """
 
@@ -14,6 +19,8 @@ import collections
 import sys
 import threading
 
+from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+from moto.cloudformation.models import Stack as NestedStack
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 
@@ -72,6 +79,20 @@ def _serialised(self, environ, start_response):
 
 
 DomainDispatcherApplication.__call__ = _serialised
+
+
+def _nested_stack_output(self, name):
+    if name.startswith("Outputs."):
+        key = name[len("Outputs."):]
+        for output in self.output_map.values():
+            if output and output.key == key:
+                return output.value
+    # What moto answers for an attribute a resource does not have (CloudFormation: "Template error").
+    raise UnformattedGetAttTemplateException()
+
+
+if not hasattr(NestedStack, "get_cfn_attribute"):
+    NestedStack.get_cfn_attribute = _nested_stack_output
 
 if __name__ == "__main__":
     sys.argv[0] = "moto_server"
