@@ -61,7 +61,7 @@ RULES: dict[str, str] = {
     "emf-log-level": "a function's ApplicationLogLevel can only be TRACE, DEBUG or INFO: EMF metric lines carry no level, Lambda files them as INFO and drops them at WARN and above",
     "grant-only-what-is-used": "on each table a function's role grants no item action its code does not call (idempotency table: PutItem, UpdateItem, DeleteItem; ledger: PutItem, UpdateItem; effect table: PutItem; outbox table: UpdateItem, and Query for the sweeper; outbox destinations: SendMessage)",
     "idempotency-leading-keys": "every statement that grants item actions on a function's IDEMPOTENCY_TABLE limits them to the function's own keys: Condition ForAllValues:StringLike dynamodb:LeadingKeys [\"<its binary>#*\"] (the key prefix its consumer writes), so consumers that share the table cannot write or delete each other's records",
-    "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ, its on-failure queue, the tables and queues named in its environment (another stack's through the parameters it uses: `!Sub ...:table/${PricesTableName}`), and (stream reads) its own stream; no managed policies (they cannot be checked here)",
+    "least-privilege": "no Action '*' anywhere; for DynamoDB and SQS no wildcard action and no wildcard resource, and each function's role reaches only its own queue, its own DLQ, its on-failure queue, the tables and queues named in its environment (another stack's through the String parameters it uses: `!Sub ...:table/${PricesTableName}`), and (stream reads) its own stream; no managed policies (they cannot be checked here)",
     "permissions": "each function's role grants what the function needs: receive/delete/attributes on its queue, ChangeMessageVisibility on its QUEUE_URL, SendMessage on its DLQ, item actions on its tables; a stream function: DescribeStream, GetRecords and GetShardIterator on its stream, SendMessage on its on-failure queue and its OUTBOX_DESTINATIONS, UpdateItem on its OUTBOX_TABLE; the outbox sweeper: Query and UpdateItem on its OUTBOX_TABLE, SendMessage on its OUTBOX_DESTINATIONS",
     "environment-grants": "every table and queue of the template that a function's environment names is granted to "
     "its role: at least one DynamoDB action on the table (or its stream, when the variable names the stream), one SQS "
@@ -710,8 +710,10 @@ def _check_privileges(t: Template, c: Consumer, queues: dict, tables: dict, fail
     f = c.function
     owner = c.role or f
     env = (c.props.get("Environment") or {}).get("Variables") or {}
-    # Another stack's tables and queues, named by the parameters its environment uses: reached through those.
-    elsewhere = {x for v in env.values() for x in refs(v) if x in t.parameters}
+    # Another stack's tables and queues, named by the String parameters its environment uses: reached through those
+    # (a Number or a list cannot name one).
+    elsewhere = {x for v in env.values() for x in refs(v)
+                 if (t.parameters.get(x) or {}).get("Type") in ("String", "AWS::SSM::Parameter::Value<String>")}
     own_tables = {x for v in env.values() for x in refs(v) if x in tables} | elsewhere
     # Its source queue and DLQ, its on-failure queue, and the queues its environment names (where it publishes).
     own_queues = {x for x in (c.queue, c.dlq, c.on_failure) if x} | {x for v in env.values() for x in refs(v) if x in queues} | elsewhere

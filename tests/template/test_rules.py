@@ -171,6 +171,15 @@ def other_stack_table_named_and_granted(doc: dict) -> None:
     })
 
 
+def number_parameter_granted_as_a_table(doc: dict) -> None:
+    """A Number parameter the environment uses (MaxAttempts) cannot name another stack's table: a grant through it
+    is not one of the function's resources."""
+    statements(doc, "ChargePaymentRole").append({
+        "Sid": "Attempts", "Effect": "Allow", "Action": "dynamodb:GetItem",
+        "Resource": {"Fn::Sub": "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${MaxAttempts}"},
+    })
+
+
 def other_stack_table_granted_elsewhere(doc: dict) -> None:
     other_stack_table_named_and_granted(doc)
     statements(doc, "ApplyLedgerRole").append(copy.deepcopy(statement(doc, "ChargePaymentRole", "Prices")))
@@ -413,6 +422,8 @@ MUTATIONS: list[Mutation] = [
     ("a hand-added table granted but named by no variable", prices_table_granted, "least-privilege", "ChargePaymentRole"),
     ("another stack's table granted to a role whose environment does not name it", other_stack_table_granted_elsewhere,
      "least-privilege", "ApplyLedgerRole"),
+    ("a grant through a Number parameter the environment uses", number_parameter_granted_as_a_table,
+     "least-privilege", "ChargePaymentRole"),
     ("the sweeper may delete outbox items", lambda d: statement(d, "OutboxSweeperRole", "MarkSent").update(Action=["dynamodb:UpdateItem", "dynamodb:DeleteItem"]),
      "grant-only-what-is-used", "OutboxSweeperRole"),
     ("a nested application in S3", lambda d: d[R].update(Extras={

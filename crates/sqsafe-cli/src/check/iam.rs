@@ -277,8 +277,9 @@ impl Checker<'_> {
             .flatten()
             .flat_map(|(_, v)| refs(Some(v)))
             .collect();
-        // Another stack's tables and queues, named by the parameters its environment uses: reached through those.
-        let elsewhere = env_refs.iter().filter(|x| self.t.is_parameter(x));
+        // Another stack's tables and queues, named by the String parameters its environment uses: reached through
+        // those (a Number or a list cannot name one).
+        let elsewhere = env_refs.iter().filter(|x| self.t.is_string_parameter(x));
         let own_tables: BTreeSet<String> = env_refs
             .iter()
             .filter(|x| self.is_table(x))

@@ -166,7 +166,7 @@ pub const RULES: [(&str, &str); 42] = [
     ),
     (
         "least-privilege",
-        "no Action '*'; for DynamoDB and SQS no wildcard action or resource, and each function's role reaches only its own queue, DLQ, on-failure queue, the tables and queues of its environment (another stack's through the parameters it uses) and its own stream; no managed policies",
+        "no Action '*'; for DynamoDB and SQS no wildcard action or resource, and each function's role reaches only its own queue, DLQ, on-failure queue, the tables and queues of its environment (another stack's through the String parameters it uses) and its own stream; no managed policies",
     ),
     (
         "permissions",

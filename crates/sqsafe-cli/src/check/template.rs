@@ -347,9 +347,11 @@ impl<'a> Template<'a> {
         (got, format!("parameter {name} {key} {}", shown(got)))
     }
 
-    /// Whether the template declares a parameter `name`.
-    pub(crate) fn is_parameter(&self, name: &str) -> bool {
-        self.parameters.is_some_and(|p| p.contains_key(name))
+    /// Whether parameter `name` holds a string that can name a resource (`String`, or a string read from SSM): not a
+    /// Number or a list.
+    pub(crate) fn is_string_parameter(&self, name: &str) -> bool {
+        let kind = get(self.parameters.and_then(|p| p.get(name)), "Type").and_then(Value::as_str);
+        matches!(kind, Some("String" | "AWS::SSM::Parameter::Value<String>"))
     }
 
     /// The Default of parameter `name`, if the template declares it with one.
