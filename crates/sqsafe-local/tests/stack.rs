@@ -468,5 +468,18 @@ async fn the_queues_of_a_nested_application_are_created_with_their_redrive() {
     }
     let env: BTreeMap<String, String> = stack.function_env("send-invoice").into_iter().collect();
     assert_eq!(env["IDEMPOTENCY_TABLE"], stack.tables["IdempotencyTable"]);
+    // A queue's attributes through !GetAtt: its ARN and its name, as the created queue has them.
+    let send_queue = &stack.queues["SendInvoiceQueue"];
+    let send_dlq = &stack.queues["SendInvoiceDeadLetterQueue"];
+    assert_eq!(
+        env.get("QUEUE_ARN"),
+        Some(&send_queue.arn),
+        "!GetAtt App.Outputs.QueueArn: {env:?}"
+    );
+    assert_eq!(
+        env.get("DLQ_NAME").map(String::as_str),
+        send_dlq.url.rsplit('/').next(),
+        "!GetAtt App.Outputs.DeadLetterQueueName: {env:?}"
+    );
     assert_eq!(stack.batch_size("send-invoice"), 5);
 }

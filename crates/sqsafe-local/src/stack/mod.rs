@@ -226,8 +226,8 @@ impl LocalStack {
     }
 
     /// The function's environment with every `!Ref` resolved: tables to names, queues to URLs (`DLQ_URL`,
-    /// `QUEUE_URL`), parameters to their override or default. A reference that resolves to nothing is left out (the
-    /// function then names it at start).
+    /// `QUEUE_URL`), parameters to their override or default; and a queue's `!GetAtt` `Arn`, `QueueName` and
+    /// `QueueUrl`. A reference that resolves to nothing is left out (the function then names it at start).
     pub fn function_env(&self, binary: &str) -> Vec<(String, String)> {
         let Some(function) = self.function(binary) else {
             return Vec::new();
@@ -245,6 +245,18 @@ impl LocalStack {
                         .or_else(|| self.queues.get(r).map(|q| q.url.clone()))
                         .or_else(|| self.options.parameters.get(r).cloned())
                         .or_else(|| self.spec.parameters.get(r).cloned())?,
+                    EnvSource::GetAtt {
+                        resource,
+                        attribute,
+                    } => {
+                        let queue = self.queues.get(resource)?;
+                        match attribute.as_str() {
+                            "Arn" => queue.arn.clone(),
+                            "QueueUrl" => queue.url.clone(),
+                            "QueueName" => queue.url.rsplit('/').next()?.to_owned(),
+                            _ => return None,
+                        }
+                    }
                 };
                 Some((name.clone(), value))
             })

@@ -59,6 +59,35 @@ pub enum EnvSource {
     Literal(String),
     /// `!Ref X` of a resource or parameter.
     Ref(String),
+    /// `!GetAtt X.Attribute` of a resource (a nested application's output reads as one once flattened):
+    /// locally a queue's `Arn`, `QueueName` and `QueueUrl` resolve.
+    GetAtt {
+        /// The resource's logical id.
+        resource: String,
+        /// The attribute.
+        attribute: String,
+    },
+}
+
+impl EnvSource {
+    /// The resource or parameter it refers to, if any.
+    pub fn reference(&self) -> Option<&String> {
+        match self {
+            Self::Ref(r) | Self::GetAtt { resource: r, .. } => Some(r),
+            Self::Literal(_) => None,
+        }
+    }
+}
+
+/// `!GetAtt X.A` or `!GetAtt [X, A]`: the resource and the attribute.
+fn get_att(v: &Value) -> Option<(String, String)> {
+    match v {
+        Value::Sequence(parts) if parts.len() == 2 => {
+            Some((scalar(&parts[0])?, scalar(&parts[1])?))
+        }
+        Value::String(s) => s.split_once('.').map(|(r, a)| (r.to_owned(), a.to_owned())),
+        _ => None,
+    }
 }
 
 /// A function fed by an SQS queue.
@@ -292,9 +321,16 @@ impl TemplateSpec {
                         .map(|vars| {
                             vars.iter()
                                 .filter_map(|(k, v)| {
-                                    let source = match function(v, "Ref") {
-                                        Some(r) => EnvSource::Ref(scalar(r)?),
-                                        None => EnvSource::Literal(scalar(v)?),
+                                    let source = if let Some(r) = function(v, "Ref") {
+                                        EnvSource::Ref(scalar(r)?)
+                                    } else if let Some(g) = function(v, "Fn::GetAtt") {
+                                        let (resource, attribute) = get_att(g)?;
+                                        EnvSource::GetAtt {
+                                            resource,
+                                            attribute,
+                                        }
+                                    } else {
+                                        EnvSource::Literal(scalar(v)?)
                                     };
                                     Some((scalar(k)?, source))
                                 })
@@ -367,10 +403,7 @@ impl TemplateSpec {
         let refs: Vec<&String> = function
             .env
             .values()
-            .filter_map(|source| match source {
-                EnvSource::Ref(r) => Some(r),
-                EnvSource::Literal(_) => None,
-            })
+            .filter_map(EnvSource::reference)
             .collect();
         let mut queues: Vec<&String> = std::iter::once(&function.queue)
             .chain(refs.iter().copied())
@@ -506,12 +539,26 @@ mod tests {
             send.env,
             BTreeMap::from([
                 (
+                    "DLQ_NAME".into(),
+                    EnvSource::GetAtt {
+                        resource: "SendInvoiceDeadLetterQueue".into(),
+                        attribute: "QueueName".into()
+                    }
+                ),
+                (
                     "DLQ_URL".into(),
                     EnvSource::Ref("SendInvoiceDeadLetterQueue".into())
                 ),
                 (
                     "IDEMPOTENCY_TABLE".into(),
                     EnvSource::Ref("IdempotencyTable".into())
+                ),
+                (
+                    "QUEUE_ARN".into(),
+                    EnvSource::GetAtt {
+                        resource: "SendInvoiceQueue".into(),
+                        attribute: "Arn".into()
+                    }
                 ),
                 (
                     "QUEUE_URL".into(),
