@@ -8,6 +8,7 @@ and the launcher must still give exactly one winner. The widening is applied to 
 """
 
 import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -226,3 +227,54 @@ def test_only_writes_take_the_lock():
     launcher = load_launcher()
     assert {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"} <= launcher._READS
     assert not {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"} & launcher._READS
+
+
+def test_cloudformation_is_loaded_on_its_first_request_not_at_start():
+    # Importing moto's CloudFormation models loads nearly every backend (seconds of CPU on a loaded machine); every
+    # test harness starts a moto, and almost none of them sees CloudFormation.
+    probe = (
+        f"import runpy, sys; runpy.run_path({str(LAUNCHER)!r}, run_name='probe'); "
+        "print('moto.cloudformation.models' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+CHILD = """
+Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+    Properties:
+      QueueName: nested-child
+Outputs:
+  QueueArn:
+    Value: !GetAtt Queue.Arn
+"""
+
+
+def test_a_parent_stack_reads_its_nested_stacks_outputs(server):
+    # moto 5.2.5 creates a nested stack but answers its Fn::GetAtt <Stack>.Outputs.<Name> with HTTP 500: through the
+    # launcher the parent gets the child's output (what a SAM nested application such as sqsafe/consumer.yaml needs).
+    url = server(f"import runpy\nrunpy.run_path({str(LAUNCHER)!r}, run_name='__main__')", "launcher-cfn")
+    env = dict(region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing", endpoint_url=url)
+    s3 = boto3.client("s3", **env)
+    s3.create_bucket(Bucket="templates")
+    s3.put_object(Bucket="templates", Key="child.yaml", Body=CHILD.encode())
+    parent = {
+        "Resources": {
+            "Child": {
+                "Type": "AWS::CloudFormation::Stack",
+                "Properties": {"TemplateURL": "https://templates.s3.amazonaws.com/child.yaml"},
+            },
+        },
+        "Outputs": {"ChildQueueArn": {"Value": {"Fn::GetAtt": ["Child", "Outputs.QueueArn"]}}},
+    }
+    cfn = boto3.client("cloudformation", **env)
+    cfn.create_stack(StackName="parent", TemplateBody=json.dumps(parent))
+    stack = cfn.describe_stacks(StackName="parent")["Stacks"][0]
+    assert stack["StackStatus"] == "CREATE_COMPLETE", stack
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    sqs = boto3.client("sqs", **env)
+    child_queue = sqs.get_queue_url(QueueName="nested-child")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=child_queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert outputs == {"ChildQueueArn": arn}

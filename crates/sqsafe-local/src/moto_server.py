@@ -10,7 +10,9 @@ Streams and the other services (SQS long polls among them) are untouched.
 It also gives moto's nested CloudFormation stacks (AWS::CloudFormation::Stack, what a SAM nested application such as
 sqsafe/consumer.yaml becomes) their `Fn::GetAtt <Stack>.Outputs.<Name>`: moto 5.2.5 creates the nested stack from its
 TemplateURL but has no attribute lookup on it, so a parent reading the child's outputs fails with HTTP 500. Only when
-moto lacks it: a moto that resolves them itself is left alone.
+moto lacks it: a moto that resolves them itself is left alone. The patch is made on the first (signed) CloudFormation
+request, not at start: importing moto's CloudFormation models loads nearly every backend (about 2 s of CPU), and every
+test harness starts a moto that never sees CloudFormation.
 
 Run it as moto_server: `python moto_server.py -H 127.0.0.1 -p PORT` (the same arguments).
 """
@@ -19,8 +21,6 @@ import collections
 import sys
 import threading
 
-from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
-from moto.cloudformation.models import Stack as NestedStack
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 
@@ -69,6 +69,9 @@ _dispatch = DomainDispatcherApplication.__call__
 
 
 def _serialised(self, environ, start_response):
+    # A signed request names its service in its credential scope (".../us-east-1/cloudformation/aws4_request").
+    if not _nested_stacks_patched and "/cloudformation/" in environ.get("HTTP_AUTHORIZATION", ""):
+        _patch_nested_stacks()
     # X-Amz-Target is "DynamoDB_20120810.PutItem"; DynamoDB Streams' ("DynamoDBStreams_...") only read.
     service, _, action = environ.get("HTTP_X_AMZ_TARGET", "").partition(".")
     if service.startswith("DynamoDB_") and action not in _READS:
@@ -81,18 +84,31 @@ def _serialised(self, environ, start_response):
 DomainDispatcherApplication.__call__ = _serialised
 
 
-def _nested_stack_output(self, name):
-    if name.startswith("Outputs."):
-        key = name[len("Outputs."):]
-        for output in self.output_map.values():
-            if output and output.key == key:
-                return output.value
-    # What moto answers for an attribute a resource does not have (CloudFormation: "Template error").
-    raise UnformattedGetAttTemplateException()
+_nested_stacks_patched = False
+_patch_lock = threading.Lock()
 
 
-if not hasattr(NestedStack, "get_cfn_attribute"):
-    NestedStack.get_cfn_attribute = _nested_stack_output
+def _patch_nested_stacks():
+    global _nested_stacks_patched
+    with _patch_lock:
+        if _nested_stacks_patched:
+            return
+        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+        from moto.cloudformation.models import Stack as NestedStack
+
+        def nested_stack_output(self, name):
+            if name.startswith("Outputs."):
+                key = name[len("Outputs."):]
+                for output in self.output_map.values():
+                    if output and output.key == key:
+                        return output.value
+            # What moto answers for an attribute a resource does not have (CloudFormation: "Template error").
+            raise UnformattedGetAttTemplateException()
+
+        if not hasattr(NestedStack, "get_cfn_attribute"):
+            NestedStack.get_cfn_attribute = nested_stack_output
+        _nested_stacks_patched = True
+
 
 if __name__ == "__main__":
     sys.argv[0] = "moto_server"
