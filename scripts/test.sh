@@ -11,29 +11,60 @@ source "${ROOT}/scripts/aws-env.sh"
 # A whole-suite run compiles each crate once: incremental caches (about 2 GB here) would only fill the disk.
 export CARGO_INCREMENTAL=0
 
-# Each step's wall time, printed as a table at the end (where `make test`'s time goes).
+# Each step's wall time and CPU time (user + system, of everything it ran), printed as a table at the end: where
+# `make test`'s time goes, and why it depends on the machine (on 2 cores, wall time is about the CPU time of all steps,
+# the background ones included, over 2).
 STEP_NAMES=()
 STEP_SECONDS=()
+STEP_CPU=()
 STEP_STARTED=""
+STEP_CPU_STARTED=0
 SUITE_STARTED="$(date +%s)"
+# CPU seconds of background jobs reaped during the current step (report_background): theirs, not the step's.
+REAPED_CPU=0
+BACKGROUND_NAMES=()
+BACKGROUND_TIMES=()
+
+# children_cpu: sets CHILDREN_CPU to the CPU seconds (user + system) of every child this shell has waited for, so far.
+# (`times` in this shell, into a file, never in a pipe or $(...): a fork's children's times start at 0.)
+TIMES_FILE="$(mktemp)"
+CHILDREN_CPU=0
+children_cpu() {
+  times >"${TIMES_FILE}"
+  CHILDREN_CPU="$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+    printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "${TIMES_FILE}")"
+}
 
 step() {
   local now
   now="$(date +%s)"
+  children_cpu
   if [[ -n "${STEP_STARTED}" ]]; then
     STEP_SECONDS+=("$((now - STEP_STARTED))")
+    STEP_CPU+=("$((CHILDREN_CPU - STEP_CPU_STARTED - REAPED_CPU))")
   fi
   STEP_STARTED="${now}"
+  STEP_CPU_STARTED="${CHILDREN_CPU}"
+  REAPED_CPU=0
   STEP_NAMES+=("$*")
   printf '\n==> [%d s] %s\n' "$((now - SUITE_STARTED))" "$*"
 }
 
 timings() {
   local i
-  printf '\nwall time per step (total %d s):\n' "$(($(date +%s) - SUITE_STARTED))"
+  children_cpu
+  printf '\nwall and CPU time per step (total %d s of wall time, %d s of CPU time):\n' \
+    "$(($(date +%s) - SUITE_STARTED))" "${CHILDREN_CPU}"
+  printf '  %5s    %5s\n' wall cpu
   for i in "${!STEP_SECONDS[@]}"; do
-    printf '  %5d s  %s\n' "${STEP_SECONDS[$i]}" "${STEP_NAMES[$i]%% (*}"
+    printf '  %5d s  %5s s  %s\n' "${STEP_SECONDS[$i]}" "${STEP_CPU[$i]:-?}" "${STEP_NAMES[$i]%% (*}"
   done
+  if [[ "${#BACKGROUND_NAMES[@]}" -gt 0 ]]; then
+    printf 'in the background, beside the steps above:\n'
+    for i in "${!BACKGROUND_NAMES[@]}"; do
+      printf '  %s  %s\n' "${BACKGROUND_TIMES[$i]}" "${BACKGROUND_NAMES[$i]}"
+    done
+  fi
 }
 
 # Where the time went is worth most when a step failed: the table is printed whatever the outcome.
@@ -42,6 +73,8 @@ SUITE_PASSED=""
 print_timings_on_failure() {
   if [[ -z "${SUITE_PASSED}" ]]; then
     STEP_SECONDS+=("$(($(date +%s) - STEP_STARTED))")
+    children_cpu
+    STEP_CPU+=("$((CHILDREN_CPU - STEP_CPU_STARTED - REAPED_CPU))")
     timings
     echo "test.sh: stopped in the step above, after $(($(date +%s) - SUITE_STARTED)) s" >&2
   fi
@@ -61,6 +94,7 @@ cleanup() {
   if [[ "${#BACKGROUND_DIRS[@]}" -gt 0 ]]; then
     rm -rf "${BACKGROUND_DIRS[@]}"
   fi
+  rm -f "${TIMES_FILE}"
   eval "${MOTO_TRAP}"
 }
 trap cleanup EXIT
@@ -80,6 +114,10 @@ background() {
     rc=0
     "$@" >"${dir}/log" 2>&1 || rc=$?
     echo "$(($(date +%s) - started))" >"${dir}/seconds"
+    # Its CPU time: what this shell'"'"'s children (the command and what it waited for) used.
+    times >"${dir}/times"
+    awk '"'"'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'"'"' \
+      "${dir}/times" >"${dir}/cpu"
     echo "${rc}" >"${dir}/rc"
   ' background "${dir}" "$@" &
   BACKGROUND_PID_OF["${name}"]=$!
@@ -96,7 +134,13 @@ report_background() {
   wait "${BACKGROUND_PID_OF["${name}"]}" || true
   cat "${dir}/log"
   rc="$(cat "${dir}/rc" 2>/dev/null || echo 1)"
-  echo "(${name} took $(cat "${dir}/seconds" 2>/dev/null || echo '?') s of wall time, beside ${beside})"
+  local seconds cpu
+  seconds="$(cat "${dir}/seconds" 2>/dev/null || echo '?')"
+  cpu="$(cat "${dir}/cpu" 2>/dev/null || true)"
+  REAPED_CPU=$((REAPED_CPU + ${cpu:-0}))
+  BACKGROUND_NAMES+=("${name}")
+  BACKGROUND_TIMES+=("$(printf '%5s s  %5s s' "${seconds}" "${cpu:-?}")")
+  echo "(${name} took ${seconds} s of wall time and ${cpu:-?} s of CPU time, beside ${beside})"
   if [[ "${rc}" != "0" ]]; then
     echo "test.sh: FAILED: ${name} (exit ${rc}); its output is above" >&2
     exit "${rc}"
