@@ -20,7 +20,9 @@ STEP_CPU=()
 STEP_STARTED=""
 STEP_CPU_STARTED=0
 SUITE_STARTED="$(date +%s)"
-# CPU seconds of background jobs reaped during the current step (report_background): theirs, not the step's.
+# CPU seconds of the background jobs that ended during the current step: theirs, not the step's. (This shell adds a
+# child's CPU time to its own children's when it reaps it, which it does as soon as the child exits, whatever step
+# runs then: see account_ended_background.)
 REAPED_CPU=0
 BACKGROUND_NAMES=()
 BACKGROUND_TIMES=()
@@ -35,9 +37,27 @@ children_cpu() {
     printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "${TIMES_FILE}")"
 }
 
+# account_ended_background: each background job that has ended since the last call (its rc file is its last write) is
+# reaped now, if it was not yet, and its CPU time counted as reaped in the current step.
+declare -A BACKGROUND_PID_OF BACKGROUND_DIR_OF BACKGROUND_ACCOUNTED
+account_ended_background() {
+  local name dir cpu
+  for name in "${!BACKGROUND_DIR_OF[@]}"; do
+    dir="${BACKGROUND_DIR_OF["${name}"]}"
+    if [[ -n "${BACKGROUND_ACCOUNTED["${name}"]:-}" || ! -f "${dir}/rc" ]]; then
+      continue
+    fi
+    wait "${BACKGROUND_PID_OF["${name}"]}" 2>/dev/null || true
+    cpu="$(cat "${dir}/cpu" 2>/dev/null || echo 0)"
+    REAPED_CPU=$((REAPED_CPU + cpu))
+    BACKGROUND_ACCOUNTED["${name}"]=1
+  done
+}
+
 step() {
   local now
   now="$(date +%s)"
+  account_ended_background
   children_cpu
   if [[ -n "${STEP_STARTED}" ]]; then
     STEP_SECONDS+=("$((now - STEP_STARTED))")
@@ -52,6 +72,7 @@ step() {
 
 timings() {
   local i
+  account_ended_background
   children_cpu
   printf '\nwall and CPU time per step (total %d s of wall time, %d s of CPU time):\n' \
     "$(($(date +%s) - SUITE_STARTED))" "${CHILDREN_CPU}"
@@ -73,6 +94,7 @@ SUITE_PASSED=""
 print_timings_on_failure() {
   if [[ -z "${SUITE_PASSED}" ]]; then
     STEP_SECONDS+=("$(($(date +%s) - STEP_STARTED))")
+    account_ended_background
     children_cpu
     STEP_CPU+=("$((CHILDREN_CPU - STEP_CPU_STARTED - REAPED_CPU))")
     timings
@@ -102,7 +124,6 @@ trap cleanup EXIT
 # background NAME COMMAND...: runs COMMAND beside the next steps, in its own process group (setsid: a failure later
 # stops it with everything it started, see cleanup), its output kept in a folder of its own until
 # `report_background NAME` waits for it, prints that output and its wall time, and fails the suite with its exit code.
-declare -A BACKGROUND_PID_OF BACKGROUND_DIR_OF
 background() {
   local name="$1" dir
   shift
@@ -131,13 +152,13 @@ background() {
 report_background() {
   local name="$1" beside="$2" dir rc
   dir="${BACKGROUND_DIR_OF["${name}"]}"
-  wait "${BACKGROUND_PID_OF["${name}"]}" || true
+  wait "${BACKGROUND_PID_OF["${name}"]}" 2>/dev/null || true
   cat "${dir}/log"
   rc="$(cat "${dir}/rc" 2>/dev/null || echo 1)"
   local seconds cpu
   seconds="$(cat "${dir}/seconds" 2>/dev/null || echo '?')"
   cpu="$(cat "${dir}/cpu" 2>/dev/null || true)"
-  REAPED_CPU=$((REAPED_CPU + ${cpu:-0}))
+  account_ended_background
   BACKGROUND_NAMES+=("${name}")
   BACKGROUND_TIMES+=("$(printf '%5s s  %5s s' "${seconds}" "${cpu:-?}")")
   echo "(${name} took ${seconds} s of wall time and ${cpu:-?} s of CPU time, beside ${beside})"
