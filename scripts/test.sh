@@ -189,17 +189,18 @@ background "the book" bash "${ROOT}/scripts/book.sh"
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
-step "features check (scripts/features-check.py: one set of third-party features, whatever cargo builds)"
-python3 "${ROOT}/scripts/features-check.py"
-
-step "dependents check (scripts/dependents-check.py: what a crate outside the workspace that depends on sqsafe gets)"
-python3 "${ROOT}/scripts/dependents-check.py"
-
-step "targets check (scripts/targets-check.py: no test in a target that cargo test does not build)"
-python3 "${ROOT}/scripts/targets-check.py"
-
-step "moto launcher (tests/moto: scripts/moto_server.py makes moto's conditional writes atomic, its copies the same)"
-"${ROOT}/.venv/bin/python" -m pytest -q tests/moto
+step "manifest checks and the moto launcher's tests: in the background beside clippy (output after it)"
+# Light on CPU and mostly waiting (cargo tree, moto servers starting): beside clippy they cost it little and save the
+# minute they took in front of it. Their output follows clippy's; a failure fails the suite there.
+# features-check.py: one set of third-party features, whatever cargo builds; dependents-check.py: what a crate outside
+# the workspace that depends on sqsafe gets; targets-check.py: no test in a target that cargo test does not build.
+background "the manifest checks" bash -c 'set -e
+  for check in features-check dependents-check targets-check; do
+    echo "--> scripts/${check}.py"
+    python3 "$1/scripts/${check}.py"
+  done' manifest-checks "${ROOT}"
+# tests/moto: scripts/moto_server.py makes moto's conditional writes atomic, its copies the same.
+background "the moto launcher's tests" "${ROOT}/.venv/bin/python" -m pytest -q tests/moto
 
 step "cargo package: the libraries a team depends on, with their metadata, in the background (output at the end)"
 # --no-verify: verifying compiles each library with the AWS SDK once more, alone, in its own folder (minutes on 2
@@ -220,6 +221,10 @@ background "cargo package" env CARGO_TARGET_DIR="${ROOT}/target/package-check" \
 
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "manifest checks and the moto launcher's tests: their output (features, dependents, targets; tests/moto)"
+report_background "the manifest checks" "clippy"
+report_background "the moto launcher's tests" "clippy"
 
 step "cargo clippy with the fault-injection crash points (built only for the fault suite)"
 # With -p sqsafe-workspace-hack: the libraries do not depend on it (.config/hakari.toml), and without it this
