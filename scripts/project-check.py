@@ -108,11 +108,62 @@ def render(scratch: Path) -> Path:
         if set(dep) != {"git", "tag"}:
             raise SystemExit(f"project: a default render's {name} dependency is {dep}, not a git tag")
     print(f"a default render depends on sqsafe by git tag: {manifest['workspace']['dependencies']['sqsafe']}")
+    git_tag_render(scratch)
     # The same versions as the workspace (already downloaded); a team resolves its own.
     shutil.copy(ROOT / "Cargo.lock", project / "Cargo.lock")
     # The project's pinned tools are the workspace's (the same requirements file): link the venv, do not install it.
     (project / ".venv").symlink_to(VENV)
     return project
+
+
+def git_tag_render(scratch: Path) -> None:
+    """A team's render with sqsafe from a git repository at a tag, resolved by cargo: the repository is a bare clone of
+    this one (file://) with the template's default tag on its HEAD, and cargo goes through a proxy that does not
+    exist (loopback port 9), so nothing but that clone and the local registry cache is read. Each sqsafe crate must
+    resolve from the tag, at this commit, and cargo must print no error or warning while it looks for them (it reads
+    every Cargo.toml in the repository)."""
+    defaults = json.loads((ROOT / "templates" / "project" / "cookiecutter.json").read_text())
+    tag, consumer = defaults["sqsafe_tag"], defaults["consumer_name"]
+    bare = scratch / "sqsafe.git"
+    run("git", "clone", "--quiet", "--bare", str(ROOT), str(bare), cwd=scratch)
+    run("git", "-C", str(bare), "tag", "--force", tag, "HEAD", cwd=scratch)
+    head = subprocess.run(["git", "-C", str(bare), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    out = scratch / "git-tag"
+    out.mkdir()
+    context = {"project_name": "git-shop", "sqsafe_git": f"file://{bare}", "sqsafe_tag": tag}
+    run(str(VENV / "bin" / "sam"), "init", "--location", str(ROOT / "templates" / "project"), "--no-input",
+        "--output-dir", str(out), "--extra-context", json.dumps(context), cwd=scratch, env=sam_env(scratch))
+    project = out / "git-shop"
+    shutil.copy(ROOT / "Cargo.lock", project / "Cargo.lock")
+    cargo_home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    git_dirs = [cargo_home / "git" / "db", cargo_home / "git" / "checkouts"]
+    before = {p for d in git_dirs if d.is_dir() for p in d.iterdir()}
+    dead = "http://127.0.0.1:9"
+    env = {**os.environ, "CARGO_HTTP_PROXY": dead, "HTTP_PROXY": dead, "HTTPS_PROXY": dead, "ALL_PROXY": dead,
+           "CARGO_NET_GIT_FETCH_WITH_CLI": "false"}
+    env.pop("CARGO_MANIFEST_DIR", None)
+    print(f"$ cargo metadata   (in {project}, sqsafe from file://{bare} at {tag})", flush=True)
+    try:
+        # This machine's packages only: the workspace has downloaded those, not Windows' or macOS' (schannel, ...).
+        host = re.search(r"^host: (\S+)$", subprocess.run(["rustc", "-vV"], capture_output=True, text=True,
+                                                          check=True).stdout, re.MULTILINE).group(1)
+        meta = subprocess.run(["cargo", "metadata", "--format-version", "1", "--filter-platform", host], cwd=project,
+                              env=env, capture_output=True, text=True)
+    finally:
+        # cargo's copy of this throw-away repository (its URL is new each run): not left in CARGO_HOME.
+        for leftover in {p for d in git_dirs if d.is_dir() for p in d.iterdir()} - before:
+            shutil.rmtree(leftover, ignore_errors=True)
+    noise = [line for line in meta.stderr.splitlines() if re.match(r"\s*(error|warning)\b", line)]
+    if meta.returncode != 0 or noise:
+        raise SystemExit(f"project: resolving sqsafe from a git tag (exit {meta.returncode}) printed:\n{meta.stderr}")
+    sources = {p["name"]: p["source"] for p in json.loads(meta.stdout)["packages"] if p["name"].startswith("sqsafe")}
+    want = f"git+file://{bare}?tag={tag}#{head}"
+    wrong = {name: source for name, source in sources.items() if source != want}
+    if "sqsafe" not in sources or wrong or consumer not in {p["name"] for p in json.loads(meta.stdout)["packages"]}:
+        raise SystemExit(f"project: sqsafe's crates did not all resolve from {want}: {sources}")
+    print(f"a render with sqsafe from a git tag resolves {', '.join(sorted(sources))} from the tag {tag} "
+          f"({head[:8]}), with nothing printed", flush=True)
 
 
 def crate_checks(project: Path, env: dict, name: str) -> None:

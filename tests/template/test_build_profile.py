@@ -23,7 +23,7 @@ CARGO_LAMBDA_FILLS = ("strip", "lto", "codegen-units", "panic")
 
 MANIFESTS = [
     ROOT / "Cargo.toml",
-    ROOT / "templates" / "project" / "{{cookiecutter.project_name}}" / "Cargo.toml",
+    ROOT / "templates" / "project" / "{{cookiecutter.project_name}}" / "Cargo.toml.jinja",
 ]
 
 

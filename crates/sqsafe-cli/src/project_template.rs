@@ -30,6 +30,11 @@ const VARIABLES: [(&str, &str); 4] = [
 /// The folder cookiecutter renders (the project's root), inside the template folder.
 pub const PROJECT_DIR: &str = "{{cookiecutter.project_name}}";
 
+/// What the template's Cargo manifests are called until the project is rendered (the template's post-generation
+/// hook renames them `Cargo.toml`). A team that depends on sqsafe by git makes cargo read every `Cargo.toml` in
+/// sqsafe's repository, and a manifest full of `{{ cookiecutter.* }}` printed an error on each fresh resolve.
+pub const MANIFEST_IN_TEMPLATE: &str = "Cargo.toml.jinja";
+
 /// The generated files of the project template: `(path inside the template folder, text)`, both with the
 /// variables in place. `base_template` is the project's template.yaml before any consumer (with the consumer
 /// markers); `verbatim` are files copied as they are (the scripts and pinned requirements the project shares with
@@ -63,6 +68,12 @@ pub fn files(
     out.extend(verbatim.iter().cloned());
     out.into_iter()
         .map(|(path, text)| {
+            let path = match path.strip_suffix("Cargo.toml") {
+                Some(folder) if folder.is_empty() || folder.ends_with('/') => {
+                    format!("{folder}{MANIFEST_IN_TEMPLATE}")
+                }
+                _ => path,
+            };
             let path = format!("{PROJECT_DIR}/{}", variables_in(&path, false));
             let text = variables_in(&text, true);
             let left = text.to_ascii_lowercase();
@@ -179,6 +190,14 @@ mod tests {
             "the project carries the child template its consumer nests"
         );
         assert!(template.starts_with("Description: {{ cookiecutter.project_name }}"));
+        // No file cargo would read as a manifest when sqsafe is a git dependency: the hook names them.
+        assert!(paths.contains(
+            &"{{cookiecutter.project_name}}/functions/{{cookiecutter.consumer_name}}/Cargo.toml.jinja"
+        ));
+        assert!(
+            !paths.iter().any(|p| p.ends_with("/Cargo.toml")),
+            "{paths:?}"
+        );
         assert!(
             files("Resources:\n", &[]).is_err(),
             "no markers, no template"

@@ -1,9 +1,17 @@
-"""Formats the consumer's Rust files for its real name (the template was formatted for a placeholder name)."""
+"""Names the Cargo manifests `Cargo.toml`, then formats the consumer's Rust files for its real name (the template was
+formatted for a placeholder name).
+
+In the template the manifests are `Cargo.toml.jinja`: cargo reads every `Cargo.toml` of a git dependency's repository,
+and a team depending on sqsafe by git would see an error for each templated one (see crates/sqsafe-cli's
+project_template.rs, MANIFEST_IN_TEMPLATE)."""
 
 import pathlib
 import shutil
 import subprocess
 import sys
+
+for manifest in sorted(pathlib.Path(".").rglob("Cargo.toml.jinja")):
+    manifest.rename(manifest.with_name("Cargo.toml"))
 
 files = sorted(str(p) for p in pathlib.Path("functions").rglob("*.rs"))
 rustfmt = shutil.which("rustfmt")
