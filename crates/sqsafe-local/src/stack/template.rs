@@ -152,14 +152,9 @@ fn scalar(v: &Value) -> Option<String> {
     }
 }
 
-/// `!GetAtt X.Arn` → `X`.
+/// `!GetAtt X.Arn` → `X` (a `!GetAtt` without an attribute names nothing: CloudFormation refuses it).
 fn get_att_target(v: &Value) -> Option<String> {
-    let target = function(v, "Fn::GetAtt")?;
-    match target {
-        Value::String(s) => s.split('.').next().map(str::to_owned),
-        Value::Sequence(parts) => parts.first().and_then(scalar),
-        _ => None,
-    }
+    get_att(function(v, "Fn::GetAtt")?).map(|(resource, _)| resource)
 }
 
 impl TemplateSpec {
@@ -472,6 +467,25 @@ mod tests {
     /// A parent whose consumers' queues are in nested applications (sqsafe/consumer.yaml and its FIFO variant).
     fn nested_fixture() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nested/template.yaml")
+    }
+
+    #[test]
+    fn get_att_reads_both_forms_and_only_with_an_attribute() {
+        let yaml = |text: &str| serde_norway::from_str::<Value>(text).expect("yaml");
+        assert_eq!(
+            get_att_target(&yaml("Fn::GetAtt: Dlq.Arn")),
+            Some("Dlq".to_owned())
+        );
+        assert_eq!(
+            get_att_target(&yaml("Fn::GetAtt: [Dlq, Arn]")),
+            Some("Dlq".to_owned())
+        );
+        assert_eq!(
+            get_att(&yaml("[Q, Outputs.QueueArn]")),
+            Some(("Q".to_owned(), "Outputs.QueueArn".to_owned()))
+        );
+        assert_eq!(get_att_target(&yaml("Fn::GetAtt: Dlq")), None);
+        assert_eq!(get_att_target(&yaml("Ref: Dlq")), None);
     }
 
     #[test]
