@@ -851,8 +851,40 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         .filter(|m| context_field(m, "error_kind").is_none())
         .map(|m| MovedBySqs::of(m, &logs, MAX_RECEIVES.into()))
         .collect();
+    // sqsafe dead-letters a message itself, with its context, on its last receive (MaxAttempts, 10 here). One of kind
+    // `in_progress` is crash-caused like a message SQS moved when deliveries of it died (a SIGKILL at a crash point of
+    // any record of its batch, or the function timeout), at least as many as met a lease, and every delivery that
+    // logged met one: each claim it made died with its process, and the next delivery met that dead claim's lease. Five dead claims in a row for one
+    // message are rare, but a crash point kills the whole batch, so under load (bigger batches) they happen: seed
+    // 1796201563 had two in 1000 intents. It is redriven between the waves like the messages SQS moved, and must then
+    // be applied once (the counts above); a `lease_lost` letter, or one with a delivery that did not die or meet a
+    // lease, is never excused.
+    let crash_letters: Vec<MovedBySqs> = redriven_messages
+        .iter()
+        .chain(&dlq)
+        .filter(|m| context_field(m, "error_kind").as_deref() == Some("in_progress"))
+        .map(|m| MovedBySqs::of(m, &logs, MAX_RECEIVES.into()))
+        .filter(|m| {
+            m.crash_caused()
+                && m.outcomes.iter().all(|k| k == "in_progress")
+                && m.killed_deliveries() >= m.outcomes.len() as u64
+        })
+        .collect();
+    let excused: BTreeSet<&str> = crash_letters
+        .iter()
+        .map(|m| m.message_id.as_str())
+        .collect();
+    let not_excused =
+        |m: &&aws_sdk_sqs::types::Message| !excused.contains(m.message_id().unwrap_or_default());
     let dead_kinds = kinds_of(&dlq);
     let redriven_kinds = kinds_of(&redriven_messages);
+    let conflict_kinds = kinds_of(
+        &dlq.iter()
+            .chain(&redriven_messages)
+            .filter(not_excused)
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
 
     println!(
         "messages published        {}",
@@ -900,6 +932,18 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     for m in &moved {
         println!(
             "  moved by SQS            {} ({}): {} receives, {} ended with the process (SIGKILLs on its key: {}), \
+             logged outcomes {:?}",
+            m.message_id,
+            m.key,
+            m.receives,
+            m.killed_deliveries(),
+            m.kills_on_key,
+            m.outcomes
+        );
+    }
+    for m in &crash_letters {
+        println!(
+            "  in_progress, crashes    {} ({}): {} receives, {} ended with the process (SIGKILLs on its key: {}), \
              logged outcomes {:?}",
             m.message_id,
             m.key,
@@ -962,16 +1006,18 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         "nothing else dead-lettered (seed {seed})"
     );
     assert_eq!(in_progress, 0, "no record left IN_PROGRESS (seed {seed})");
-    for (kind, n) in dead_kinds.iter().chain(&redriven_kinds) {
+    for (kind, n) in &conflict_kinds {
         assert!(
             !CONFLICT_KINDS.contains(&kind.as_str()),
             "{n} dead letters of kind {kind}: a conflict cost every delivery (seed {seed})"
         );
     }
-    // Between the waves, only what SQS moved after crashes may have been in the DLQ: no sqsafe dead letter of an
-    // intent (it would be a transient failure that outlived 10 deliveries, or a conflict).
+    // Between the waves, only what SQS moved after crashes, and `in_progress` letters whose claims all died
+    // (crash_letters), may have been in the DLQ: no other sqsafe dead letter of an intent (it would be a transient
+    // failure that outlived 10 deliveries, or a conflict).
     let intents_dead_lettered: Vec<_> = redriven_messages
         .iter()
+        .filter(not_excused)
         .filter_map(|m| context_field(m, "error_kind"))
         .collect();
     assert!(
