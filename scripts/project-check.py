@@ -3,6 +3,8 @@
 
 1. renders templates/project with the ecosystem's own tool, `sam init --location templates/project` (cookiecutter),
    into a temporary folder outside the workspace, with sqsafe as a path dependency (a team's comes from a git tag);
+   and once more as a team renders it, sqsafe from a git tag, resolved by cargo from a bare clone of this repository
+   (git_tag_render: file://, nothing downloaded);
 2. checks what the project builds (scripts/dependents-check.py --project: no workspace-hack, clap, server, test-util);
 3. its consumer: formatted, clippy-clean, built, its tests pass against moto; then its effect is broken (a permanent
    error, as a real effect refusing every record would) and its tests must FAIL: a generated test that passes while
