@@ -159,10 +159,11 @@ def git_tag_render(scratch: Path) -> None:
     noise = [line for line in meta.stderr.splitlines() if re.match(r"\s*(error|warning)\b", line)]
     if meta.returncode != 0 or noise:
         raise SystemExit(f"project: resolving sqsafe from a git tag (exit {meta.returncode}) printed:\n{meta.stderr}")
-    sources = {p["name"]: p["source"] for p in json.loads(meta.stdout)["packages"] if p["name"].startswith("sqsafe")}
+    packages = json.loads(meta.stdout)["packages"]
+    sources = {p["name"]: p["source"] for p in packages if p["name"].startswith("sqsafe")}
     want = f"git+file://{bare}?tag={tag}#{head}"
     wrong = {name: source for name, source in sources.items() if source != want}
-    if "sqsafe" not in sources or wrong or consumer not in {p["name"] for p in json.loads(meta.stdout)["packages"]}:
+    if "sqsafe" not in sources or wrong or consumer not in {p["name"] for p in packages}:
         raise SystemExit(f"project: sqsafe's crates did not all resolve from {want}: {sources}")
     print(f"a render with sqsafe from a git tag resolves {', '.join(sorted(sources))} from the tag {tag} "
           f"({head[:8]}), with nothing printed", flush=True)

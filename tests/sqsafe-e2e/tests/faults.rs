@@ -615,6 +615,21 @@ impl MovedBySqs {
     }
 }
 
+impl std::fmt::Display for MovedBySqs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}): {} receives, {} ended with the process (SIGKILLs on its key: {}), logged outcomes {:?}",
+            self.message_id,
+            self.key,
+            self.receives,
+            self.killed_deliveries(),
+            self.kills_on_key,
+            self.outcomes
+        )
+    }
+}
+
 fn sum_faults(instances: &[InstanceStats]) -> BTreeMap<String, u64> {
     let mut total = BTreeMap::new();
     for s in instances {
@@ -930,28 +945,10 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         redriven.len()
     );
     for m in &moved {
-        println!(
-            "  moved by SQS            {} ({}): {} receives, {} ended with the process (SIGKILLs on its key: {}), \
-             logged outcomes {:?}",
-            m.message_id,
-            m.key,
-            m.receives,
-            m.killed_deliveries(),
-            m.kills_on_key,
-            m.outcomes
-        );
+        println!("  moved by SQS            {m}");
     }
     for m in &crash_letters {
-        println!(
-            "  in_progress, crashes    {} ({}): {} receives, {} ended with the process (SIGKILLs on its key: {}), \
-             logged outcomes {:?}",
-            m.message_id,
-            m.key,
-            m.receives,
-            m.killed_deliveries(),
-            m.kills_on_key,
-            m.outcomes
-        );
+        println!("  in_progress, crashes    {m}");
     }
     println!(
         "writes that met their own try at the proxy {:?}; resolved by the function {} of them, transactions {}",
