@@ -33,8 +33,13 @@ TIMES_FILE="$(mktemp)"
 CHILDREN_CPU=0
 children_cpu() {
   times >"${TIMES_FILE}"
-  CHILDREN_CPU="$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
-    printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "${TIMES_FILE}")"
+  CHILDREN_CPU="$(times_cpu "${TIMES_FILE}")"
+}
+
+# times_cpu FILE: the children's CPU seconds (user + system) in a file `times` wrote (its second line: "1m2.5s 0m3.1s").
+times_cpu() {
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+    printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1"
 }
 
 # account_ended_background: each background job that has ended since the last call (its rc file is its last write) is
@@ -48,7 +53,8 @@ account_ended_background() {
       continue
     fi
     wait "${BACKGROUND_PID_OF["${name}"]}" 2>/dev/null || true
-    cpu="$(cat "${dir}/cpu" 2>/dev/null || echo 0)"
+    cpu="$(times_cpu "${dir}/times" 2>/dev/null || true)"
+    cpu="${cpu:-0}"
     REAPED_CPU=$((REAPED_CPU + cpu))
     BACKGROUND_ACCOUNTED["${name}"]=1
   done
@@ -137,8 +143,6 @@ background() {
     echo "$(($(date +%s) - started))" >"${dir}/seconds"
     # Its CPU time: what this shell'"'"'s children (the command and what it waited for) used.
     times >"${dir}/times"
-    awk '"'"'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'"'"' \
-      "${dir}/times" >"${dir}/cpu"
     echo "${rc}" >"${dir}/rc"
   ' background "${dir}" "$@" &
   BACKGROUND_PID_OF["${name}"]=$!
@@ -157,7 +161,7 @@ report_background() {
   rc="$(cat "${dir}/rc" 2>/dev/null || echo 1)"
   local seconds cpu
   seconds="$(cat "${dir}/seconds" 2>/dev/null || echo '?')"
-  cpu="$(cat "${dir}/cpu" 2>/dev/null || true)"
+  cpu="$(times_cpu "${dir}/times" 2>/dev/null || true)"
   account_ended_background
   BACKGROUND_NAMES+=("${name}")
   BACKGROUND_TIMES+=("$(printf '%5s s  %5s s' "${seconds}" "${cpu:-?}")")
