@@ -27,7 +27,8 @@ help:
 	@echo "  make bench       sqsafe vs a naive consumer and Powertools on the same local AWS, plus criterion: bench/RESULTS.md"
 	@echo "  make bench-smoke the harness with a few batches per peer, request counts asserted (a step of make test)"
 	@echo "  make size        a team's consumer (templates/project, outside the workspace) against charge-payment, both release"
-	@echo "                   builds: within 10%, figures appended to bench/SIZE.md (about ten minutes; not in make test)"
+	@echo "                   builds for this machine: within 10%, figures appended to bench/SIZE.md (about ten minutes;"
+	@echo "                   make test compares the two sam builds' arm64 bootstraps)"
 	@echo "  make model       the claim protocol model-checked deeper than make test (release): states, depth, time, mutants, skew"
 	@echo "  make clean-venv  delete the Python venv (.venv)"
 

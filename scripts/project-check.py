@@ -18,7 +18,12 @@
    (`sqsafe local up --watch`, the sqsafe a team installs: no test servers): each sample message sent twice, one effect per intent, and the standard queue's second
    delivery answered from the record (replayed or skipped by the cache), not applied again;
 7. its debug binary against charge-payment's built inside the workspace (within 10%: no workspace-hack bloat);
-8. removes the project and its binaries.
+8. the project's own deploy build, `sam build` of its first consumer (release, cargo lambda, the architecture the
+   workspace's template checks build: arm64 where the aarch64 std is installed), in a copy of the project made right
+   after rendering (the steps above edit the project while it compiles) and a target folder of its own, beside steps
+   2 to 6; its bootstrap is left in TARGET/project-release for `scripts/size-check.py --built`, which make test runs
+   once the workspace's own sam build is done (release binaries within 10%);
+9. removes the project and its binaries.
 
 Cargo builds the project into SQSAFE_PROJECT_TARGET (default: the workspace's target folder, CARGO_TARGET_DIR), with
 the workspace's linker, and the project resolves with a copy of the workspace's Cargo.lock (the same versions, nothing
@@ -62,6 +67,8 @@ TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
 SQSAFE = str(Path(os.environ.get("SQSAFE_BIN") or TARGET / "debug" / "sqsafe").resolve())
 PROJECT_TARGET = Path(os.environ.get("SQSAFE_PROJECT_TARGET", TARGET)).resolve()
 VENV = ROOT / ".venv"
+# The project's release bootstrap and how it was built (build.json), for scripts/size-check.py --built.
+RELEASE_OUT = TARGET / "project-release"
 
 
 def step(text: str) -> None:
@@ -71,6 +78,11 @@ def step(text: str) -> None:
 def run(*args: str, cwd: Path, env: dict | None = None) -> None:
     print("$ " + " ".join(args), flush=True)
     subprocess.run(args, cwd=cwd, env=env, check=True)
+
+
+def pascal(name: str) -> str:
+    """A consumer's name as its template resources spell it: ship-order -> ShipOrder."""
+    return "".join(part.capitalize() for part in name.split("-"))
 
 
 def sam_env(scratch: Path) -> dict:
@@ -212,7 +224,6 @@ def template_checks(project: Path, env: dict) -> None:
     broken_child = project / "sqsafe" / "consumer.no-dlq-alarm.yaml"
     text = template.read_text()
     child = (project / "sqsafe" / "consumer.yaml").read_text()
-    pascal = "".join(part.capitalize() for part in NAME.split("-"))
     start = child.index("  DeadLetterAlarm:\n")
     end = re.compile(r"^  \S", re.MULTILINE).search(child, start + 3).start()
     broken_child.write_text(child[:start] + child[end:])
@@ -221,7 +232,7 @@ def template_checks(project: Path, env: dict) -> None:
         raise SystemExit(f"project: {template} nests no sqsafe/consumer.yaml")
     broken.write_text(text.replace(location, f"Location: sqsafe/{broken_child.name}\n"))
     try:
-        print(f"$ {sqsafe} check --template {broken}   (without {pascal}DeadLetterAlarm: must fail)", flush=True)
+        print(f"$ {sqsafe} check --template {broken}   (without {pascal(NAME)}DeadLetterAlarm: must fail)", flush=True)
         check = subprocess.run(
             [sqsafe, "check", "--template", str(broken)], cwd=project, env=env, capture_output=True, text=True
         )
@@ -233,7 +244,7 @@ def template_checks(project: Path, env: dict) -> None:
     finally:
         broken.unlink()
         broken_child.unlink()
-    want = f"[alarm-dlq] {pascal}DeadLetterQueue: "
+    want = f"[alarm-dlq] {pascal(NAME)}DeadLetterQueue: "
     if check.returncode != 1 or want not in check.stdout:
         raise SystemExit(
             f"project: sqsafe check did not catch a missing DLQ alarm (exit {check.returncode}, "
@@ -241,7 +252,7 @@ def template_checks(project: Path, env: dict) -> None:
         )
     if python.returncode == 0 or want not in python.stderr:
         raise SystemExit(f"project: the Python rules did not catch a missing DLQ alarm:\n{python.stdout}{python.stderr}")
-    print(f"without {pascal}DeadLetterAlarm sqsafe check fails as it must: {check.stdout.splitlines()[0]}", flush=True)
+    print(f"without {pascal(NAME)}DeadLetterAlarm sqsafe check fails as it must: {check.stdout.splitlines()[0]}", flush=True)
 
 
 def metric_count(log: Path, metric: str) -> int:
@@ -374,6 +385,66 @@ def pipeline(project: Path, env: dict) -> None:
         raise SystemExit(f"project: moto at {session['endpoint_url']} still answers after sqsafe local up got SIGTERM")
 
 
+def build_arch() -> str:
+    """The architecture scripts/template-checks.sh builds the workspace's functions for (its own rule, read the same
+    way): SQSAFE_BUILD_ARCH, else arm64 where the aarch64 Rust std is installed, else x86_64. size-check.py --built
+    refuses to compare two architectures."""
+    forced = os.environ.get("SQSAFE_BUILD_ARCH")
+    if forced:
+        return forced
+    installed = subprocess.run(["rustup", "target", "list", "--installed"], capture_output=True, text=True).stdout
+    return "arm64" if "aarch64-unknown-linux-gnu" in installed.split() else "x86_64"
+
+
+class ReleaseBuild:
+    """The project's `sam build` of its first consumer, as a team deploys it, running beside the other steps."""
+
+    def __init__(self, project: Path, env: dict) -> None:
+        scratch = project.parent
+        # A copy as rendered: the other steps break and restore its handler and add a consumer while this compiles.
+        self.copy = scratch / "release-build" / project.name
+        shutil.copytree(project, self.copy, symlinks=True)
+        self.arch = build_arch()
+        self.function = f"{pascal(NAME)}Function"
+        self.build_dir = scratch / "release-build" / "aws-sam-build"
+        self.log = scratch / "release-build" / "sam-build.log"
+        cmd = [
+            str(VENV / "bin" / "sam"), "build", self.function, "--template-file", "template.yaml",
+            "--build-dir", str(self.build_dir), "--parameter-overrides", f"Architecture={self.arch}",
+        ]
+        print("$ " + " ".join(cmd) + f"   (in a copy of the project, in the background; log {self.log})", flush=True)
+        build_env = {
+            **env,
+            **sam_env(scratch),
+            # Its own target folder: a release build shares nothing with the debug ones, and never waits on their lock.
+            "CARGO_TARGET_DIR": str(PROJECT_TARGET / "project-release-build"),
+            "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}",
+        }
+        self.started = time.monotonic()
+        with self.log.open("w") as out:
+            # A session of its own: stopped early, it is stopped with the cargo and rustc processes it started.
+            self.proc = subprocess.Popen(cmd, cwd=self.copy, env=build_env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def finish(self) -> None:
+        """Waits for it; leaves its bootstrap in RELEASE_OUT."""
+        rc = self.proc.wait()
+        seconds = time.monotonic() - self.started
+        if rc != 0:
+            raise SystemExit(f"project: sam build {self.function} failed (exit {rc}):\n"
+                             f"{self.log.read_text(errors='replace')[-4000:]}")
+        bootstrap = self.build_dir / self.function / "bootstrap"
+        if not bootstrap.is_file():
+            raise SystemExit(f"project: sam build {self.function} left no {bootstrap}")
+        shutil.rmtree(RELEASE_OUT, ignore_errors=True)
+        RELEASE_OUT.mkdir(parents=True)
+        shutil.copy2(bootstrap, RELEASE_OUT / "bootstrap")
+        (RELEASE_OUT / "build.json").write_text(json.dumps(
+            {"architecture": self.arch, "function": self.function, "binary": NAME, "seconds": round(seconds)}) + "\n")
+        print(f"sam build {self.function} ({self.arch}, release): {bootstrap.stat().st_size:,} B in {seconds:.0f} s "
+              f"(beside the steps above); left in {RELEASE_OUT}", flush=True)
+
+
 def sizes(b: int) -> None:
     """`b`: charge-payment's debug binary, read when the check started (make test builds it with fault injection
     later, under the same name)."""
@@ -399,9 +470,14 @@ def main() -> int:
     env.pop("CARGO_MANIFEST_DIR", None)
     inside = (TARGET / "debug" / "charge-payment").stat().st_size
     started = time.monotonic()
+    release = None
+    # An earlier run's bootstrap must not stand in for this run's (size-check.py --built reads it).
+    shutil.rmtree(RELEASE_OUT, ignore_errors=True)
     try:
         step(f"sam init --location templates/project into {scratch} (outside the workspace)")
         project = render(scratch)
+        step(f"sam build {pascal(NAME)}Function (release, the project's deploy build): started in the background")
+        release = ReleaseBuild(project, env)
         step("what the project builds: scripts/dependents-check.py --project")
         run(str(VENV / "bin" / "python"), str(ROOT / "scripts" / "dependents-check.py"), "--project", str(project),
             cwd=ROOT, env=env)
@@ -418,9 +494,14 @@ def main() -> int:
         pipeline(project, env)
         step("binary size")
         sizes(inside)
+        step(f"sam build {pascal(NAME)}Function: its end (it ran beside the steps since the render)")
+        release.finish()
         step(f"passed in {time.monotonic() - started:.0f} s; discarding the project")
         return 0
     finally:
+        if release is not None and release.proc.poll() is None:
+            os.killpg(release.proc.pid, signal.SIGKILL)
+            release.proc.wait()
         shutil.rmtree(scratch, ignore_errors=True)
         if PROJECT_TARGET != TARGET:
             # A folder of the project's own (make test's): all of it is the project's.

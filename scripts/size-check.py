@@ -1,10 +1,15 @@
 """The release binary of a consumer in a team's own project against charge-payment's built inside this workspace.
 
 A crate outside this workspace that depends on sqsafe must get only what it uses (issue 17): its release binary within
-10% of charge-payment's. `make test` checks the dependency tree of such a project and its *debug* binary
-(scripts/dependents-check.py, scripts/project-check.py); the release builds cost about ten minutes of two cores more,
-so they run here, by `make size`, not in `make test`.
+10% of charge-payment's. Two ways to compare:
 
+`--built` (make test): the two bootstraps make test has already built, as each is deployed: the project's
+`sam build` of its first consumer (scripts/project-check.py leaves it in target/project-release, with the architecture
+in build.json) against ChargePaymentFunction's from the workspace's own `sam build` (scripts/template-checks.sh:
+.aws-sam/build, the architecture in .aws-sam/sqsafe-build.json). Both release, built by cargo lambda, for the same
+architecture (arm64 where the aarch64 std is installed); nothing is built and nothing written.
+
+Without it (`make size`, about ten minutes of two cores more):
 1. renders templates/project outside the workspace, as scripts/project-check.py does (`sam init --location`, sqsafe
    as a path dependency, the workspace's Cargo.lock);
 2. builds its consumer (`ship-order`) with `cargo build --release`, in a target folder of its own, for this machine;
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -60,10 +66,48 @@ def build(cwd: Path, package: str, target: Path) -> Path:
     return target / "release" / package
 
 
+def verdict(name: str, a: int, b: int, what: str) -> tuple[float, bool]:
+    """Prints the comparison; returns the ratio and whether it is within the limit."""
+    ratio = a / b
+    ok = ratio <= LIMIT
+    print(f"{what}: {name} (outside project) {a:,} B, charge-payment (inside the workspace) {b:,} B: "
+          f"{ratio:.3f}x, {'within' if ok else 'OVER'} the {LIMIT:.2f}x limit", flush=True)
+    if not ok:
+        print(f"size-check: {name}'s release binary is more than {LIMIT:.2f}x charge-payment's: something pulls in "
+              "more than a consumer uses (scripts/dependents-check.py --project lists the tree)", file=sys.stderr)
+    return ratio, ok
+
+
+def built() -> int:
+    """--built: the bootstraps make test's two sam builds left; see the module's docstring."""
+    outside_dir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve() / "project-release"
+    aws_sam = ROOT / ".aws-sam"
+    inside_build = aws_sam / "sqsafe-build.json"
+    missing = [str(f) for f in (outside_dir / "bootstrap", outside_dir / "build.json",
+                                aws_sam / "build" / "ChargePaymentFunction" / "bootstrap", inside_build)
+               if not f.is_file()]
+    if missing:
+        raise SystemExit(f"size-check: --built needs both sam builds (scripts/project-check.py, "
+                         f"scripts/template-checks.sh); missing: {', '.join(missing)}")
+    outside = json.loads((outside_dir / "build.json").read_text())
+    inside_arch = json.loads(inside_build.read_text())["architecture"]
+    if outside["architecture"] != inside_arch:
+        raise SystemExit(f"size-check: the project was built for {outside['architecture']} and the workspace for "
+                         f"{inside_arch}: two architectures cannot be compared (SQSAFE_BUILD_ARCH sets both)")
+    a = (outside_dir / "bootstrap").stat().st_size
+    b = (aws_sam / "build" / "ChargePaymentFunction" / "bootstrap").stat().st_size
+    _, ok = verdict(outside["binary"], a, b, f"release bootstraps ({inside_arch}, sam build)")
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clean", action="store_true", help="remove target/size-check at the end")
+    parser.add_argument("--built", action="store_true",
+                        help="compare the bootstraps make test's two sam builds left (no build, nothing written)")
     args = parser.parse_args()
+    if args.built:
+        return built()
     pc = project_check()
     folder = ROOT / "target" / "size-check"
     scratch = Path(tempfile.mkdtemp(prefix="sqsafe-size-"))
@@ -79,11 +123,7 @@ def main() -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     a, b = outside.stat().st_size, inside.stat().st_size
-    ratio = a / b
-    verdict = "within" if ratio <= LIMIT else "OVER"
-    line = (f"release binaries: {pc.NAME} (outside project) {a:,} B, charge-payment (inside the workspace) {b:,} B: "
-            f"{ratio:.3f}x, {verdict} the {LIMIT:.2f}x limit")
-    print(line, flush=True)
+    ratio, ok = verdict(pc.NAME, a, b, "release binaries (cargo build --release)")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=False).stdout.strip() or "unknown"
     if not RESULTS.exists():
@@ -100,11 +140,7 @@ def main() -> int:
     print(f"appended to {RESULTS.relative_to(ROOT)}")
     if args.clean:
         shutil.rmtree(folder, ignore_errors=True)
-    if ratio > LIMIT:
-        print(f"size-check: {pc.NAME}'s release binary is more than {LIMIT:.2f}x charge-payment's: something pulls in "
-              "more than a consumer uses (scripts/dependents-check.py --project lists the tree)", file=sys.stderr)
-        return 1
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

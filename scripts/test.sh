@@ -238,7 +238,8 @@ cargo clippy -p sqsafe-idempotency -p sqsafe -p sqsafe-workspace-hack --features
 
 step "a new project outside the workspace: started in the background beside cargo doc and cargo test (output later)"
 # scripts/project-check.py: sam init --location templates/project, its tests (which must fail with the effect broken),
-# its template's checks, sqsafe new consumer, the local pipeline under cargo lambda watch (`sqsafe local up --watch`).
+# its template's checks, sqsafe new consumer, the local pipeline under cargo lambda watch (`sqsafe local up --watch`),
+# and beside them the project's own `sam build` of its consumer (release, for the release size check at the end).
 # It runs the workspace's sqsafe as a team installs it: built alone, without the test servers (cargo unifies features
 # over the packages of one command, and the bench's and the e2e tests' turn sqsafe-local's test servers on), copied
 # into a folder of its own that later builds do not touch (the cargo lambda watch test runs the same copy). It builds
@@ -298,6 +299,10 @@ report_background "the template checks" "the steps above"
 
 step "a new project outside the workspace: its output (it ran in the background since cargo doc)"
 report_background "the project check" "cargo doc, cargo test and the steps after them"
+
+step "release binary size: the project's sam build against ChargePaymentFunction's (within 10%)"
+# Both bootstraps are built by now: the workspace's by the template checks, the project's by the project check.
+python3 "${ROOT}/scripts/size-check.py" --built
 
 step "bench smoke: its output (every peer and figure, a few batches; request counts, no timings)"
 report_background "the bench smoke" "cargo test and the fault-injection suite"
