@@ -373,6 +373,9 @@ struct Failure {
 struct LogFindings {
     /// `ambiguous write resolved`: (write, idempotency key).
     resolved: Vec<(String, String)>,
+    /// Store calls the function cut at the invocation's deadline reserve: (operation, idempotency key), from the
+    /// `error` of the line that reported it (`... failed during <operation> of key ...: timed out: no time left ...`).
+    cut_at_deadline: Vec<(String, String)>,
     /// `record failed`, every disposition.
     failed: Vec<Failure>,
     /// Per message id, the outcome of each delivery that logged one: `ok` (`record handled`) or the error kind.
@@ -434,6 +437,20 @@ impl LogFindings {
             let seen = self.receives.entry(id).or_insert((key, 0));
             seen.1 = seen.1.max(count);
         }
+        // Only the line that reports the failure once, as it happened (the batch's `record failed` repeats it).
+        if doc.get("message").and_then(|m| m.as_str())
+            == Some(
+                "completion failed after the effect ran; the key stays in progress until its lease ends",
+            )
+            && let (Some(error), Some(key)) = (field("error"), field("idempotency_key"))
+            && error.ends_with(DEADLINE_CUT)
+            && let Some(operation) = error
+                .split_once("failed during ")
+                .and_then(|(_, rest)| rest.split_once(" of key "))
+                .map(|(operation, _)| operation.to_owned())
+        {
+            self.cut_at_deadline.push((operation, key));
+        }
         match doc.get("message").and_then(|m| m.as_str()) {
             Some("ambiguous write resolved") => self.resolved.push((
                 field("write").unwrap_or_default(),
@@ -492,6 +509,9 @@ impl LogFindings {
     }
 }
 
+/// How sqsafe-idempotency reports a store call it cut because no time was left before the deadline reserve.
+const DEADLINE_CUT: &str = "timed out: no time left before the invocation's deadline reserve";
+
 /// Error kinds that, in the DLQ, would mean a delivery was lost to a conflict with a live or lost claim: never
 /// expected there (an ambiguous write is resolved; a live claim holds its duplicate back until its lease ends).
 const CONFLICT_KINDS: [&str; 2] = ["in_progress", "lease_lost"];
@@ -510,6 +530,10 @@ struct SelfConflicts {
     /// relayed the answer, and the process was killed (a crash point of another record of its batch, or the function
     /// timeout) before it could log. The record's lease then holds the key until it ends, as after any crash.
     excused: Vec<(String, String)>,
+    /// Self-met writes with no matching line whose try the function cut at the invocation's deadline reserve (it
+    /// logged that operation on that key as timed out there): the SDK's own retry met the try's first write, and the
+    /// function stopped waiting before the answer came. The write landed; the key's next delivery reads it.
+    abandoned: Vec<(String, String)>,
     /// Of the self-met writes not resolved, those whose key then failed a delivery as `in_progress` or
     /// `lease_lost`: deliveries spent on a self-conflict.
     spent: Vec<(String, String)>,
@@ -518,6 +542,7 @@ struct SelfConflicts {
 impl SelfConflicts {
     fn of(proxy: &ProxyStats, logs: &LogFindings) -> Self {
         let mut lines: Vec<(String, String)> = logs.resolved.clone();
+        let mut cut = logs.cut_at_deadline.clone();
         let died = logs.died_deliveries();
         let mut out = Self::default();
         for write in &proxy.self_met {
@@ -545,6 +570,18 @@ impl SelfConflicts {
                 Some(i) => {
                     lines.swap_remove(i);
                     out.resolved += 1;
+                }
+                None if cut
+                    .iter()
+                    .any(|(o, k)| *k == write.key && names.contains(&o.as_str())) =>
+                {
+                    let i = cut
+                        .iter()
+                        .position(|(o, k)| *k == write.key && names.contains(&o.as_str()))
+                        .expect("found above");
+                    cut.swap_remove(i);
+                    out.abandoned
+                        .push((write.operation.clone(), write.key.clone()));
                 }
                 None if died.contains_key(&write.key) => out
                     .excused
@@ -956,9 +993,10 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
     );
     println!(
         "ambiguous writes resolved (function logs) {resolved_by_write:?}; self-met writes not resolved {}, \
-         not resolved because their process died first {:?}",
+         not resolved because their process died first {:?}, cut at the deadline reserve {:?}",
         conflicts.unresolved.len(),
-        conflicts.excused
+        conflicts.excused,
+        conflicts.abandoned
     );
     println!(
         "deliveries spent on self-conflicts {}",
@@ -1239,4 +1277,64 @@ fn a_self_met_write_is_excused_only_when_its_process_died_before_logging() {
     assert_eq!(conflicts.excused, [pair("k-died")]);
     assert_eq!(conflicts.unresolved, [pair("k-lived")]);
     assert_eq!(conflicts.spent, [pair("k-lived")]);
+}
+
+/// The oracle: a completion whose try the function cut at the invocation's deadline (its answer never read) is not a
+/// self-met write the function failed to resolve: when the SDK's own retry of that try met the first one's write, the
+/// key is already COMPLETED and the next delivery replays it (run 36 of 2026-12-02, seed 1796212927, key p-957: a 500
+/// after the write, the SDK's retry met it at the proxy, the try was cut at the deadline reserve). Only the operation
+/// that was cut is excused, and only once.
+#[test]
+fn a_self_met_write_cut_at_the_deadline_is_abandoned_not_unresolved() {
+    let cut = |key: &str| {
+        json!({
+            "message": "completion failed after the effect ran; the key stays in progress until its lease ends",
+            "error": format!("idempotency store failed during complete of key `{key}`: timed out: no time left \
+                before the invocation's deadline reserve"),
+            "idempotency_key": key,
+            "spans": [{"message_id": format!("m-{key}"), "receive_count": 1, "idempotency_key": key}]
+        })
+        .to_string()
+    };
+    let mut logs = LogFindings::default();
+    logs.scan(&cut("k-cut"));
+    // The batch's report of that delivery, then the next delivery's outcome: no delivery of k-cut died with its
+    // process.
+    logs.scan(
+        &json!({"message": "record failed", "error_kind": "completion_failed",
+            "error": format!("the effect for idempotency key `k-cut` ran, but its completion failed after 1 tries: \
+                {DEADLINE_CUT}"),
+            "spans": [{"message_id": "m-k-cut", "receive_count": 1, "idempotency_key": "k-cut"}]})
+        .to_string(),
+    );
+    logs.scan(
+        &json!({"message": "record handled",
+            "spans": [{"message_id": "m-k-cut", "receive_count": 2, "idempotency_key": "k-cut"}]})
+        .to_string(),
+    );
+    assert_eq!(logs.died_deliveries(), BTreeMap::new());
+    let mut proxy = ProxyStats::default();
+    for (operation, key) in [
+        ("UpdateItem", "k-cut"),
+        ("UpdateItem", "k-cut"),
+        ("PutItem", "k-cut"),
+        ("UpdateItem", "k-other"),
+    ] {
+        proxy.self_met.push(sqsafe_local::proxy::SelfMetWrite {
+            operation: operation.to_owned(),
+            table: "idempotency".to_owned(),
+            key: key.to_owned(),
+        });
+    }
+    let conflicts = SelfConflicts::of(&proxy, &logs);
+    let pair = |o: &str, k: &str| (o.to_owned(), k.to_owned());
+    assert_eq!(conflicts.abandoned, [pair("UpdateItem", "k-cut")]);
+    assert_eq!(
+        conflicts.unresolved,
+        [
+            pair("UpdateItem", "k-cut"),
+            pair("PutItem", "k-cut"),
+            pair("UpdateItem", "k-other")
+        ]
+    );
 }
