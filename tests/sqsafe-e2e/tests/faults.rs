@@ -373,9 +373,9 @@ struct Failure {
 struct LogFindings {
     /// `ambiguous write resolved`: (write, idempotency key).
     resolved: Vec<(String, String)>,
-    /// Store calls the function cut at the invocation's deadline reserve: (operation, idempotency key), from the
-    /// `error` of the line that reported it (`... failed during <operation> of key ...: timed out: no time left ...`).
-    cut_at_deadline: Vec<(String, String)>,
+    /// Idempotency keys whose completion try the function cut at the invocation's deadline reserve, once per cut
+    /// (the engine's `completion failed after the effect ran; ...` line, its error ending with [`DEADLINE_CUT`]).
+    completions_cut: Vec<String>,
     /// `record failed`, every disposition.
     failed: Vec<Failure>,
     /// Per message id, the outcome of each delivery that logged one: `ok` (`record handled`) or the error kind.
@@ -444,12 +444,8 @@ impl LogFindings {
             )
             && let (Some(error), Some(key)) = (field("error"), field("idempotency_key"))
             && error.ends_with(DEADLINE_CUT)
-            && let Some(operation) = error
-                .split_once("failed during ")
-                .and_then(|(_, rest)| rest.split_once(" of key "))
-                .map(|(operation, _)| operation.to_owned())
         {
-            self.cut_at_deadline.push((operation, key));
+            self.completions_cut.push(key);
         }
         match doc.get("message").and_then(|m| m.as_str()) {
             Some("ambiguous write resolved") => self.resolved.push((
@@ -509,7 +505,7 @@ impl LogFindings {
     }
 }
 
-/// How sqsafe-idempotency reports a store call it cut because no time was left before the deadline reserve.
+/// How sqsafe-idempotency reports a completion try it cut because no time was left before the deadline reserve.
 const DEADLINE_CUT: &str = "timed out: no time left before the invocation's deadline reserve";
 
 /// Error kinds that, in the DLQ, would mean a delivery was lost to a conflict with a live or lost claim: never
@@ -542,7 +538,7 @@ struct SelfConflicts {
 impl SelfConflicts {
     fn of(proxy: &ProxyStats, logs: &LogFindings) -> Self {
         let mut lines: Vec<(String, String)> = logs.resolved.clone();
-        let mut cut = logs.cut_at_deadline.clone();
+        let mut cut = logs.completions_cut.clone();
         let died = logs.died_deliveries();
         let mut out = Self::default();
         for write in &proxy.self_met {
@@ -563,30 +559,27 @@ impl SelfConflicts {
                 }
                 continue;
             }
-            match lines
+            let resolved_at = lines
                 .iter()
-                .position(|(w, k)| *k == write.key && names.contains(&w.as_str()))
-            {
-                Some(i) => {
+                .position(|(w, k)| *k == write.key && names.contains(&w.as_str()));
+            let cut_at = names
+                .contains(&"complete")
+                .then(|| cut.iter().position(|k| *k == write.key))
+                .flatten();
+            match (resolved_at, cut_at) {
+                (Some(i), _) => {
                     lines.swap_remove(i);
                     out.resolved += 1;
                 }
-                None if cut
-                    .iter()
-                    .any(|(o, k)| *k == write.key && names.contains(&o.as_str())) =>
-                {
-                    let i = cut
-                        .iter()
-                        .position(|(o, k)| *k == write.key && names.contains(&o.as_str()))
-                        .expect("found above");
+                (None, Some(i)) => {
                     cut.swap_remove(i);
                     out.abandoned
                         .push((write.operation.clone(), write.key.clone()));
                 }
-                None if died.contains_key(&write.key) => out
+                (None, None) if died.contains_key(&write.key) => out
                     .excused
                     .push((write.operation.clone(), write.key.clone())),
-                None => {
+                (None, None) => {
                     out.unresolved
                         .push((write.operation.clone(), write.key.clone()));
                     if conflict_failed {
@@ -1289,8 +1282,7 @@ fn a_self_met_write_cut_at_the_deadline_is_abandoned_not_unresolved() {
     let cut = |key: &str| {
         json!({
             "message": "completion failed after the effect ran; the key stays in progress until its lease ends",
-            "error": format!("idempotency store failed during complete of key `{key}`: timed out: no time left \
-                before the invocation's deadline reserve"),
+            "error": format!("idempotency store failed during complete of key `{key}`: {DEADLINE_CUT}"),
             "idempotency_key": key,
             "spans": [{"message_id": format!("m-{key}"), "receive_count": 1, "idempotency_key": key}]
         })
