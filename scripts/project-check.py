@@ -401,13 +401,14 @@ class ReleaseBuild:
 
     def __init__(self, project: Path, env: dict) -> None:
         scratch = project.parent
+        folder = scratch / "release-build"
         # A copy as rendered: the other steps break and restore its handler and add a consumer while this compiles.
-        self.copy = scratch / "release-build" / project.name
-        shutil.copytree(project, self.copy, symlinks=True)
+        copy = folder / project.name
+        shutil.copytree(project, copy, symlinks=True)
         self.arch = build_arch()
         self.function = f"{pascal(NAME)}Function"
-        self.build_dir = scratch / "release-build" / "aws-sam-build"
-        self.log = scratch / "release-build" / "sam-build.log"
+        self.build_dir = folder / "aws-sam-build"
+        self.log = folder / "sam-build.log"
         cmd = [
             str(VENV / "bin" / "sam"), "build", self.function, "--template-file", "template.yaml",
             "--build-dir", str(self.build_dir), "--parameter-overrides", f"Architecture={self.arch}",
@@ -423,7 +424,7 @@ class ReleaseBuild:
         self.started = time.monotonic()
         with self.log.open("w") as out:
             # A session of its own: stopped early, it is stopped with the cargo and rustc processes it started.
-            self.proc = subprocess.Popen(cmd, cwd=self.copy, env=build_env, stdout=out, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(cmd, cwd=copy, env=build_env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
 
     def finish(self) -> None:

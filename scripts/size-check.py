@@ -80,7 +80,7 @@ def verdict(name: str, a: int, b: int, what: str) -> tuple[float, bool]:
 
 def built() -> int:
     """--built: the bootstraps make test's two sam builds left; see the module's docstring."""
-    outside_dir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve() / "project-release"
+    outside_dir = project_check().RELEASE_OUT
     aws_sam = ROOT / ".aws-sam"
     inside_build = aws_sam / "sqsafe-build.json"
     missing = [str(f) for f in (outside_dir / "bootstrap", outside_dir / "build.json",

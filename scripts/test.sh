@@ -302,7 +302,7 @@ report_background "the project check" "cargo doc, cargo test and the steps after
 
 step "release binary size: the project's sam build against ChargePaymentFunction's (within 10%)"
 # Both bootstraps are built by now: the workspace's by the template checks, the project's by the project check.
-python3 "${ROOT}/scripts/size-check.py" --built
+"${ROOT}/.venv/bin/python" "${ROOT}/scripts/size-check.py" --built
 
 step "bench smoke: its output (every peer and figure, a few batches; request counts, no timings)"
 report_background "the bench smoke" "cargo test and the fault-injection suite"
