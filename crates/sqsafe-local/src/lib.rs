@@ -9,7 +9,6 @@
 pub mod cli;
 mod error;
 pub mod esm;
-mod http_server;
 pub mod lambda;
 pub mod moto;
 #[cfg(feature = "payments-api")]

@@ -1,6 +1,8 @@
 //! Test support for sqsafe's crates and functions: SDK clients pointed at the local AWS (moto server, started by
 //! `make test`), unique table and queue names so tests run in parallel against one server, and a request counter
-//! that asserts request budgets.
+//! that asserts request budgets. For a consumer that calls an HTTP API, [`FakeDownstream`] is that API on loopback,
+//! recording each call and counting effects per `Idempotency-Key`; [`ServerTask`] is the accept loop it (and
+//! sqsafe-local's servers) run on.
 //!
 //! A test that needs the server fails loudly when it is not there; it never skips.
 //!
@@ -16,12 +18,15 @@
 #![forbid(unsafe_code)]
 
 mod counter;
+mod downstream;
 mod fixtures;
 mod lambda;
 mod lost_answer;
 mod project;
+mod server;
 
 pub use counter::RequestCounter;
+pub use downstream::{Call, FakeDownstream, Reply};
 pub use fixtures::{
     binary_attribute, create_queue, create_table, dlq_context, dynamodb, dynamodb_at,
     dynamodb_losing, endpoint, item_string, message_attribute, sdk_config, sdk_config_at, sqs,
@@ -30,3 +35,4 @@ pub use fixtures::{
 pub use lambda::{event_file, events_dir, invocation, with_binary_attribute};
 pub use lost_answer::LostAnswer;
 pub use project::{TEMPLATE_FILE, project_root, project_root_from, search_start};
+pub use server::{ServerSettings, ServerTask};

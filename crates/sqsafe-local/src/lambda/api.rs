@@ -36,7 +36,7 @@ use tokio::time::Instant;
 
 use super::ids::epoch_ms;
 use crate::error::{Error, Result};
-use crate::http_server::{ServerTask, Settings};
+use sqsafe_testkit::{ServerSettings as Settings, ServerTask};
 
 /// Lambda's limit for a synchronous response (and here also for an error body).
 pub(crate) const MAX_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;

@@ -8,7 +8,7 @@ use super::fault::{Fault, FaultPlan};
 use super::http::router;
 use super::ledger::{Charge, Ledger, Stats};
 use crate::error::{Error, Result};
-use crate::http_server::{ServerTask, Settings};
+use sqsafe_testkit::{ServerSettings as Settings, ServerTask};
 
 /// State shared by the server's connections and its [`RunningPayments`] handle.
 pub(crate) struct Shared {

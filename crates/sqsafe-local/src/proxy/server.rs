@@ -19,7 +19,7 @@ use super::fault::{Fault, FaultPlan};
 use super::forward::handle;
 use super::ownership::WriteId;
 use super::stats::{InjectedFault, ProxyStats, RECENT_FAULTS, SelfMetWrite};
-use crate::http_server::{ServerTask, Settings};
+use sqsafe_testkit::{ServerSettings as Settings, ServerTask};
 
 /// The pooled client the proxy forwards with.
 pub(crate) type UpstreamClient = Client<HttpConnector, Full<Bytes>>;

@@ -1,5 +1,6 @@
-//! The machinery shared by the crate's HTTP/1 servers (the payments API, the fault proxy and the Lambda Runtime API):
-//! an accept loop on a spawned task that serves an axum [`Router`], and the handle that stops it.
+//! An HTTP/1 accept loop on a spawned task that serves an axum [`Router`], and the handle that stops it: the one loop
+//! behind every local server of sqsafe's (the fake downstream API here; sqsafe-local's payments API, fault proxy and
+//! Lambda Runtime API).
 //!
 //! Routing is axum's. The accept loop is written here because `axum::serve` spawns each connection on a detached
 //! task: stopping it (gracefully or not) would leave requests in flight running, and a Runtime API long poll would
@@ -15,17 +16,17 @@ use tokio::task::{JoinHandle, JoinSet};
 
 /// How a server treats the connections it accepts. Every connection is HTTP/1 with keep-alive.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Settings {
+pub struct ServerSettings {
     /// Sets `TCP_NODELAY` on each accepted connection.
-    pub(crate) nodelay: bool,
+    pub nodelay: bool,
     /// `true`: hyper's default header read timeout (30 seconds), run on a Tokio timer. `false`: no timeout, a
     /// connection may sit idle between requests for as long as it likes.
-    pub(crate) header_read_timeout: bool,
+    pub header_read_timeout: bool,
     /// Starts the log messages, e.g. `"proxy "` for "proxy accept failed".
-    pub(crate) log_prefix: &'static str,
+    pub log_prefix: &'static str,
 }
 
-impl Settings {
+impl ServerSettings {
     fn builder(self) -> http1::Builder {
         let mut builder = http1::Builder::new();
         if self.header_read_timeout {
@@ -41,7 +42,7 @@ impl Settings {
 /// An accept loop serving on a spawned task. Dropping it aborts the task, which also ends every connection;
 /// [`shutdown`](Self::shutdown) stops it and waits until the port is released.
 #[derive(Debug)]
-pub(crate) struct ServerTask {
+pub struct ServerTask {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -49,7 +50,7 @@ pub(crate) struct ServerTask {
 impl ServerTask {
     /// Serves `listener` on a spawned task. `make_router` is called for each connection when it is accepted, so the
     /// router's state can capture what holds at that moment. Must be called within a Tokio runtime.
-    pub(crate) fn spawn<F>(listener: TcpListener, settings: Settings, make_router: F) -> Self
+    pub fn spawn<F>(listener: TcpListener, settings: ServerSettings, make_router: F) -> Self
     where
         F: Fn() -> Router + Send + 'static,
     {
@@ -63,7 +64,7 @@ impl ServerTask {
 
     /// Stops accepting, cuts open connections (requests in flight are dropped) and waits until the listening socket
     /// is closed.
-    pub(crate) async fn shutdown(mut self) {
+    pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -86,7 +87,7 @@ impl Drop for ServerTask {
 /// aborting this task also ends every connection task.
 async fn serve<F>(
     listener: TcpListener,
-    settings: Settings,
+    settings: ServerSettings,
     make_router: F,
     mut stop: oneshot::Receiver<()>,
 ) where

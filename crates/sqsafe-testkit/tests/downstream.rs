@@ -1,0 +1,142 @@
+//! FakeDownstream answers as scripted, records what it got and counts effects per key.
+
+use std::time::{Duration, Instant};
+
+use sqsafe_testkit::{Call, FakeDownstream, Reply};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One HTTP/1.1 exchange over a fresh connection: (status, head, body).
+async fn send(
+    api: &FakeDownstream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    let addr = api.url().trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    socket.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    socket.read_to_end(&mut answer).await.expect("read");
+    let answer = String::from_utf8(answer).expect("utf-8");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("head and body");
+    let status = head[9..12].parse().expect("status");
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+#[tokio::test]
+async fn the_default_reply_counts_calls_and_echoes_the_key() {
+    let api = FakeDownstream::start().await;
+    let (status, head, body) = send(
+        &api,
+        "POST",
+        "/v1/charges?x=1",
+        &[("Idempotency-Key", "k-1"), ("x-correlation-id", "c-1")],
+        r#"{"a":1}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(head.contains("content-type: application/json"), "{head}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).expect("json"),
+        serde_json::json!({"call": 1, "idempotency_key": "k-1"})
+    );
+    let (_, _, body) = send(&api, "PUT", "/other", &[], "").await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).expect("json"),
+        serde_json::json!({"call": 2, "idempotency_key": null})
+    );
+    assert_eq!(
+        api.calls(),
+        vec![
+            Call {
+                method: "POST".into(),
+                path: "/v1/charges?x=1".into(),
+                idempotency_key: Some("k-1".into()),
+                correlation_id: Some("c-1".into()),
+                body: r#"{"a":1}"#.into(),
+            },
+            Call {
+                method: "PUT".into(),
+                path: "/other".into(),
+                idempotency_key: None,
+                correlation_id: None,
+                body: String::new(),
+            },
+        ]
+    );
+    assert_eq!(api.calls_for("k-1"), 1);
+    assert_eq!(api.calls_for("k-2"), 0);
+    assert_eq!(
+        api.effects().into_iter().collect::<Vec<_>>(),
+        vec![(String::new(), 1), ("k-1".to_owned(), 1)]
+    );
+}
+
+#[tokio::test]
+async fn scripted_replies_answer_in_order_then_the_default_and_only_2xx_count_as_effects() {
+    let api = FakeDownstream::start().await;
+    api.reply_next(Reply::status(503).retry_after_secs(1));
+    api.reply_next(Reply::status(201).json(serde_json::json!({"id": "ch_1"})));
+    api.reply_next(Reply::status(422).body("not json").header("x-extra", "yes"));
+    let key = [("Idempotency-Key", "k")];
+    let (status, head, _) = send(&api, "POST", "/", &key, "").await;
+    assert_eq!(status, 503);
+    assert!(head.contains("retry-after: 1"), "{head}");
+    let (status, _, body) = send(&api, "POST", "/", &key, "").await;
+    assert_eq!((status, body.as_str()), (201, r#"{"id":"ch_1"}"#));
+    let (status, head, body) = send(&api, "POST", "/", &key, "").await;
+    assert_eq!((status, body.as_str()), (422, "not json"));
+    assert!(head.contains("x-extra: yes"), "{head}");
+    let (status, _, body) = send(&api, "POST", "/", &key, "").await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#""call":4"#), "{body}");
+    assert_eq!(api.calls_for("k"), 4);
+    assert_eq!(
+        api.effects().get("k"),
+        Some(&2),
+        "the 201 and the default 200"
+    );
+}
+
+#[tokio::test]
+async fn a_delayed_reply_waits_and_its_effect_counts_on_arrival() {
+    let api = FakeDownstream::start().await;
+    api.reply_next(
+        Reply::status(200)
+            .retry_after("Wed, 21 Oct 2015 07:28:00 GMT")
+            .delay(Duration::from_millis(100)),
+    );
+    let started = Instant::now();
+    let (status, head, _) = send(&api, "POST", "/", &[("Idempotency-Key", "k")], "").await;
+    assert_eq!(status, 200);
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    assert!(
+        head.contains("retry-after: wed, 21 oct 2015 07:28:00 gmt"),
+        "{head}"
+    );
+    assert_eq!(api.effects().get("k"), Some(&1));
+}
+
+#[test]
+#[should_panic(expected = "not an HTTP status")]
+fn a_status_that_is_not_one_is_refused_when_scripted() {
+    let _ = Reply::status(1000);
+}
+
+#[test]
+#[should_panic(expected = "not a valid HTTP header")]
+fn a_header_that_is_not_one_is_refused_when_scripted() {
+    let _ = Reply::status(200).header("bad name", "v");
+}
