@@ -5,6 +5,8 @@ mod app;
 mod clients;
 mod consumer;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 mod settings;
 
 pub use app::{
@@ -58,3 +60,8 @@ struct BookIntroduction;
 #[cfg(doctest)]
 #[doc = include_str!("../../../book/src/outbox.md")]
 struct BookOutbox;
+
+/// Needs the `http` feature (on in a workspace build: charge-payment turns it on).
+#[cfg(all(doctest, feature = "http"))]
+#[doc = include_str!("../../../book/src/http-effects.md")]
+struct BookHttpEffects;
