@@ -33,7 +33,7 @@ impl Consumer for ChargePayment {
     fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
         let url = setup.env.url("PAYMENTS_API_URL")?;
         let timeout = setup.env.millis("PAYMENTS_TIMEOUT_MS", 5000, 1..=60_000)?;
-        let payments = PaymentsClient::new(url, timeout).map_err(sqsafe::Error::setup)?;
+        let payments = PaymentsClient::new(url, timeout)?;
         Ok(Self { payments })
     }
 
@@ -62,10 +62,7 @@ impl ChargePayment {
         payment: &PaymentV1,
         cx: &Context<'_>,
     ) -> Result<Charge, RecordError> {
-        let charge = self
-            .payments
-            .charge(payment, &cx.downstream_key(), cx.correlation_id())
-            .await?;
+        let charge = self.payments.charge(payment, cx).await?;
         tracing::info!(payment_id = %payment.payment_id, charge_id = %charge.id, "payment charged");
         Ok(charge)
     }
