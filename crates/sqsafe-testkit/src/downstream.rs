@@ -63,6 +63,8 @@ pub struct Call {
     pub correlation_id: Option<String>,
     /// The body (as UTF-8, lossily).
     pub body: String,
+    /// Every header, its name in lower case (a header sent twice: the values joined by `, `).
+    pub headers: BTreeMap<String, String>,
 }
 
 /// A scripted reply: a status, and optionally a body, headers and a delay before answering.
@@ -138,14 +140,22 @@ impl FakeDownstream {
     /// Starts the fake API on `127.0.0.1`, on a free port. Must be called within a Tokio runtime.
     ///
     /// # Panics
-    /// When no port can be bound (the message says so).
+    /// When no port can be bound (the message says so); [`try_start`](Self::try_start) returns the error instead.
     pub async fn start() -> Self {
+        Self::try_start()
+            .await
+            .unwrap_or_else(|e| panic!("FakeDownstream: {e}"))
+    }
+
+    /// [`start`](Self::start), for a program rather than a test: an error when no port can be bound.
+    ///
+    /// # Errors
+    /// Binding `127.0.0.1:0` failed, or the bound address could not be read.
+    pub async fn try_start() -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
-            .unwrap_or_else(|e| panic!("FakeDownstream: cannot bind 127.0.0.1:0: {e}"));
-        let addr = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("FakeDownstream: no local address: {e}"));
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot bind 127.0.0.1:0: {e}")))?;
+        let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State::default()));
         let shared = Arc::clone(&state);
         let router = Router::new().fallback(move |request: Request| {
@@ -158,11 +168,11 @@ impl FakeDownstream {
             log_prefix: "fake downstream ",
         };
         let server = ServerTask::spawn(listener, settings, move || router.clone());
-        Self {
+        Ok(Self {
             addr,
             state,
             _server: server,
-        }
+        })
     }
 
     /// `http://127.0.0.1:PORT`, without a trailing slash.
@@ -209,6 +219,20 @@ fn text(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
+fn all_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in headers {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        out.entry(name.as_str().to_owned())
+            .and_modify(|v| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert_with(|| value.into_owned());
+    }
+    out
+}
+
 async fn answer(state: &Mutex<State>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
@@ -223,6 +247,7 @@ async fn answer(state: &Mutex<State>, request: Request) -> Response {
         idempotency_key: text(&parts.headers, "idempotency-key"),
         correlation_id: text(&parts.headers, "x-correlation-id"),
         body: String::from_utf8_lossy(&body).into_owned(),
+        headers: all_headers(&parts.headers),
     };
     let reply = {
         let mut state = lock(state);

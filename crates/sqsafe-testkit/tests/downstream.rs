@@ -57,8 +57,22 @@ async fn the_default_reply_counts_calls_and_echoes_the_key() {
         serde_json::from_str::<serde_json::Value>(&body).expect("json"),
         serde_json::json!({"call": 2, "idempotency_key": null})
     );
+    // Every header is kept too (the key's among them); the rest of each call compared whole.
+    let calls: Vec<Call> = api
+        .calls()
+        .into_iter()
+        .map(|mut call| {
+            assert_eq!(
+                call.headers.get("idempotency-key"),
+                call.idempotency_key.as_ref()
+            );
+            assert!(call.headers.contains_key("host"), "{:?}", call.headers);
+            call.headers.clear();
+            call
+        })
+        .collect();
     assert_eq!(
-        api.calls(),
+        calls,
         vec![
             Call {
                 method: "POST".into(),
@@ -66,6 +80,7 @@ async fn the_default_reply_counts_calls_and_echoes_the_key() {
                 idempotency_key: Some("k-1".into()),
                 correlation_id: Some("c-1".into()),
                 body: r#"{"a":1}"#.into(),
+                headers: Default::default(),
             },
             Call {
                 method: "PUT".into(),
@@ -73,6 +88,7 @@ async fn the_default_reply_counts_calls_and_echoes_the_key() {
                 idempotency_key: None,
                 correlation_id: None,
                 body: String::new(),
+                headers: Default::default(),
             },
         ]
     );

@@ -45,8 +45,12 @@ impl Consumer for Caller {
             .name("orders API")
             .timeout(env.millis("ORDERS_TIMEOUT_MS", 5000, 1..=60_000)?)
             .max_body_bytes(env.number("ORDERS_MAX_BODY_BYTES", 64 * 1024, 1..=1 << 20)?)
-            .deadline_reserve(env.millis("ORDERS_RESERVE_MS", 2000, 0..=600_000)?)
-            .build()?;
+            .deadline_reserve(env.millis("ORDERS_RESERVE_MS", 2000, 0..=600_000)?);
+        let api = match env.get("ORDERS_KEY_HEADER") {
+            Some(header) => api.idempotency_header(header),
+            None => api,
+        }
+        .build()?;
         Ok(Self { api })
     }
 
@@ -385,6 +389,34 @@ async fn with_no_time_left_before_the_deadline_nothing_is_sent() {
         (RecordError::DEADLINE, ErrorClass::Transient)
     );
     assert!(fx.api.calls().is_empty(), "not sent");
+}
+
+#[tokio::test]
+async fn the_key_goes_under_the_header_the_api_reads() {
+    let fx = fixture().await;
+    let applied = fx.run(&[("ORDERS_KEY_HEADER", "PayPal-Request-Id")]).await;
+    assert!(
+        matches!(applied, Disposition::Succeeded(Processed::Applied)),
+        "{applied:?}"
+    );
+    let call = &fx.api.calls()[0];
+    assert_eq!(call.idempotency_key, None, "not under Idempotency-Key");
+    let key = call
+        .headers
+        .get("paypal-request-id")
+        .expect("the key under PayPal-Request-Id");
+    assert!(!key.is_empty());
+    assert_eq!(call.headers.get("idempotency-key"), None);
+
+    let err = HttpClient::builder("http://127.0.0.1:1")
+        .idempotency_header("bad header")
+        .build()
+        .expect_err("not a header name");
+    assert!(
+        err.to_string()
+            .contains("\"bad header\" is not an HTTP header name"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -88,7 +88,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::header::{CONTENT_TYPE, HeaderName, RETRY_AFTER};
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper_rustls::{ConfigBuilderExt, HttpsConnector};
@@ -132,6 +132,7 @@ struct Inner {
     timeout: Duration,
     max_body_bytes: usize,
     deadline_reserve: Duration,
+    key_header: HeaderName,
 }
 
 impl fmt::Debug for HttpClient {
@@ -143,6 +144,7 @@ impl fmt::Debug for HttpClient {
             .field("timeout", &inner.timeout)
             .field("max_body_bytes", &inner.max_body_bytes)
             .field("deadline_reserve", &inner.deadline_reserve)
+            .field("idempotency_header", &inner.key_header)
             .finish_non_exhaustive()
     }
 }
@@ -150,7 +152,8 @@ impl fmt::Debug for HttpClient {
 /// Settings of an [`HttpClient`], checked by [`build`](Self::build).
 ///
 /// # Default
-/// Name `"downstream API"`, timeout 5 s, bodies read up to 64 KiB, 2 s kept before the deadline.
+/// Name `"downstream API"`, timeout 5 s, bodies read up to 64 KiB, 2 s kept before the deadline, the downstream key
+/// sent as `Idempotency-Key`.
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct HttpClientBuilder {
@@ -159,6 +162,7 @@ pub struct HttpClientBuilder {
     timeout: Duration,
     max_body_bytes: usize,
     deadline_reserve: Duration,
+    key_header: String,
 }
 
 /// Why an [`HttpClient`] could not be built; [`HttpClientBuilder::build`] returns it as [`crate::Error::Setup`].
@@ -181,6 +185,14 @@ pub enum HttpSetupError {
         /// `timeout` or `max_body_bytes`.
         setting: &'static str,
     },
+    /// The header named for the downstream key is not a valid HTTP header name.
+    #[error("{name}: {header:?} is not an HTTP header name")]
+    BadHeader {
+        /// The API's name.
+        name: String,
+        /// The name as given.
+        header: String,
+    },
     /// TLS could not be set up (no root certificates could be read, a protocol version refused).
     #[error("{name}: TLS setup failed: {source}")]
     Tls {
@@ -202,6 +214,7 @@ impl HttpClient {
             timeout: DEFAULT_TIMEOUT,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             deadline_reserve: DEFAULT_DEADLINE_RESERVE,
+            key_header: IDEMPOTENCY_KEY_HEADER.to_owned(),
         }
     }
 
@@ -287,7 +300,7 @@ impl HttpClient {
             .method(method)
             .uri(format!("{}{slash}{path}", inner.base_url))
             .header(CONTENT_TYPE, "application/json")
-            .header(IDEMPOTENCY_KEY_HEADER, cx.downstream_key())
+            .header(&inner.key_header, cx.downstream_key())
             .header(correlation, correlation_id)
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| {
@@ -363,6 +376,13 @@ impl HttpClientBuilder {
         self
     }
 
+    /// The header that carries [`Context::downstream_key`], for an API that reads its idempotency key under
+    /// another name (e.g. `PayPal-Request-Id`). Checked by [`build`](Self::build).
+    pub fn idempotency_header(mut self, header: impl Into<String>) -> Self {
+        self.key_header = header.into();
+        self
+    }
+
     /// Checks the settings and builds the client (TLS with ring and the platform's root certificates for an
     /// `https://` base URL). Errors are [`HttpSetupError`]s inside [`crate::Error::Setup`].
     pub fn build(self) -> Result<HttpClient, crate::Error> {
@@ -392,6 +412,12 @@ impl HttpClientBuilder {
                 return Err(crate::Error::setup(HttpSetupError::Zero { name, setting }));
             }
         }
+        let Ok(key_header) = HeaderName::try_from(self.key_header.as_str()) else {
+            return Err(crate::Error::setup(HttpSetupError::BadHeader {
+                name,
+                header: self.key_header,
+            }));
+        };
         let tls = tls_config(https).map_err(|source| {
             crate::Error::setup(HttpSetupError::Tls {
                 name: name.clone(),
@@ -412,6 +438,7 @@ impl HttpClientBuilder {
                 timeout: self.timeout,
                 max_body_bytes: self.max_body_bytes,
                 deadline_reserve: self.deadline_reserve,
+                key_header,
             }),
         })
     }
