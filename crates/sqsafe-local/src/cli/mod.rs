@@ -14,6 +14,7 @@
 mod hints;
 mod parameters;
 mod resources;
+mod stand_ins;
 mod up;
 mod watch_mode;
 
@@ -41,7 +42,9 @@ pub enum LocalCommand {
     /// A function's environment is the template's, with its references resolved: tables and queues to the local
     /// ones, parameters to their Default. A parameter without a Default that a function's environment uses must be
     /// given with --parameter NAME=VALUE, as `sam deploy --parameter-overrides` would; without it `up` stops before
-    /// starting anything and names the parameter.
+    /// starting anything and names the parameter. Except an API's URL, a parameter named *ApiUrl (what `sqsafe new
+    /// consumer` adds for each consumer's API): `up` gives it a local stand-in, a fake API on loopback that answers
+    /// every call with 200, and prints the calls it received per Idempotency-Key when it stops.
     ///
     /// This repository's own pipeline (`make local`) builds sqsafe with the `test-servers` feature: `up` then also
     /// starts the fake payments API of its tests and gives its URL as the parameter PaymentsApiUrl (unless

@@ -7,6 +7,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
 use super::hints::{export_lines, send_hint};
+use super::stand_ins::{self, StandIns};
 use super::{UpArgs, parameters, watch_mode};
 use crate::esm::{EventSourceMapping, MappingConfig};
 use crate::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
@@ -18,7 +19,14 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     let mut stop_signal = StopSignal::new()?;
     let spec = TemplateSpec::read(&args.template).map_err(|e| e.to_string())?;
     let mut given = args.parameter_map();
-    parameters::check(&spec, &given, TestServers::SUPPLIED)?;
+    // The APIs the functions call that no value names: a local stand-in each (see stand_ins).
+    let stand_in_names = stand_ins::needed(&spec, &given, TestServers::SUPPLIED);
+    let supplied: Vec<&str> = TestServers::SUPPLIED
+        .iter()
+        .copied()
+        .chain(stand_in_names.iter().map(String::as_str))
+        .collect();
+    parameters::check(&spec, &given, &supplied)?;
     // The workspace the template belongs to (a copy of the workspace has its own): where watch builds.
     let workspace = args
         .template
@@ -52,6 +60,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     let sqs = aws_sdk_sqs::Client::new(&config);
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
     let servers = TestServers::start(&mut given).await?;
+    let stand_ins = StandIns::start(&stand_in_names, &mut given).await?;
     let options = StackOptions {
         prefix: "local".into(),
         visibility_timeout: args.visibility,
@@ -74,6 +83,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
 
     println!("moto server      {}", moto.endpoint());
     servers.print_endpoints();
+    stand_ins.print_endpoints();
     for (logical, table) in &stack.tables {
         println!("table            {table}  ({logical})");
     }
@@ -214,6 +224,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
         }
     }
     watch_mode::shutdown(watched).await;
+    stand_ins.print_calls();
     servers.shutdown().await;
     moto.shutdown().await;
     ended
