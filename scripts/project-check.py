@@ -6,9 +6,10 @@
    and once more as a team renders it, sqsafe from a git tag, resolved by cargo from a bare clone of this repository
    (git_tag_render: file://, nothing downloaded);
 2. checks what the project builds (scripts/dependents-check.py --project: no workspace-hack, clap, server, test-util);
-3. its consumer: formatted, clippy-clean, built, its tests pass against moto; then its effect is broken (a permanent
-   error, as a real effect refusing every record would) and its tests must FAIL: a generated test that passes while
-   every record is dead-lettered proves nothing;
+3. its consumer: formatted, clippy-clean, built, its tests pass against moto and a fake of its API; then its effect
+   is broken in each way a real one could be (BREAKS: it calls the API twice, ignores the Idempotency-Key, swallows
+   a 5xx; the transactional one refuses every record) and its tests must FAIL each time, the test named for that
+   way among them: a generated test that passes with a broken effect proves nothing;
 4. its template: sam validate --lint, sam validate, cfn-lint on the translated template and the template rules
    (scripts/template-checks.sh with SQSAFE_TEMPLATE), and `sqsafe check` in the project (the same rules in Rust, no
    Python); both must fail on a copy without the DLQ alarm (in a copy of the nested sqsafe/consumer.yaml);
@@ -56,12 +57,25 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "probe-shop"
 NAME = "ship-order"
 NAME_TRANSACT = "book-shipment"
-# What each generated handler returns on success, and a permanent error in its place: the effect broken on purpose.
-BREAKS = {
-    "Ok(Applied { id: p.id })": 'Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
-    "Ok((vec![TransactWriteItem::builder().put(put).build()], applied))":
-        'let _ = (put, applied);\n        Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
-}
+# Each generated handler's effect broken on purpose, as a real effect could be: (how it is broken, the text replaced,
+# its replacement, a test that must then fail). A plain consumer's effect is one call to its API (sqsafe::http); a
+# transactional one's is a write committed with the record. Its tests must fail for each.
+CALL = "let answer = self.api.post_json("
+BREAKS = [
+    ("calls the API twice", CALL,
+     'let _twice = self.api.post_json("/{name}", &p, cx).await?;\n        ' + CALL,
+     "the_sample_event_calls_the_api_once_per_intent_and_its_redelivery_is_replayed"),
+    ("ignores the Idempotency-Key (sends it under a header the API does not read)",
+     '.name("{name} API")', '.name("{name} API").idempotency_header("X-Unread-Key")',
+     "a_503_then_success_is_one_effect_under_one_key"),
+    ("swallows a 5xx (a failed call counts as applied)",
+     ".await?.json()?;", ".await.ok().and_then(|r| r.json().ok()).unwrap_or_default();",
+     "a_503_then_success_is_one_effect_under_one_key"),
+    ("refuses every record (permanent error)",
+     "Ok((vec![TransactWriteItem::builder().put(put).build()], applied))",
+     'let _ = (put, applied);\n        Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
+     "the_sample_event_applies_once_and_its_redelivery_is_replayed"),
+]
 # The workspace's binaries (sqsafe, charge-payment) are in TARGET; the project builds in PROJECT_TARGET.
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
 SQSAFE = str(Path(os.environ.get("SQSAFE_BIN") or TARGET / "debug" / "sqsafe").resolve())
@@ -182,30 +196,37 @@ def git_tag_render(scratch: Path) -> None:
 
 
 def crate_checks(project: Path, env: dict, name: str) -> None:
-    """The generated crate: formatted, clippy-clean, its tests pass; with its effect broken, its tests fail."""
+    """The generated crate: formatted, clippy-clean, its tests pass; with its effect broken in each way that applies
+    to it (BREAKS), its tests fail, the test named for that way among them."""
     run("cargo", "fmt", "--check", "-p", name, cwd=project, env=env)
     run("cargo", "clippy", "-p", name, "--all-targets", "--", "-D", "warnings", cwd=project, env=env)
     run("cargo", "test", "-p", name, cwd=project, env=env)
     handler = project / "functions" / name / "src" / "handler.rs"
     original = handler.read_text()
-    found = [ok for ok in BREAKS if ok in original]
-    if len(found) != 1:
-        raise SystemExit(f"project: {handler} has no effect to break (looked for {list(BREAKS)})")
-    handler.write_text(original.replace(found[0], BREAKS[found[0]]))
+    breaks = [(how, old.format(name=name), new.format(name=name), test) for how, old, new, test in BREAKS
+              if old.format(name=name) in original]
+    if not breaks:
+        raise SystemExit(f"project: {handler} has no effect to break (looked for {[b[1] for b in BREAKS]})")
     try:
-        print(f"$ cargo test -p {name}   (effect broken: every record dead-lettered; the tests must fail)", flush=True)
-        broken = subprocess.run(
-            ["cargo", "test", "-p", name, "--no-fail-fast"], cwd=project, env=env, capture_output=True, text=True
-        )
+        for how, old, new, test in breaks:
+            if original.count(old) != 1:
+                raise SystemExit(f"project: {handler}: {old!r} is not there exactly once")
+            handler.write_text(original.replace(old, new))
+            print(f"$ cargo test -p {name}   (its effect {how}: the tests must fail)", flush=True)
+            broken = subprocess.run(
+                ["cargo", "test", "-p", name, "--no-fail-fast"], cwd=project, env=env, capture_output=True, text=True
+            )
+            out = broken.stdout + broken.stderr
+            if "could not compile" in out:
+                raise SystemExit(f"project: {name} with its effect broken ({how}) does not compile:\n{out[-3000:]}")
+            if broken.returncode == 0:
+                raise SystemExit(f"project: {name}'s tests passed with its effect broken ({how}):\n{out[-3000:]}")
+            failed = sorted(set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE)))
+            if test not in failed:
+                raise SystemExit(f"project: {name}: {test} did not fail with its effect broken ({how}):\n{out[-3000:]}")
+            print(f"its effect {how}: {name}'s tests fail as they must: {', '.join(failed)}", flush=True)
     finally:
         handler.write_text(original)
-    out = broken.stdout + broken.stderr
-    if broken.returncode == 0:
-        raise SystemExit(f"project: {name}'s tests passed with its effect broken:\n{out[-3000:]}")
-    failed = sorted(set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE)))
-    if "the_sample_event_applies_once_and_its_redelivery_is_replayed" not in failed:
-        raise SystemExit(f"project: {name}: the sample-event test did not fail with the effect broken:\n{out[-3000:]}")
-    print(f"with the effect broken, {name}'s tests fail as they must: {', '.join(failed)}", flush=True)
     # `cargo test` built the function's binary from the broken source too: build it again from the restored one,
     # or the pipeline would run the broken binary.
     run("cargo", "build", "-q", "-p", name, "--bins", cwd=project, env=env)

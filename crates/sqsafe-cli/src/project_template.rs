@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn the_template_files_hold_no_placeholder_and_need_the_markers() {
         let base = format!(
-            "Description: qq-project\nResources:\n{}\nOutputs:\n{}\n",
+            "Description: qq-project\nParameters:\n  Other:\n    Type: String\nResources:\n{}\nOutputs:\n{}\n",
             crate::scaffold::RESOURCES_MARKER,
             crate::scaffold::OUTPUTS_MARKER
         );
@@ -185,6 +185,10 @@ mod tests {
             .1;
         assert!(template.contains("{{ cookiecutter.__consumer_pascal }}:\n"));
         assert!(template.contains("Location: sqsafe/consumer.yaml"));
+        assert!(
+            template.contains("  {{ cookiecutter.__consumer_pascal }}ApiUrl:\n    Type: String"),
+            "the API its effect calls is a parameter: {template}"
+        );
         assert!(
             paths.contains(&"{{cookiecutter.project_name}}/sqsafe/consumer.yaml"),
             "the project carries the child template its consumer nests"

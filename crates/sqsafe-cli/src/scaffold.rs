@@ -304,7 +304,17 @@ impl WorkspaceManifest {
             spec.name
         ));
         for name in DEPENDENCIES {
-            out.push_str(&format!("{name}.workspace = true\n"));
+            if name == "sqsafe" && !spec.transact {
+                // The effect calls an HTTP API through `sqsafe::http` (a feature: a consumer without one builds no
+                // HTTP client).
+                out.push_str("sqsafe = { workspace = true, features = [\"http\"] }\n");
+            } else {
+                out.push_str(&format!("{name}.workspace = true\n"));
+            }
+        }
+        if !spec.transact {
+            // The API's answer, kept with the record (`Applied::answer`).
+            out.push_str("serde_json.workspace = true\n");
         }
         if m.dependencies.contains(WORKSPACE_HACK) {
             out.push_str(&format!(
@@ -314,6 +324,9 @@ impl WorkspaceManifest {
         }
         out.push_str("\n[dev-dependencies]\n");
         for name in DEV_DEPENDENCIES {
+            if name == "serde_json" && !spec.transact {
+                continue; // a dependency already
+            }
             out.push_str(&format!("{name}.workspace = true\n"));
         }
         Ok(out)
@@ -510,7 +523,8 @@ pub(crate) fn with_consumer(template: &str, spec: &Spec) -> Result<String, Scaff
         .lines()
         .filter_map(|line| line.strip_prefix("  ").and_then(|l| l.strip_suffix(':')))
         .map(str::to_owned)
-        .chain(CHILD_IDS.iter().map(|id| format!("{}{id}", spec.pascal)));
+        .chain(CHILD_IDS.iter().map(|id| format!("{}{id}", spec.pascal)))
+        .chain((!spec.transact).then(|| format!("{}ApiUrl", spec.pascal)));
     for id in ids {
         if !id.is_empty()
             && id.chars().all(|c| c.is_ascii_alphanumeric())
@@ -594,7 +608,22 @@ pub fn add_to_template(template: &str, spec: &Spec) -> Result<String, ScaffoldEr
         return fail("template.yaml's consumer markers are out of order");
     }
     let mut out = String::with_capacity(template.len() + 8192);
-    out.push_str(&template[..resources_at]);
+    if spec.transact {
+        out.push_str(&template[..resources_at]);
+    } else {
+        // The API the effect calls: a parameter of its own, at the end of the template's Parameters.
+        let Some(parameters_end) = parameters_end(template) else {
+            return fail(
+                "template.yaml has no top-level `Parameters:` section before its consumers",
+            );
+        };
+        if parameters_end > resources_at {
+            return fail("template.yaml's `Parameters:` section comes after its consumer markers");
+        }
+        out.push_str(&template[..parameters_end]);
+        out.push_str(&spec.fill(API_PARAMETER_YAML));
+        out.push_str(&template[parameters_end..resources_at]);
+    }
     out.push_str(&spec.fill(&resources_yaml(spec)));
     out.push_str(&template[resources_at..outputs_at]);
     out.push_str(&spec.fill(OUTPUTS_YAML));
@@ -604,6 +633,38 @@ pub fn add_to_template(template: &str, spec: &Spec) -> Result<String, ScaffoldEr
     out.push_str(&template[outputs_at..]);
     Ok(out)
 }
+
+/// Where the template's top-level `Parameters:` mapping ends: after its last indented line, before the blank lines
+/// and comments that precede the next top-level key.
+fn parameters_end(template: &str) -> Option<usize> {
+    let start = if template.starts_with("Parameters:\n") {
+        0
+    } else {
+        template.find("\nParameters:\n")? + 1
+    };
+    let mut at = start + "Parameters:\n".len();
+    let mut end = at;
+    for line in template[at..].split_inclusive('\n') {
+        if line.starts_with(|c: char| !c.is_whitespace() && c != '#') {
+            break;
+        }
+        at += line.len();
+        if line.starts_with(' ') && !line.trim().is_empty() {
+            end = at;
+        }
+    }
+    Some(end)
+}
+
+/// The parameter of a plain consumer: the base URL of the API its effect calls (its `API_URL`).
+const API_PARAMETER_YAML: &str = r#"  {{Pascal}}ApiUrl:
+    Type: String
+    Description: >-
+      Base URL of the API that {{name}}'s effect calls (its API_URL). `sqsafe local up` starts a local stand-in
+      for a parameter named *ApiUrl that is given no value.
+    AllowedPattern: "^(https://.+|http://(localhost|127\\.[0-9.]+|\\[::1\\])(:[0-9]+)?(/.*)?)$"
+    ConstraintDescription: must be an https URL (plain http only on loopback, for local runs)
+"#;
 
 fn main_rs(spec: &Spec) -> &'static str {
     if spec.transact {
@@ -653,7 +714,7 @@ pub enum {{Pascal}}Requested {
 }
 
 /// Version 1 of the event.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct {{Pascal}}V1 {
     /// The tenant, as verified by the publisher.
     pub tenant: String,
@@ -664,9 +725,10 @@ pub struct {{Pascal}}V1 {
 }
 "#;
 
-const HANDLER_EFFECT: &str = r#"//! `{{name}}`: the payload, the intent that keys it, and the effect.
+const HANDLER_EFFECT: &str = r#"//! `{{name}}`: the payload, the intent that keys it, and the effect: one call to the API at `API_URL`.
 
 use serde::{Deserialize, Serialize};
+use sqsafe::http::HttpClient;
 use sqsafe::{Consumer, Context, Intent, RecordError, Setup};
 
 {{payload}}
@@ -675,11 +737,15 @@ use sqsafe::{Consumer, Context, Intent, RecordError, Setup};
 pub struct Applied {
     /// The intent's id.
     pub id: String,
+    /// What the API answered (its JSON body).
+    pub answer: serde_json::Value,
 }
 
-/// The consumer.
+/// The consumer: a client of the API its effect calls, built once per process.
 #[derive(Debug)]
-pub struct {{Pascal}};
+pub struct {{Pascal}} {
+    api: HttpClient,
+}
 
 impl Consumer for {{Pascal}} {
     const NAME: &'static str = "{{name}}";
@@ -688,9 +754,13 @@ impl Consumer for {{Pascal}} {
     type Payload = {{Pascal}}Requested;
     type Output = Applied;
 
-    fn new(_setup: &Setup) -> Result<Self, sqsafe::Error> {
-        // Read settings of your own with `_setup.env.required("NAME")?`, build clients from `_setup.aws`.
-        Ok(Self)
+    /// `API_URL` (required, `http(s)://`): the template's `{{Pascal}}ApiUrl`. Read settings of your own with
+    /// `setup.env.required("NAME")?`, build AWS clients from `setup.aws`.
+    fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
+        let api = HttpClient::builder(setup.env.url("API_URL")?)
+            .name("{{name}} API")
+            .build()?;
+        Ok(Self { api })
     }
 
     fn intent(payload: &{{Pascal}}Requested) -> Intent {
@@ -712,10 +782,12 @@ impl Consumer for {{Pascal}} {
         cx: &Context<'_>,
     ) -> Result<Applied, RecordError> {
         let {{Pascal}}Requested::V1(p) = payload;
-        // The effect. Call your API with `Idempotency-Key: cx.downstream_key()` and the correlation id; return
-        // `RecordError::transient` for what a retry can fix (5xx, 429, timeouts) and `permanent` for what it cannot.
-        tracing::info!(id = %p.id, amount = p.amount, downstream_key = %cx.downstream_key(), "{{name}} applied");
-        Ok(Applied { id: p.id })
+        // One POST carrying `Idempotency-Key: cx.downstream_key()` (the same on every redelivery) and the correlation
+        // id, bounded by the invocation's deadline. `?` keeps the answer's meaning: 5xx, 408, 425, 429, 409 and
+        // timeouts bring the record back, any other 4xx sends it to the DLQ (see `sqsafe::http`).
+        let answer = self.api.post_json("/{{name}}", &p, cx).await?.json()?;
+        tracing::info!(id = %p.id, amount = p.amount, "{{name}} applied");
+        Ok(Applied { id: p.id, answer })
     }
 }
 "#;
@@ -814,16 +886,20 @@ const README_EFFECT: &str = r#"# {{name}}
 
 A Lambda consumer of the `{{queue}}` queue (made with `sqsafe new consumer`). Each `{{Pascal}}Requested` event is
 applied at most once per intent (tenant + id): sqsafe claims the intent in the idempotency table, runs the effect in
-`src/handler.rs`, and replays the stored result to duplicates. A body that does not parse, or fails validation, goes
-to `{{dlq}}` with its context; a transient failure comes back with a backoff.
+`src/handler.rs` (one `POST /{{name}}` to the API at `API_URL`, with the intent's `Idempotency-Key`), and replays the
+stored result to duplicates. A body that does not parse, fails validation or is refused by the API (a 4xx) goes to
+`{{dlq}}` with its context; a transient failure (5xx, 408, 409, 425, 429, a timeout) comes back with a backoff.
 
 Edit `src/handler.rs`: the payload, `INTENT_FIELDS` (the body fields that define an intent), `intent`, `validate` and
-`apply`. `cargo test -p {{name}}` runs its tests against moto server (`make moto` prints the environment to export).
+`apply`. `cargo test -p {{name}}` runs its tests against moto server (`make moto` prints the environment to export)
+and a fake of the API (`sqsafe_testkit::FakeDownstream`): one call per intent, the same key on a retry, a 503 then
+success is one effect.
 
 ## Configuration (environment)
 
 | variable | required | meaning |
 |---|---|---|
+| `API_URL` | yes | base URL of the API the effect calls (`http(s)://`; the template's `{{Pascal}}ApiUrl` parameter) |
 | `IDEMPOTENCY_TABLE` | yes | the idempotency table (partition key `pk`, TTL on `expiration`) |
 | `DLQ_URL` | yes | the queue's DLQ; failed records are sent there with their context |
 | `QUEUE_URL` | yes | the queue this function consumes; backoff, heartbeat and the in-progress hold change its messages' visibility |
@@ -835,10 +911,9 @@ a message that names it, its value and what was expected.
 
 ## Run it locally
 
-`make local-watch` runs it with the other consumers under `cargo lambda watch` behind a local SQS event source mapping:
-save `src/handler.rs` and the next message runs the new code (`make local`: the same on the built binaries). Or, with
-`make moto` in another terminal and its variables exported, `cargo lambda watch` in one terminal and
-`cargo lambda invoke {{name}} --data-file events/{{name}}.json` in another.
+`sqsafe local up --watch` (`make local` in a project made from sqsafe's template) runs it with the other consumers
+under `cargo lambda watch` behind a local SQS event source mapping, with a local stand-in for its API unless
+`--parameter {{Pascal}}ApiUrl=URL` names one: save `src/handler.rs` and the next message runs the new code.
 "#;
 
 const README_TRANSACT: &str = r#"# {{name}}
@@ -903,32 +978,14 @@ fn event_json(spec: &Spec) -> String {
 }
 
 fn test_rs(spec: &Spec) -> String {
-    let (build, effects) = if spec.transact {
-        ("build_transact", EFFECTS_TRANSACT)
+    if spec.transact {
+        TEST_RS
+            .replace("{{effects}}", EFFECTS_TRANSACT)
+            .replace("{{build}}", "build_transact")
     } else {
-        ("build", EFFECTS_RESULT)
-    };
-    TEST_RS
-        .replace("{{effects}}", effects)
-        .replace("{{build}}", build)
-}
-
-/// The observable effect of a plain consumer: the result its record keeps for replay, per intent id.
-const EFFECTS_RESULT: &str = r##"/// The effect as it can be seen from outside: per intent id, the result its COMPLETED record keeps for replay.
-async fn effects(setup: &Setup) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for item in scan(setup, &setup.settings.idempotency_table).await {
-        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-        if text("status") != "COMPLETED" {
-            continue;
-        }
-        let result: serde_json::Value = serde_json::from_str(&text("result")).expect("a stored result");
-        let id = result["id"].as_str().expect("the result's id").to_owned();
-        *out.entry(id).or_default() += 1;
+        TEST_EFFECT_RS.to_owned()
     }
-    out
 }
-"##;
 
 /// The observable effect of a transactional consumer: the items it wrote into `EFFECT_TABLE`, per intent id.
 const EFFECTS_TRANSACT: &str = r##"/// The effect as it can be seen from outside: per intent id, the amount of the item written into `EFFECT_TABLE`.
@@ -1082,6 +1139,191 @@ async fn a_bad_body_goes_to_the_dlq_with_its_context() {
 }
 "##;
 
+/// The tests of a plain consumer: its effect is a call to an API, which the tests replace with a fake.
+const TEST_EFFECT_RS: &str = r##"//! {{name}} against DynamoDB's and SQS's real APIs (moto server: `make test` starts it) and a fake of the API its
+//! effect calls (`FakeDownstream`, on loopback), with its sample event.
+//!
+//! Each test asserts what its name says from what can be seen outside the handler: the calls the API received (one
+//! per intent, each with the intent's `Idempotency-Key`), the table, the DLQ, and each record's disposition.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use sqsafe::{Disposition, Env, Processed, Setup};
+use sqsafe_local::stack::{LocalStack, StackOptions};
+use sqsafe_testkit::{
+    FakeDownstream, Reply, dlq_context, event_file, invocation, sdk_config, unique_name,
+};
+
+/// Its tables and queues as template.yaml defines them, its environment as the template sets it with `api` as the
+/// API it calls (the parameter `{{Pascal}}ApiUrl`); and its DLQ's URL.
+async fn setup(api: &FakeDownstream) -> (Setup, String) {
+    let aws = sdk_config().await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let options = StackOptions {
+        prefix: unique_name("{{name}}"),
+        parameters: BTreeMap::from([("{{Pascal}}ApiUrl".to_owned(), api.url())]),
+        ..StackOptions::default()
+    };
+    let stack = LocalStack::for_function(&sqs, &dynamodb, "{{name}}", options)
+        .await
+        .expect("the template's resources for {{name}}");
+    let dlq = stack.dead_letter_queue("{{name}}").expect("DLQ").url.clone();
+    let env = Env::from_pairs(stack.function_env("{{name}}"));
+    (Setup::new(env, aws).expect("setup"), dlq)
+}
+
+/// What the COMPLETED records keep for replay, per intent id.
+async fn stored_results(setup: &Setup) -> BTreeMap<String, serde_json::Value> {
+    let items = setup
+        .dynamodb
+        .scan()
+        .table_name(&setup.settings.idempotency_table)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    let text = |item: &HashMap<String, AttributeValue>, name: &str| {
+        item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
+    };
+    items
+        .iter()
+        .filter(|item| text(item, "status") == "COMPLETED")
+        .map(|item| {
+            let result: serde_json::Value =
+                serde_json::from_str(&text(item, "result")).expect("a stored result");
+            (result["id"].as_str().expect("the result's id").to_owned(), result)
+        })
+        .collect()
+}
+
+/// The intent ids of the sample event, sorted.
+fn sample_ids() -> Vec<String> {
+    let mut ids: Vec<String> = event_file("{{name}}.json")
+        .records
+        .iter()
+        .map(|r| {
+            let body: serde_json::Value =
+                serde_json::from_str(r.body.as_deref().expect("a body")).expect("a JSON body");
+            body["id"].as_str().expect("id").to_owned()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Each record's disposition, in the event's order.
+fn dispositions(report: &sqsafe::BatchReport) -> Vec<&Disposition> {
+    report.records.iter().map(|r| &r.disposition).collect()
+}
+
+#[tokio::test]
+async fn the_sample_event_calls_the_api_once_per_intent_and_its_redelivery_is_replayed() {
+    let api = FakeDownstream::start().await;
+    let (setup, _) = setup(&api).await;
+    let app = sqsafe::consumer::<{{snake}}::{{Pascal}}>().build(&setup).expect("consumer");
+    let ids = sample_ids();
+    assert!(!ids.is_empty(), "the sample event has records");
+
+    let first = app
+        .handle_report(invocation(event_file("{{name}}.json"), "first"))
+        .await
+        .expect("batch");
+    assert!(first.response.batch_item_failures.is_empty(), "{:?}", first.response);
+    for d in dispositions(&first) {
+        assert!(matches!(d, Disposition::Succeeded(Processed::Applied)), "first delivery: {d:?}");
+    }
+    let calls = api.calls();
+    assert_eq!(calls.len(), ids.len(), "one call per intent: {calls:?}");
+    assert!(
+        calls.iter().all(|c| c.idempotency_key.as_deref().is_some_and(|k| !k.is_empty())),
+        "every call carries an Idempotency-Key: {calls:?}"
+    );
+    assert_eq!(api.effects().len(), ids.len(), "a key of its own per intent: {:?}", api.effects());
+    let stored = stored_results(&setup).await;
+    assert_eq!(stored.keys().cloned().collect::<Vec<_>>(), ids, "one completed record per intent");
+
+    let again = app
+        .handle_report(invocation(event_file("{{name}}.json"), "redelivery"))
+        .await
+        .expect("batch");
+    assert!(again.response.batch_item_failures.is_empty(), "{:?}", again.response);
+    for d in dispositions(&again) {
+        assert!(matches!(d, Disposition::Succeeded(Processed::Replayed)), "redelivery: {d:?}");
+    }
+    assert_eq!(api.calls().len(), ids.len(), "the redelivery called the API again: {:?}", api.calls());
+    assert_eq!(stored_results(&setup).await, stored, "the replay keeps what the first delivery stored");
+}
+
+#[tokio::test]
+async fn a_503_then_success_is_one_effect_under_one_key() {
+    let api = FakeDownstream::start().await;
+    api.reply_next(Reply::status(503));
+    let (setup, _) = setup(&api).await;
+    let app = sqsafe::consumer::<{{snake}}::{{Pascal}}>().build(&setup).expect("consumer");
+    let mut event = event_file("{{name}}.json");
+    event.records.truncate(1);
+
+    let first = app.handle_report(invocation(event.clone(), "503")).await.expect("batch");
+    assert_eq!(first.response.batch_item_failures.len(), 1, "the 503 brings the record back");
+    assert!(matches!(dispositions(&first)[..], [Disposition::Retry(_)]), "{:?}", first.records);
+    let again = app.handle_report(invocation(event, "retry")).await.expect("batch");
+    assert!(
+        matches!(dispositions(&again)[..], [Disposition::Succeeded(Processed::Applied)]),
+        "{:?}",
+        again.records
+    );
+    let calls = api.calls();
+    assert_eq!(calls.len(), 2, "the 503 and the retry: {calls:?}");
+    assert!(calls[0].idempotency_key.is_some(), "{calls:?}");
+    assert_eq!(
+        calls[0].idempotency_key, calls[1].idempotency_key,
+        "the retry carries the same Idempotency-Key"
+    );
+    assert_eq!(api.effects().values().sum::<usize>(), 1, "one effect: {:?}", api.effects());
+}
+
+#[tokio::test]
+async fn a_bad_body_goes_to_the_dlq_with_its_context_and_calls_nothing() {
+    let api = FakeDownstream::start().await;
+    let (setup, dlq) = setup(&api).await;
+    let app = sqsafe::consumer::<{{snake}}::{{Pascal}}>().build(&setup).expect("consumer");
+    let mut event = event_file("{{name}}.json");
+    event.records.truncate(1);
+    let message_id = event.records[0].message_id.clone().expect("a message id");
+    let body = r#"{"version":"1","tenant":"acme","id":"x","amount":"lots"}"#;
+    event.records[0].body = Some(body.to_owned());
+    let report = app.handle_report(invocation(event, "bad")).await.expect("batch");
+    assert!(report.response.batch_item_failures.is_empty(), "dead-lettered, not retried");
+    assert!(
+        matches!(dispositions(&report)[..], [Disposition::DeadLettered(_)]),
+        "{:?}",
+        report.records
+    );
+    assert!(api.calls().is_empty(), "no call: {:?}", api.calls());
+    let received = setup
+        .sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .expect("receive");
+    let [letter] = received.messages() else {
+        panic!("one dead letter: {:?}", received.messages());
+    };
+    assert_eq!(letter.body(), Some(body), "the original body");
+    assert_eq!(dlq_context(letter, "error_kind").as_deref(), Some("bad_payload"));
+    assert_eq!(
+        dlq_context(letter, "original_message_id").as_deref(),
+        Some(message_id.as_str())
+    );
+    assert_eq!(dlq_context(letter, "consumer").as_deref(), Some("{{name}}"));
+}
+"##;
+
 /// The child template of a consumer's nested application: its file name in the project's `sqsafe/` folder and its
 /// text as sqsafe ships it.
 pub(crate) fn child_template(spec: &Spec) -> (&'static str, &'static str) {
@@ -1132,6 +1374,8 @@ fn resources_yaml(spec: &Spec) -> String {
     out.push_str(FUNCTION_YAML);
     if spec.transact {
         out.push_str("          EFFECT_TABLE: !Ref {{Pascal}}Table\n");
+    } else {
+        out.push_str("          API_URL: !Ref {{Pascal}}ApiUrl\n");
     }
     out.push_str(EVENTS_YAML);
     if spec.fifo {
@@ -1381,14 +1625,57 @@ mod tests {
     }
 
     fn markers_only() -> String {
-        format!("Resources:\n{RESOURCES_MARKER}\n\nOutputs:\n{OUTPUTS_MARKER}\n")
+        format!(
+            "Parameters:\n  Other:\n    Type: String\n\nResources:\n{RESOURCES_MARKER}\n\nOutputs:\n{OUTPUTS_MARKER}\n"
+        )
+    }
+
+    #[test]
+    fn a_plain_consumer_gets_its_api_parameter_at_the_end_of_parameters() {
+        let template = format!(
+            "Parameters:\n  Other:\n    Type: String\n    # a comment inside\n\n# a comment between\nConditions: {{}}\n\
+             Resources:\n{RESOURCES_MARKER}\n\nOutputs:\n{OUTPUTS_MARKER}\n"
+        );
+        let spec = Spec::new("send-invoice", false, false).expect("valid");
+        let out = with_consumer(&template, &spec).expect("added");
+        let other = out.find("  Other:").expect("kept");
+        let parameter = out
+            .find("  SendInvoiceApiUrl:\n    Type: String")
+            .expect("the parameter");
+        let conditions = out.find("Conditions:").expect("kept");
+        assert!(other < parameter && parameter < conditions, "{out}");
+        assert!(
+            out.contains("          API_URL: !Ref SendInvoiceApiUrl\n"),
+            "{out}"
+        );
+        // A template that has the parameter already is refused, naming it.
+        let taken = template.replace("  Other:", "  SendInvoiceApiUrl:");
+        let refused = with_consumer(&taken, &spec).expect_err("the parameter exists");
+        assert!(
+            refused.to_string().contains("SendInvoiceApiUrl"),
+            "{refused}"
+        );
+        // A transactional consumer calls no API.
+        let transact = with_consumer(
+            &template,
+            &Spec::new("book-it", false, true).expect("valid"),
+        )
+        .expect("added");
+        assert!(!transact.contains("ApiUrl"), "{transact}");
+        let none = with_consumer(
+            &format!("Resources:\n{RESOURCES_MARKER}\nOutputs:\n{OUTPUTS_MARKER}\n"),
+            &spec,
+        )
+        .expect_err("no Parameters");
+        assert!(none.to_string().contains("Parameters"), "{none}");
     }
 
     #[test]
     fn a_consumer_whose_resources_exist_is_refused_before_writing() {
         // A resource that is not a consumer's: `outbox --transact` would add an `OutboxTable` too.
         let template = format!(
-            "Resources:\n  OutboxTable:\n    Type: AWS::DynamoDB::Table\n{RESOURCES_MARKER}\n\nOutputs:\n{OUTPUTS_MARKER}\n"
+            "Parameters:\n  Other:\n    Type: String\n\nResources:\n  OutboxTable:\n    Type: AWS::DynamoDB::Table\n\
+             {RESOURCES_MARKER}\n\nOutputs:\n{OUTPUTS_MARKER}\n"
         );
         let root = scratch_project("clash", "", &template);
         let project = Project::at(&root).expect("project");
@@ -1492,10 +1779,19 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("sqsafe.workspace = true")
-                && text.contains("sqsafe-testkit.workspace = true")
+            text.contains("sqsafe = { workspace = true, features = [\"http\"] }")
+                && text.contains("sqsafe-testkit.workspace = true"),
+            "{text}"
         );
         let _: toml::Table = text.parse().expect("valid TOML");
+        let transact = Project::at(&plain)
+            .expect("project")
+            .cargo_toml(&Spec::new("book-it", false, true).expect("valid"))
+            .expect("toml");
+        assert!(
+            transact.contains("sqsafe.workspace = true") && !transact.contains("http"),
+            "a transactional consumer calls no API: {transact}"
+        );
 
         let extra = format!(
             "{WORKSPACE_HACK} = {{ path = \"hack\" }}\n\n[workspace.package]\nversion = \"2.0.0\"\nedition = \"2024\"\n\n\

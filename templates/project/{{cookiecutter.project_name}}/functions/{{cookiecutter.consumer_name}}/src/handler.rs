@@ -1,6 +1,7 @@
-//! `{{ cookiecutter.consumer_name }}`: the payload, the intent that keys it, and the effect.
+//! `{{ cookiecutter.consumer_name }}`: the payload, the intent that keys it, and the effect: one call to the API at `API_URL`.
 
 use serde::{Deserialize, Serialize};
+use sqsafe::http::HttpClient;
 use sqsafe::{Consumer, Context, Intent, RecordError, Setup};
 
 /// The event, versioned by its `version` tag: a body that does not parse, or an unknown version, is a permanent
@@ -14,7 +15,7 @@ pub enum {{ cookiecutter.__consumer_pascal }}Requested {
 }
 
 /// Version 1 of the event.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct {{ cookiecutter.__consumer_pascal }}V1 {
     /// The tenant, as verified by the publisher.
     pub tenant: String,
@@ -29,11 +30,15 @@ pub struct {{ cookiecutter.__consumer_pascal }}V1 {
 pub struct Applied {
     /// The intent's id.
     pub id: String,
+    /// What the API answered (its JSON body).
+    pub answer: serde_json::Value,
 }
 
-/// The consumer.
+/// The consumer: a client of the API its effect calls, built once per process.
 #[derive(Debug)]
-pub struct {{ cookiecutter.__consumer_pascal }};
+pub struct {{ cookiecutter.__consumer_pascal }} {
+    api: HttpClient,
+}
 
 impl Consumer for {{ cookiecutter.__consumer_pascal }} {
     const NAME: &'static str = "{{ cookiecutter.consumer_name }}";
@@ -42,9 +47,13 @@ impl Consumer for {{ cookiecutter.__consumer_pascal }} {
     type Payload = {{ cookiecutter.__consumer_pascal }}Requested;
     type Output = Applied;
 
-    fn new(_setup: &Setup) -> Result<Self, sqsafe::Error> {
-        // Read settings of your own with `_setup.env.required("NAME")?`, build clients from `_setup.aws`.
-        Ok(Self)
+    /// `API_URL` (required, `http(s)://`): the template's `{{ cookiecutter.__consumer_pascal }}ApiUrl`. Read settings of your own with
+    /// `setup.env.required("NAME")?`, build AWS clients from `setup.aws`.
+    fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
+        let api = HttpClient::builder(setup.env.url("API_URL")?)
+            .name("{{ cookiecutter.consumer_name }} API")
+            .build()?;
+        Ok(Self { api })
     }
 
     fn intent(payload: &{{ cookiecutter.__consumer_pascal }}Requested) -> Intent {
@@ -69,9 +78,11 @@ impl Consumer for {{ cookiecutter.__consumer_pascal }} {
         cx: &Context<'_>,
     ) -> Result<Applied, RecordError> {
         let {{ cookiecutter.__consumer_pascal }}Requested::V1(p) = payload;
-        // The effect. Call your API with `Idempotency-Key: cx.downstream_key()` and the correlation id; return
-        // `RecordError::transient` for what a retry can fix (5xx, 429, timeouts) and `permanent` for what it cannot.
-        tracing::info!(id = %p.id, amount = p.amount, downstream_key = %cx.downstream_key(), "{{ cookiecutter.consumer_name }} applied");
-        Ok(Applied { id: p.id })
+        // One POST carrying `Idempotency-Key: cx.downstream_key()` (the same on every redelivery) and the correlation
+        // id, bounded by the invocation's deadline. `?` keeps the answer's meaning: 5xx, 408, 425, 429, 409 and
+        // timeouts bring the record back, any other 4xx sends it to the DLQ (see `sqsafe::http`).
+        let answer = self.api.post_json("/{{ cookiecutter.consumer_name }}", &p, cx).await?.json()?;
+        tracing::info!(id = %p.id, amount = p.amount, "{{ cookiecutter.consumer_name }} applied");
+        Ok(Applied { id: p.id, answer })
     }
 }

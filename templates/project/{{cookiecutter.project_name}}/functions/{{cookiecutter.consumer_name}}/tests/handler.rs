@@ -1,22 +1,27 @@
-//! {{ cookiecutter.consumer_name }} against DynamoDB's and SQS's real APIs (moto server: `make test` starts it), with its sample event.
+//! {{ cookiecutter.consumer_name }} against DynamoDB's and SQS's real APIs (moto server: `make test` starts it) and a fake of the API its
+//! effect calls (`FakeDownstream`, on loopback), with its sample event.
 //!
-//! Each test asserts what its name says from what can be seen outside the handler (the table, the DLQ) and from each
-//! record's disposition: an empty `batch_item_failures` alone would also pass if every record were dead-lettered.
+//! Each test asserts what its name says from what can be seen outside the handler: the calls the API received (one
+//! per intent, each with the intent's `Idempotency-Key`), the table, the DLQ, and each record's disposition.
 
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use sqsafe::{Disposition, Env, Processed, Setup};
 use sqsafe_local::stack::{LocalStack, StackOptions};
-use sqsafe_testkit::{dlq_context, event_file, invocation, sdk_config, unique_name};
+use sqsafe_testkit::{
+    FakeDownstream, Reply, dlq_context, event_file, invocation, sdk_config, unique_name,
+};
 
-/// Its tables and queues as template.yaml defines them, its environment as the template sets it; and its DLQ's URL.
-async fn setup() -> (Setup, String) {
+/// Its tables and queues as template.yaml defines them, its environment as the template sets it with `api` as the
+/// API it calls (the parameter `{{ cookiecutter.__consumer_pascal }}ApiUrl`); and its DLQ's URL.
+async fn setup(api: &FakeDownstream) -> (Setup, String) {
     let aws = sdk_config().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let options = StackOptions {
         prefix: unique_name("{{ cookiecutter.consumer_name }}"),
+        parameters: BTreeMap::from([("{{ cookiecutter.__consumer_pascal }}ApiUrl".to_owned(), api.url())]),
         ..StackOptions::default()
     };
     let stack = LocalStack::for_function(&sqs, &dynamodb, "{{ cookiecutter.consumer_name }}", options)
@@ -31,52 +36,50 @@ async fn setup() -> (Setup, String) {
     (Setup::new(env, aws).expect("setup"), dlq)
 }
 
-/// Every item of `table`.
-async fn scan(setup: &Setup, table: &str) -> Vec<HashMap<String, AttributeValue>> {
-    setup
+/// What the COMPLETED records keep for replay, per intent id.
+async fn stored_results(setup: &Setup) -> BTreeMap<String, serde_json::Value> {
+    let items = setup
         .dynamodb
         .scan()
-        .table_name(table)
+        .table_name(&setup.settings.idempotency_table)
         .send()
         .await
         .expect("scan")
         .items
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let text = |item: &HashMap<String, AttributeValue>, name: &str| {
+        item.get(name)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default()
+    };
+    items
+        .iter()
+        .filter(|item| text(item, "status") == "COMPLETED")
+        .map(|item| {
+            let result: serde_json::Value =
+                serde_json::from_str(&text(item, "result")).expect("a stored result");
+            (
+                result["id"].as_str().expect("the result's id").to_owned(),
+                result,
+            )
+        })
+        .collect()
 }
 
-/// The effect as it can be seen from outside: per intent id, the result its COMPLETED record keeps for replay.
-async fn effects(setup: &Setup) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for item in scan(setup, &setup.settings.idempotency_table).await {
-        let text = |name: &str| {
-            item.get(name)
-                .and_then(|v| v.as_s().ok())
-                .cloned()
-                .unwrap_or_default()
-        };
-        if text("status") != "COMPLETED" {
-            continue;
-        }
-        let result: serde_json::Value =
-            serde_json::from_str(&text("result")).expect("a stored result");
-        let id = result["id"].as_str().expect("the result's id").to_owned();
-        *out.entry(id).or_default() += 1;
-    }
-    out
-}
-
-/// The intents of the sample event: (id, amount) of each record's body.
-fn sample_intents() -> BTreeMap<String, u64> {
-    event_file("{{ cookiecutter.consumer_name }}.json")
+/// The intent ids of the sample event, sorted.
+fn sample_ids() -> Vec<String> {
+    let mut ids: Vec<String> = event_file("{{ cookiecutter.consumer_name }}.json")
         .records
         .iter()
         .map(|r| {
             let body: serde_json::Value =
                 serde_json::from_str(r.body.as_deref().expect("a body")).expect("a JSON body");
-            let id = body["id"].as_str().expect("id").to_owned();
-            (id, body["amount"].as_u64().expect("amount"))
+            body["id"].as_str().expect("id").to_owned()
         })
-        .collect()
+        .collect();
+    ids.sort();
+    ids
 }
 
 /// Each record's disposition, in the event's order.
@@ -85,13 +88,14 @@ fn dispositions(report: &sqsafe::BatchReport) -> Vec<&Disposition> {
 }
 
 #[tokio::test]
-async fn the_sample_event_applies_once_and_its_redelivery_is_replayed() {
-    let (setup, _) = setup().await;
+async fn the_sample_event_calls_the_api_once_per_intent_and_its_redelivery_is_replayed() {
+    let api = FakeDownstream::start().await;
+    let (setup, _) = setup(&api).await;
     let app = sqsafe::consumer::<{{ cookiecutter.__consumer_snake }}::{{ cookiecutter.__consumer_pascal }}>()
         .build(&setup)
         .expect("consumer");
-    let intents = sample_intents();
-    assert!(!intents.is_empty(), "the sample event has records");
+    let ids = sample_ids();
+    assert!(!ids.is_empty(), "the sample event has records");
 
     let first = app
         .handle_report(invocation(event_file("{{ cookiecutter.consumer_name }}.json"), "first"))
@@ -108,11 +112,25 @@ async fn the_sample_event_applies_once_and_its_redelivery_is_replayed() {
             "first delivery: {d:?}"
         );
     }
-    let applied = effects(&setup).await;
+    let calls = api.calls();
+    assert_eq!(calls.len(), ids.len(), "one call per intent: {calls:?}");
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.idempotency_key.as_deref().is_some_and(|k| !k.is_empty())),
+        "every call carries an Idempotency-Key: {calls:?}"
+    );
     assert_eq!(
-        applied.keys().collect::<Vec<_>>(),
-        intents.keys().collect::<Vec<_>>(),
-        "one effect per intent of the sample"
+        api.effects().len(),
+        ids.len(),
+        "a key of its own per intent: {:?}",
+        api.effects()
+    );
+    let stored = stored_results(&setup).await;
+    assert_eq!(
+        stored.keys().cloned().collect::<Vec<_>>(),
+        ids,
+        "one completed record per intent"
     );
 
     let again = app
@@ -130,12 +148,75 @@ async fn the_sample_event_applies_once_and_its_redelivery_is_replayed() {
             "redelivery: {d:?}"
         );
     }
-    assert_eq!(effects(&setup).await, applied, "no second effect");
+    assert_eq!(
+        api.calls().len(),
+        ids.len(),
+        "the redelivery called the API again: {:?}",
+        api.calls()
+    );
+    assert_eq!(
+        stored_results(&setup).await,
+        stored,
+        "the replay keeps what the first delivery stored"
+    );
 }
 
 #[tokio::test]
-async fn a_bad_body_goes_to_the_dlq_with_its_context() {
-    let (setup, dlq) = setup().await;
+async fn a_503_then_success_is_one_effect_under_one_key() {
+    let api = FakeDownstream::start().await;
+    api.reply_next(Reply::status(503));
+    let (setup, _) = setup(&api).await;
+    let app = sqsafe::consumer::<{{ cookiecutter.__consumer_snake }}::{{ cookiecutter.__consumer_pascal }}>()
+        .build(&setup)
+        .expect("consumer");
+    let mut event = event_file("{{ cookiecutter.consumer_name }}.json");
+    event.records.truncate(1);
+
+    let first = app
+        .handle_report(invocation(event.clone(), "503"))
+        .await
+        .expect("batch");
+    assert_eq!(
+        first.response.batch_item_failures.len(),
+        1,
+        "the 503 brings the record back"
+    );
+    assert!(
+        matches!(dispositions(&first)[..], [Disposition::Retry(_)]),
+        "{:?}",
+        first.records
+    );
+    let again = app
+        .handle_report(invocation(event, "retry"))
+        .await
+        .expect("batch");
+    assert!(
+        matches!(
+            dispositions(&again)[..],
+            [Disposition::Succeeded(Processed::Applied)]
+        ),
+        "{:?}",
+        again.records
+    );
+    let calls = api.calls();
+    assert_eq!(calls.len(), 2, "the 503 and the retry: {calls:?}");
+    assert!(calls[0].idempotency_key.is_some(), "{calls:?}");
+    assert_eq!(
+        calls[0].idempotency_key, calls[1].idempotency_key,
+        "the retry carries the same Idempotency-Key"
+    );
+    assert_eq!(
+        api.effects().values().sum::<usize>(),
+        1,
+        "one effect: {:?}",
+        api.effects()
+    );
+}
+
+#[tokio::test]
+async fn a_bad_body_goes_to_the_dlq_with_its_context_and_calls_nothing() {
+    let api = FakeDownstream::start().await;
+    let (setup, dlq) = setup(&api).await;
     let app = sqsafe::consumer::<{{ cookiecutter.__consumer_snake }}::{{ cookiecutter.__consumer_pascal }}>()
         .build(&setup)
         .expect("consumer");
@@ -157,7 +238,7 @@ async fn a_bad_body_goes_to_the_dlq_with_its_context() {
         "{:?}",
         report.records
     );
-    assert!(effects(&setup).await.is_empty(), "no effect");
+    assert!(api.calls().is_empty(), "no call: {:?}", api.calls());
     let received = setup
         .sqs
         .receive_message()
