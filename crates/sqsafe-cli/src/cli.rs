@@ -1,4 +1,4 @@
-//! The command line: `sqsafe new consumer`, `sqsafe check`, `sqsafe local up | resources`, `sqsafe dlq inspect` and
+//! The command line: `sqsafe new consumer`, `sqsafe check`, `sqsafe local up | send | resources`, `sqsafe dlq inspect` and
 //! `sqsafe dlq redrive`.
 
 use std::io::Write;
@@ -51,7 +51,8 @@ pub enum Command {
     /// found or read.
     Check(CheckArgs),
     /// Run the project's functions locally behind their SQS queues (moto server, event source mappings, the local
-    /// Lambda Runtime API or cargo lambda watch), or create its tables and queues in a running moto.
+    /// Lambda Runtime API or cargo lambda watch), send a consumer's sample event to it, or create its tables and
+    /// queues in a running moto.
     #[command(subcommand)]
     Local(LocalCommand),
     /// Dead-letter queues: look at what is there, move it back.
@@ -310,9 +311,9 @@ mod tests {
     }
 
     #[test]
-    fn sqsafe_local_lists_up_and_resources() {
+    fn sqsafe_local_lists_up_send_and_resources() {
         let local = help(&["local"]);
-        for listed in ["up ", "resources "] {
+        for listed in ["up ", "send ", "resources "] {
             assert!(
                 local.lines().any(|l| l.trim_start().starts_with(listed)),
                 "{listed:?} in:\n{local}"

@@ -31,6 +31,10 @@ pub enum Error {
     /// start or stopped; the message says what went wrong and, where it can, what to do.
     #[error("{0}")]
     Command(String),
+    /// `sqsafe local send` sent nothing: no pipeline runs, no such consumer, no sample, not an SQS event, or SQS
+    /// refused a message.
+    #[error(transparent)]
+    Send(#[from] crate::cli::SendError),
 }
 
 impl Error {
@@ -47,5 +51,10 @@ impl Error {
     /// `true` for [`Error::Command`].
     pub fn is_command(&self) -> bool {
         matches!(self, Error::Command(_))
+    }
+
+    /// `true` for [`Error::Send`].
+    pub fn is_send(&self) -> bool {
+        matches!(self, Error::Send(_))
     }
 }

@@ -1,9 +1,11 @@
-//! What `up` prints for the user's next steps: the `export` lines for the AWS CLI and `sqsafe dlq`, and a ready
-//! command per function that sends its sample event.
+//! What `up` prints for the user's next steps: the `export` lines for the AWS CLI and `sqsafe dlq`, the form the
+//! AWS CLI v1 needs, and a `sqsafe local send` line per consumer that sends its sample event.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The shell lines that point the AWS CLI, the SDKs and `sqsafe dlq` at the local endpoint (moto takes any
+use super::send::sample_file;
+
+/// The shell lines that point the AWS CLI v2, the SDKs and `sqsafe dlq` at the local endpoint (moto takes any
 /// credentials; these are test values, never real ones).
 pub(super) fn export_lines(endpoint: &str) -> [String; 4] {
     [
@@ -14,49 +16,56 @@ pub(super) fn export_lines(endpoint: &str) -> [String; 4] {
     ]
 }
 
-/// A ready command that sends the first record of the function's first sample event (`events/<binary>*.json`), with
-/// its correlation id and, on a FIFO queue, its message group. The body is written beside the run's logs. Relative
-/// paths in the command are relative to the workspace root.
+/// An AWS CLI command that works with v1 too: v1 ignores `AWS_ENDPOINT_URL` (aws-cli 1.45 tried
+/// https://queue.amazonaws.com/ with it set), so the endpoint goes on the command line. It shows a DLQ's depth
+/// when there is one, which reads nothing off the queues the mappings poll.
+pub(super) fn cli_v1_line(endpoint: &str, dlq: Option<&str>) -> String {
+    match dlq {
+        Some(dlq) => format!(
+            "aws --endpoint-url {endpoint} sqs get-queue-attributes --queue-url {dlq} --attribute-names \
+             ApproximateNumberOfMessages"
+        ),
+        None => format!("aws --endpoint-url {endpoint} sqs list-queues"),
+    }
+}
+
+/// The command that sends `binary`'s sample event (`events/<binary>.json` or `events/<binary>-*.json`), and a note
+/// naming the file and its records; `Err` says why there is no sample to send.
 pub(super) fn send_hint(
-    endpoint: &str,
-    queue_url: &str,
     binary: &str,
     events: &Path,
-    log_dir: &Path,
-) -> Result<Option<String>, String> {
-    let mut samples: Vec<PathBuf> = std::fs::read_dir(events)
-        .map_err(|e| format!("{}: {e}", events.display()))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "json")
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(binary))
-        })
-        .collect();
-    samples.sort();
-    let Some(sample) = samples.first() else {
-        return Ok(None);
-    };
-    let text = std::fs::read_to_string(sample).map_err(|e| format!("{}: {e}", sample.display()))?;
+    consumers: &[&str],
+) -> Result<(String, String), String> {
+    let sample = sample_file(events, binary, consumers)
+        .ok_or_else(|| format!("no events/{binary}.json or events/{binary}-*.json"))?;
+    let text =
+        std::fs::read_to_string(&sample).map_err(|e| format!("{}: {e}", sample.display()))?;
     let event: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", sample.display()))?;
-    let record = &event["Records"][0];
-    let body = record["body"]
-        .as_str()
-        .ok_or("its first record has no body")?;
-    std::fs::create_dir_all(log_dir).map_err(|e| e.to_string())?;
-    let body_file = log_dir.join(format!("sample-{binary}.json"));
-    std::fs::write(&body_file, body).map_err(|e| e.to_string())?;
-    let mut command = format!(
-        ".venv/bin/python scripts/send-message.py --endpoint {endpoint} --queue {queue_url} --body {}",
-        body_file.display()
-    );
-    if let Some(group) = record["attributes"]["MessageGroupId"].as_str() {
-        command.push_str(&format!(" --group {group}"));
+    let records = event["Records"].as_array().map_or(0, Vec::len);
+    let name = sample
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((
+        format!("sqsafe local send {binary}"),
+        format!("events/{name}, {records} record(s)"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_v1_line_carries_the_endpoint() {
+        assert_eq!(
+            cli_v1_line("http://127.0.0.1:5000", None),
+            "aws --endpoint-url http://127.0.0.1:5000 sqs list-queues"
+        );
+        assert!(
+            cli_v1_line("http://127.0.0.1:5000", Some("http://127.0.0.1:5000/1/dlq"))
+                .starts_with("aws --endpoint-url http://127.0.0.1:5000 sqs get-queue-attributes --queue-url http://127.0.0.1:5000/1/dlq ")
+        );
     }
-    if let Some(id) = record["messageAttributes"]["correlationId"]["stringValue"].as_str() {
-        command.push_str(&format!(" --correlation-id {id}"));
-    }
-    Ok(Some(command))
 }

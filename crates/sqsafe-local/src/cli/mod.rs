@@ -1,10 +1,13 @@
-//! The command line of the local pipeline, `sqsafe local up | resources` (the `sqsafe` binary of sqsafe-cli parses
+//! The command line of the local pipeline, `sqsafe local up | send | resources` (the `sqsafe` binary of sqsafe-cli parses
 //! it with [`LocalCommand`] and calls [`run`]).
 //!
 //! - `up` runs the whole local pipeline of a template for hands-on use: moto server with the template's tables and
 //!   queues, every function with an SQS mapping under the local Lambda Runtime API (or, with `--watch`, under
 //!   `cargo lambda watch`, see [`watch`](crate::watch)) behind its event source mappings; it prints how to reach
-//!   everything and runs until Ctrl-C or SIGTERM, then stops all of it and prints what each mapping did.
+//!   everything and runs until Ctrl-C or SIGTERM, then stops all of it and prints what each mapping did. While it
+//!   runs, a small state file under the project's target folder (`target/sqsafe-local/pipeline.json`: moto's
+//!   endpoint, each consumer's queue) tells `send` where the pipeline is; `up` removes it when it stops.
+//! - `send` sends a consumer's sample event to its queue in the running pipeline, one message per record.
 //! - `resources` creates the template's tables and queues in a moto server the user runs, named as the template
 //!   names them.
 //!
@@ -14,7 +17,10 @@
 mod hints;
 mod parameters;
 mod resources;
+mod send;
+mod send_error;
 mod stand_ins;
+mod state;
 mod up;
 mod watch_mode;
 
@@ -26,6 +32,8 @@ use clap::Subcommand;
 
 use crate::stack::{target_dir, template_path};
 
+pub use send_error::SendError;
+
 /// `sqsafe local ...`: the local AWS pipeline of a SAM template (moto server, SQS event source mappings, the functions
 /// under a local Lambda Runtime API or `cargo lambda watch`).
 #[derive(Debug, Subcommand)]
@@ -36,8 +44,9 @@ pub enum LocalCommand {
     /// SQS event: under a local Lambda Runtime API (its binary from --bin-dir: build the functions first; timeouts,
     /// crashes and cold starts as in Lambda), or with --watch under `cargo lambda watch` (built from the template's
     /// workspace; save a handler and the next delivery runs it). Prints the queue URLs, the `export` lines that point
-    /// the AWS CLI and `sqsafe dlq` at the local moto, and a command per function that sends its sample event
-    /// (events/FUNCTION*.json). Ctrl-C or SIGTERM stops everything it started.
+    /// the AWS CLI v2 and `sqsafe dlq` at the local moto (and an `aws --endpoint-url` line: the AWS CLI v1 ignores
+    /// AWS_ENDPOINT_URL), and a `sqsafe local send FUNCTION` line per function with a sample event
+    /// (events/FUNCTION.json or events/FUNCTION-*.json). Ctrl-C or SIGTERM stops everything it started.
     ///
     /// A function's environment is the template's, with its references resolved: tables and queues to the local
     /// ones, parameters to their Default. A parameter without a Default that a function's environment uses must be
@@ -56,6 +65,27 @@ pub enum LocalCommand {
     /// them; what exists is kept. Prints the table names and queue URLs. Start moto first (`make moto` prints the
     /// export lines).
     Resources(ResourcesArgs),
+    /// Sends a consumer's sample event to its queue in the pipeline `sqsafe local up` runs, one SQS message per record.
+    ///
+    /// Each record's body, its message attributes (the correlationId) and, on a FIFO queue, its MessageGroupId and
+    /// MessageDeduplicationId are sent as a producer would send them: a FIFO queue drops a copy with the same
+    /// deduplication id within 5 minutes, a standard queue delivers it again. The pipeline is found through the file
+    /// `up` writes under the project's target folder while it runs (target/sqsafe-local/pipeline.json); no
+    /// AWS_ENDPOINT_URL is needed.
+    Send(SendArgs),
+}
+
+/// `sqsafe local send`
+#[derive(Debug, Clone, clap::Args)]
+pub struct SendArgs {
+    /// The consumer: its function's binary, as `sqsafe local up` lists it.
+    pub consumer: String,
+    /// An SQS event to send (`{"Records": [...]}`) instead of the consumer's sample (events/CONSUMER.json, else the
+    /// first events/CONSUMER-*.json).
+    pub file: Option<PathBuf>,
+    /// Sends the event this many times (a redelivery, a producer's retry).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub times: u32,
 }
 
 /// `sqsafe local up`
@@ -101,6 +131,7 @@ pub async fn run(command: LocalCommand) -> crate::Result<()> {
     let done = match command {
         LocalCommand::Up(args) => up::up(args).await,
         LocalCommand::Resources(args) => resources::resources(&args.template).await,
+        LocalCommand::Send(args) => return Ok(send::send(&args).await?),
     };
     done.map_err(crate::Error::Command)
 }

@@ -6,8 +6,9 @@ use std::time::Duration;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
-use super::hints::{export_lines, send_hint};
+use super::hints::{cli_v1_line, export_lines, send_hint};
 use super::stand_ins::{self, StandIns};
+use super::state::{ConsumerQueue, PipelineState, StateFile, state_path};
 use super::{UpArgs, parameters, watch_mode};
 use crate::esm::{EventSourceMapping, MappingConfig};
 use crate::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
@@ -171,33 +172,59 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
         }
     }
     println!("function logs    {}", log_dir.display());
-    println!("\nPoint the AWS CLI and sqsafe dlq at it (another terminal):");
-    for line in export_lines(&moto.endpoint()) {
-        println!("  {line}");
-    }
-    println!("\nSend a message (Ctrl-C or SIGTERM stops everything):");
     // The sample events beside the template (a copy of the workspace has its own).
     let events = args
         .template
         .parent()
         .map_or_else(|| PathBuf::from("events"), |dir| dir.join("events"));
-    for function in spec.functions.values() {
-        let Some(queue) = stack.source_queue(&function.binary) else {
-            continue;
-        };
-        match send_hint(
-            &moto.endpoint(),
-            &queue.url,
-            &function.binary,
-            &events,
-            &log_dir,
-        ) {
-            Ok(Some(command)) => println!("  {:<14} {command}", function.binary),
-            Ok(None) => println!(
-                "  {:<14} (no events/{}*.json to take a sample body from)",
-                function.binary, function.binary
-            ),
-            Err(e) => println!("  {:<14} (no sample: {e})", function.binary),
+    let events = events.canonicalize().unwrap_or(events);
+    let consumers: std::collections::BTreeMap<String, ConsumerQueue> = spec
+        .functions
+        .values()
+        .filter_map(|f| {
+            let queue = stack.source_queue(&f.binary)?;
+            Some((
+                f.binary.clone(),
+                ConsumerQueue {
+                    url: queue.url.clone(),
+                    fifo: queue.spec.fifo,
+                    content_based_deduplication: queue.spec.content_based_deduplication,
+                },
+            ))
+        })
+        .collect();
+    let names: Vec<&str> = consumers.keys().map(String::as_str).collect();
+    // `sqsafe local send` finds the pipeline through it; removed when this returns.
+    let _state = StateFile::write(
+        state_path(),
+        &PipelineState {
+            pid: std::process::id(),
+            endpoint: moto.endpoint(),
+            events: events.clone(),
+            consumers: consumers.clone(),
+        },
+    )?;
+    println!("\nPoint the AWS CLI v2 and sqsafe dlq at it (another terminal):");
+    for line in export_lines(&moto.endpoint()) {
+        println!("  {line}");
+    }
+    let first_dlq = spec
+        .functions
+        .values()
+        .find_map(|f| stack.dead_letter_queue(&f.binary))
+        .map(|q| q.url.as_str());
+    println!(
+        "The AWS CLI v1 ignores AWS_ENDPOINT_URL: give it --endpoint-url on each command, e.g."
+    );
+    println!("  {}", cli_v1_line(&moto.endpoint(), first_dlq));
+    println!(
+        "\nSend a sample event (another terminal, in the project; Ctrl-C or SIGTERM here stops everything):"
+    );
+    let width = names.iter().map(|n| n.len()).max().unwrap_or(0) + "sqsafe local send ".len();
+    for name in &names {
+        match send_hint(name, &events, &names) {
+            Ok((command, note)) => println!("  {command:<width$}   # {note}"),
+            Err(e) => println!("  {name:<width$}   (no sample to send: {e})"),
         }
     }
     if args.watch {
