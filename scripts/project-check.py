@@ -292,7 +292,8 @@ def metric_count(log: Path, metric: str) -> int:
 
 
 def pipeline(project: Path, env: dict) -> None:
-    """sqsafe local up --watch on the project's template; each sample twice; one effect per intent."""
+    """sqsafe local up --watch on the project's template; each sample sent twice with the `sqsafe local send` line it
+    printed; one effect per intent."""
     cmd = [SQSAFE, "local", "up", "--watch", "--visibility-timeout", "5"]
     print("$ " + " ".join(cmd) + f"   (in {project})", flush=True)
     proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -303,6 +304,7 @@ def pipeline(project: Path, env: dict) -> None:
         queues: dict[str, str] = {}
         dlqs: dict[str, str] = {}
         hints: dict[str, str] = {}
+        records: dict[str, int] = {}
         exports: dict[str, str] = {}
         last_function = None
         deadline = time.monotonic() + 600
@@ -328,21 +330,23 @@ def pipeline(project: Path, env: dict) -> None:
                 dlqs[last_function] = m.group(1)
             elif line.startswith("  export "):
                 exports.update(pair.split("=", 1) for pair in line.split()[1:] if "=" in pair)
-            elif m := re.match(r"  (\S+)\s+(\.venv/bin/python scripts/send-message\.py .*)$", line):
+            elif m := re.match(r"  sqsafe local send (\S+)\s+# (\S+), (\d+) record", line):
                 hints[m.group(1)] = m.group(2)
+                records[m.group(1)] = int(m.group(3))
             elif line.startswith("Under cargo lambda watch"):
                 break
         if not (endpoint and table and logs) or set(hints) != {NAME, NAME_TRANSACT}:
             raise SystemExit(f"project: sqsafe local up did not print the endpoint, table, logs and sends:\n{''.join(lines)}")
         session = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
         sqs, dynamodb = boto3.client("sqs", **session), boto3.client("dynamodb", **session)
-        # Each sample twice, with the command sqsafe local up printed (the FIFO one carries its group; SQS drops its
-        # second copy within the 5-minute deduplication window, as it would in AWS: the standard queue shows the
-        # redelivery).
+        # Each sample twice, every record of it, with the command sqsafe local up printed (the FIFO records carry their
+        # group and deduplication id: SQS drops the second copies within the 5-minute deduplication window, as it
+        # would in AWS; the standard queue shows the redelivery). In the project, with up's environment: send finds
+        # the pipeline through the file up writes under the project's target folder.
         for name in (NAME, NAME_TRANSACT):
-            for _ in range(2):
-                print(f"$ {hints[name]}", flush=True)
-                subprocess.run(hints[name], shell=True, cwd=project, check=True)
+            send = [SQSAFE, "local", "send", name, "--times", "2"]
+            print(f"$ sqsafe local send {name} --times 2   ({hints[name]}, {records[name]} records)", flush=True)
+            subprocess.run(send, cwd=project, env=env, check=True)
         deadline = time.monotonic() + 600  # the first delivery builds and starts each function under watch
         completed: dict[str, list[str]] = {}
         settled = False
@@ -362,7 +366,8 @@ def pipeline(project: Path, env: dict) -> None:
                 )["Attributes"].values())
                 for name, url in queues.items() if name in (NAME, NAME_TRANSACT)
             )
-            settled = empty and all(completed.values()) and answered >= 1
+            settled = (empty and all(len(completed[name]) == records[name] for name in completed)
+                       and answered >= records[NAME])
             if not settled:
                 time.sleep(1)
         applied = metric_count(logs / f"{NAME}.watch.log", "RecordsProcessed")
@@ -371,9 +376,10 @@ def pipeline(project: Path, env: dict) -> None:
         if not settled:
             raise SystemExit(f"project: the samples did not settle: completed {completed}, {NAME} applied {applied}, "
                              f"answered from the record {answered}\n{''.join(lines[-20:])}")
-        if any(len(pks) != 1 for pks in completed.values()) or applied != 1 or answered != 1:
-            raise SystemExit(f"project: expected one effect per intent and one replay: completed {completed}, "
-                             f"{NAME} applied {applied}, answered from the record {answered}")
+        if (any(len(pks) != records[name] for name, pks in completed.items()) or applied != records[NAME]
+                or answered != records[NAME]):
+            raise SystemExit(f"project: expected one effect per intent and one replay each ({records} records): "
+                             f"completed {completed}, {NAME} applied {applied}, answered from the record {answered}")
         # The export lines it printed point sqsafe dlq at it: inspect the first consumer's DLQ with them alone.
         if "AWS_ENDPOINT_URL" not in exports or NAME not in dlqs:
             raise SystemExit(f"project: sqsafe local up printed no export lines or no DLQ for {NAME}:\n{''.join(lines)}")
@@ -385,8 +391,10 @@ def pipeline(project: Path, env: dict) -> None:
         if inspect.returncode != 0:
             raise SystemExit(f"project: sqsafe dlq inspect with the printed exports failed:\n{inspect.stdout}{inspect.stderr}")
         print(f"sqsafe dlq inspect with the printed export lines: {inspect.stdout.strip().splitlines()[-1]}", flush=True)
-        print(f"each sample sent twice: one COMPLETED intent each ({', '.join(p[0] for p in completed.values())}); "
-              f"{NAME}: 1 applied, its second delivery answered from the record; the queues are empty", flush=True)
+        intents = ", ".join(pk for pks in completed.values() for pk in pks)
+        print(f"each sample sent twice: one COMPLETED intent per record ({intents}); "
+              f"{NAME}: {records[NAME]} applied, their second deliveries answered from the record; the queues are "
+              "empty", flush=True)
     finally:
         # SIGTERM, as a CI runner or `kill` sends it: sqsafe local up must stop everything it started, moto included.
         proc.send_signal(signal.SIGTERM)
