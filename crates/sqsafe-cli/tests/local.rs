@@ -42,17 +42,18 @@ fn local_up_names_a_parameter_the_template_does_not_declare_before_starting_anyt
     );
 }
 
-/// A template whose function's environment uses a parameter without a Default.
+/// A template whose function's environment uses a parameter without a Default (not an API's URL, `*ApiUrl`, which
+/// `up` would give a local stand-in).
 const NEEDS_A_PARAMETER: &str = "\
 Parameters:
-  InvoiceApiUrl: {Type: String}
+  InvoiceTopicArn: {Type: String}
 Resources:
   Queue: {Type: AWS::SQS::Queue}
   SendInvoice:
     Type: AWS::Serverless::Function
     Metadata: {BuildProperties: {Binary: send-invoice}}
     Properties:
-      Environment: {Variables: {INVOICE_API_URL: !Ref InvoiceApiUrl}}
+      Environment: {Variables: {INVOICE_TOPIC_ARN: !Ref InvoiceTopicArn}}
       Events: {Sqs: {Type: SQS, Properties: {Queue: !GetAtt Queue.Arn}}}
 ";
 
@@ -74,8 +75,8 @@ fn local_up_says_in_one_line_which_parameter_to_give_before_starting_anything() 
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(
         stderr.trim_end(),
-        "sqsafe: send-invoice's INVOICE_API_URL is !Ref InvoiceApiUrl: a parameter without a Default in the \
-         template; pass --parameter InvoiceApiUrl=VALUE"
+        "sqsafe: send-invoice's INVOICE_TOPIC_ARN is !Ref InvoiceTopicArn: a parameter without a Default in the \
+         template; pass --parameter InvoiceTopicArn=VALUE"
     );
     assert!(
         out.stdout.is_empty(),
