@@ -527,14 +527,21 @@ impl BatchProcessor {
     }
 
     /// The invocation's deadline, unless it has passed already when the batch arrives: Lambda never hands over such
-    /// an invocation, but emulators do (`cargo lambda watch` sends a duration, 600000 ms, where Lambda sends a point
-    /// in time; a default `Context` has 0). Such a deadline is unknown, not "no time left": the records run, their
+    /// an invocation, but emulators do. Such a deadline is unknown, not "no time left": the records run, their
     /// leases take the idempotency layer's default, and the deadline reserve does not apply.
+    ///
+    /// A deadline within [`NOT_A_POINT_IN_TIME`] of the epoch is no clock's reading but an emulator's constant
+    /// (`cargo lambda watch` sends `Lambda-Runtime-Deadline-Ms: 600000` with every invocation) or a default
+    /// `Context`'s 0: unknown, and said nothing about. A real point in time already passed (a clock set wrong, an
+    /// emulator that queued the invocation past its deadline) is warned about, once per process.
     fn usable_deadline(&self, deadline: SystemTime) -> Option<SystemTime> {
         if deadline > self.clock.now() {
             return Some(deadline);
         }
-        // `cargo lambda watch` sends such a deadline with every invocation: say it once per process, not per batch.
+        if deadline <= UNIX_EPOCH + NOT_A_POINT_IN_TIME {
+            return None;
+        }
+        // Said once per process, not per batch.
         static SAID: AtomicBool = AtomicBool::new(false);
         if !SAID.swap(true, Ordering::Relaxed) {
             tracing::warn!(
@@ -882,6 +889,9 @@ impl BatchProcessor {
 /// Time kept before the invocation's deadline to return the batch's response: a DLQ send or a visibility change
 /// still running then is cut (`BatchProcessor::call_budget`).
 const REPORT_MARGIN: Duration = Duration::from_millis(250);
+/// Deadlines before one day after the epoch are durations or placeholders, not points in time (Lambda's deadline is
+/// the invocation's start plus at most 15 minutes).
+const NOT_A_POINT_IN_TIME: Duration = Duration::from_secs(86_400);
 
 /// Runs `call` within `budget` (see `BatchProcessor::call_budget`): not at all when none is left, cut when it runs
 /// out. Either is an error of the call, as if the service had failed it.

@@ -1,6 +1,7 @@
-//! An emulator's Runtime API (`cargo lambda watch` 1.9) sends a deadline that has already passed with every invocation:
-//! the warning about it is said once per process, not once per invocation. Its own test binary: the warning is
-//! per process, and other tests would have said it first.
+//! A deadline that is a real point in time but already passed when the batch arrives (a clock set wrong, an emulator
+//! that queued the invocation past it): the warning about it is said once per process, not once per invocation. Its
+//! own test binary: the warning is per process, and other tests would have said it first. (`cargo lambda watch`'s
+//! constant 600000 ms is no point in time and is not warned about: tests/emulator_deadline.rs.)
 
 mod common;
 
@@ -25,12 +26,17 @@ async fn a_deadline_already_past_is_warned_about_once_per_process() {
         .with_ansi(false)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let processor = BatchProcessor::builder("c", 1).build().expect("config");
+    let now = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_796_000_000);
+    let processor = BatchProcessor::builder("c", 1)
+        .clock(move || now)
+        .build()
+        .expect("config");
     let handler = |_record: Record| async { Ok::<_, RecordError>(Processed::Applied) };
     for request in ["req-1", "req-2", "req-3"] {
         let mut context = lambda_runtime::Context::default();
         context.request_id = request.to_owned();
-        context.deadline = 600_000;
+        // Five seconds before the injected now, in Lambda's epoch milliseconds.
+        context.deadline = 1_795_999_995_000;
         let response = processor
             .handle(lambda_runtime::LambdaEvent::new(event(), context), &handler)
             .await
