@@ -43,7 +43,7 @@ pub enum LocalCommand {
     /// Starts moto server (SQS, DynamoDB) with the template's tables and queues, and runs each function that has an
     /// SQS event: under a local Lambda Runtime API (its binary from --bin-dir: build the functions first; timeouts,
     /// crashes and cold starts as in Lambda), or with --watch under `cargo lambda watch` (built from the template's
-    /// workspace; save a handler and the next delivery runs it). Prints the queue URLs, the `export` lines that point
+    /// workspace; a saved handler runs once watch has rebuilt it: `up` prints `reloaded` then). Prints the queue URLs, the `export` lines that point
     /// the AWS CLI v2 and `sqsafe dlq` at the local moto (and an `aws --endpoint-url` line: the AWS CLI v1 ignores
     /// AWS_ENDPOINT_URL), and a `sqsafe local send FUNCTION` line per function with a sample event
     /// (events/FUNCTION.json or events/FUNCTION-*.json). Ctrl-C or SIGTERM stops everything it started.

@@ -229,8 +229,9 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     }
     if args.watch {
         println!(
-            "\nUnder cargo lambda watch: save a change and the next delivery runs it. Each function's output (cargo's \
-             and its JSON logs) is in <function logs>/<function>.watch.log."
+            "\nUnder cargo lambda watch: a saved change is seen by watch seconds later, then rebuilt and started; \
+             `reloaded` below says when the saved code runs, and a delivery before that runs the previous code. Each \
+             function's output (cargo's and its JSON logs) is in <function logs>/<function>.watch.log."
         );
     }
     let ended = tokio::select! {

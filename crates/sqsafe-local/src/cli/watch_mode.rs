@@ -165,7 +165,8 @@ async fn report(
                             println!("{name:<16} running (started{took})");
                         } else {
                             println!(
-                                "{name:<16} reloaded{took}: the next delivery runs the saved code (start #{})",
+                                "{name:<16} reloaded{took} from cargo's first line (watch notices a save seconds \
+                                 before that): deliveries from now on run the saved code (start #{})",
                                 now.starts
                             );
                         }
