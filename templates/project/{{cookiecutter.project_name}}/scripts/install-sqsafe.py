@@ -6,8 +6,9 @@ A git source is installed once, and again when Cargo.toml names another one (the
 .tools/sqsafe.source). A path source is installed on every run: the checkout may have changed, and cargo rebuilds only
 what did (a few seconds when nothing did). Cargo builds it in the project's target folder (CARGO_TARGET_DIR, else
 target/): a later version rebuilds only what changed, and what the project's own crates already compiled with the
-same features is reused. Debug build: the install takes about half the time of a release one, and sqsafe's work
-(reading a template, starting moto and cargo lambda watch) does not need optimising.
+same features is reused. A debug build: from a clean start about 220 s of CPU time against 580 s for a release one
+(measured on 2 cores), and sqsafe's work (reading a template, starting moto and cargo lambda watch) needs no
+optimising.
 """
 
 import os
