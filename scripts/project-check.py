@@ -6,6 +6,10 @@
    and once more as a team renders it, sqsafe from a git tag, resolved by cargo from a bare clone of this repository
    (git_tag_render: file://, nothing downloaded);
 2. checks what the project builds (scripts/dependents-check.py --project: no workspace-hack, clap, server, test-util);
+   then runs the project's own `make test` on a fresh machine's PATH (the system's folders and cargo's: no .venv/bin,
+   no sqsafe): it installs the project's pinned sqsafe into .tools (from the checkout's path here, a git tag for a
+   team) and passes; and with the role's DLQ grant (sqs:SendMessage) taken out of template.yaml it must fail, sqsafe
+   check naming the rule (permissions). Every later step runs that installed sqsafe;
 3. its consumer: formatted, clippy-clean, built, its tests pass against moto and a fake of its API; then its effect
    is broken in each way a real one could be (BREAKS: it calls the API twice, ignores the Idempotency-Key, swallows
    a 5xx; the transactional one refuses every record) and its tests must FAIL each time, the test named for that
@@ -19,8 +23,9 @@
    (`sqsafe local up --watch`, the sqsafe a team installs: no test servers): each sample message sent twice, one effect per intent, and the standard queue's second
    delivery answered from the record (replayed or skipped by the cache), not applied again;
 7. its debug binary against charge-payment's built inside the workspace (within 10%: no workspace-hack bloat);
-8. the project's own deploy build, `sam build` of its first consumer (release, cargo lambda, the architecture the
-   workspace's template checks build: arm64 where the aarch64 std is installed), in a copy of the project made right
+8. the project's own deploy build, `make build` of its first consumer (sam build: release, cargo lambda, the
+   architecture the workspace's template checks build: arm64 where the aarch64 std is installed), on a fresh
+   machine's PATH as in 2 (make build must find the pinned cargo-lambda itself), in a copy of the project made right
    after rendering (the steps above edit the project while it compiles) and a target folder of its own, beside steps
    2 to 6; its bootstrap is left in TARGET/project-release for `scripts/size-check.py --built`, which make test runs
    once the workspace's own sam build is done (release binaries within 10%);
@@ -31,10 +36,9 @@ the workspace's linker, and the project resolves with a copy of the workspace's 
 new downloaded). make test gives it a folder of its own (target/project-check): it then runs beside cargo doc and
 cargo test without waiting for their lock; it would share little anyway (a dependent gets its own features, without
 the hack, so nearly every crate compiles anew). Expects what scripts/test.sh sets up: the venv, moto
-server with AWS_ENDPOINT_URL exported, and the workspace's sqsafe and charge-payment binaries built. The sqsafe it runs
-is SQSAFE_BIN (default: TARGET/debug/sqsafe), built as a team installs it, without the test servers: alone
-(`cargo build -p sqsafe-cli --bin sqsafe`), since a build together with the bench or the e2e tests turns them on; the
-check fails when that sqsafe starts a payments API.
+server with AWS_ENDPOINT_URL exported, and the workspace's charge-payment binary built. The sqsafe it runs is the one
+the project's make test installs (cargo install, into SQSAFE_PROJECT_TARGET too): a team's, without the test servers;
+the check fails when that sqsafe starts a payments API.
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ BREAKS = [
 ]
 # The workspace's binaries (sqsafe, charge-payment) are in TARGET; the project builds in PROJECT_TARGET.
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
-SQSAFE = str(Path(os.environ.get("SQSAFE_BIN") or TARGET / "debug" / "sqsafe").resolve())
+# The sqsafe the steps run: the project's own, installed by its make test (make_test), as a team's is.
+SQSAFE = ""
 PROJECT_TARGET = Path(os.environ.get("SQSAFE_PROJECT_TARGET", TARGET)).resolve()
 VENV = ROOT / ".venv"
 # The project's release bootstrap and how it was built (build.json), for scripts/size-check.py --built.
@@ -105,6 +110,29 @@ def sam_env(scratch: Path) -> dict:
     home.mkdir(parents=True, exist_ok=True)
     (home / "metadata.json").write_text(json.dumps({"telemetryEnabled": False, "lastVersionCheck": int(time.time())}))
     return {**os.environ, "SAM_CLI_TELEMETRY": "0", "__SAM_CLI_APP_DIR": str(home)}
+
+
+# A fresh machine's PATH, before anything of the project's is on it (bare_env).
+SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+
+
+def bare_env(env: dict) -> dict:
+    """`env` with the PATH of a fresh machine: the system's folders and the one holding cargo and rustup (rustup's
+    proxies), without .venv/bin or any sqsafe: the project's Makefile must find its pinned tools itself. PYTHON,
+    scripts/venv.sh's interpreter, is the linked venv's own (the same Python version: venv.sh keeps that venv)."""
+    cargo = shutil.which("cargo", path=env.get("PATH"))
+    if cargo is None:
+        raise SystemExit("project: cargo is not on PATH")
+    path = os.pathsep.join([*SYSTEM_PATH, str(Path(cargo).parent)])
+    for tool in ("rustup", "make"):
+        if shutil.which(tool, path=path) is None:
+            raise SystemExit(f"project: no {tool} on a fresh machine's PATH ({path})")
+    for tool in ("sam", "cargo-lambda", "zig", "sqsafe"):
+        if found := shutil.which(tool, path=path):
+            raise SystemExit(f"project: {found} is on the bare PATH ({path}): the project's make would not have to "
+                             "find its own")
+    bare = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
+    return {**bare, "PATH": path, "PYTHON": str(VENV / "bin" / "python")}
 
 
 def render(scratch: Path) -> Path:
@@ -193,6 +221,44 @@ def git_tag_render(scratch: Path) -> None:
         raise SystemExit(f"project: sqsafe's crates did not all resolve from {want}: {sources}")
     print(f"a render with sqsafe from a git tag resolves {', '.join(sorted(sources))} from the tag {tag} "
           f"({head[:8]}), with nothing printed", flush=True)
+
+
+def make_test(project: Path, env: dict) -> str:
+    """The project's own `make test`, as a team runs it on a fresh machine (bare_env): it installs its pinned sqsafe
+    into .tools (scripts/install-sqsafe.py: cargo install from the sqsafe Cargo.toml names, here the checkout's path)
+    and must pass; then, with the DLQ grant taken out of template.yaml (the role may no longer send to its DLQ), it must
+    fail, `sqsafe check` naming the rule. Returns the installed sqsafe, which the later steps run."""
+    bare = bare_env(env)
+    print(f"$ make test   (in {project}, PATH={bare['PATH']})", flush=True)
+    started = time.monotonic()
+    usage_before = os.times()
+    subprocess.run(["make", "test"], cwd=project, env=bare, check=True)
+    usage = os.times()
+    cpu = usage.children_user + usage.children_system - usage_before.children_user - usage_before.children_system
+    sqsafe = project / ".tools" / "bin" / "sqsafe"
+    if not sqsafe.is_file():
+        raise SystemExit(f"project: make test left no {sqsafe}")
+    print(f"the project's make test passed in {time.monotonic() - started:.0f} s ({cpu:.0f} s of CPU), its sqsafe "
+          "installed into .tools", flush=True)
+    template = project / "template.yaml"
+    text = template.read_text()
+    grant = re.search(r"^( +)- Sid: DeadLetter\n(?:\1  .*\n)*", text, re.MULTILINE)
+    if grant is None or "sqs:SendMessage" not in grant.group(0):
+        raise SystemExit(f"project: {template} has no DeadLetter statement granting sqs:SendMessage")
+    template.write_text(text[:grant.start()] + text[grant.end():])
+    try:
+        print("$ make test   (without the role's DeadLetter grant, sqs:SendMessage on its DLQ: must fail)", flush=True)
+        broken = subprocess.run(["make", "test"], cwd=project, env=bare, capture_output=True, text=True)
+    finally:
+        template.write_text(text)
+    out = broken.stdout + broken.stderr
+    want = f"[permissions] {pascal(NAME)}Role: {pascal(NAME)}Function needs [sqs:SendMessage] on {pascal(NAME)}DeadLetterQueue"
+    if broken.returncode == 0 or want not in out:
+        raise SystemExit(f"project: make test without the DLQ grant (exit {broken.returncode}) did not fail naming "
+                         f"{want!r}:\n{out[-3000:]}")
+    print(f"without the DLQ grant the project's make test fails as it must: "
+          f"{next(line for line in out.splitlines() if want in line)}", flush=True)
+    return str(sqsafe)
 
 
 def crate_checks(project: Path, env: dict, name: str) -> None:
@@ -426,7 +492,8 @@ def build_arch() -> str:
 
 
 class ReleaseBuild:
-    """The project's `sam build` of its first consumer, as a team deploys it, running beside the other steps."""
+    """The project's `make build` of its first consumer (sam build), as a team deploys it, running beside the other
+    steps, with a PATH a fresh machine has (bare_env): make build must find the pinned cargo-lambda itself."""
 
     def __init__(self, project: Path, env: dict) -> None:
         scratch = project.parent
@@ -437,19 +504,19 @@ class ReleaseBuild:
         self.arch = build_arch()
         self.function = f"{pascal(NAME)}Function"
         self.build_dir = folder / "aws-sam-build"
-        self.log = folder / "sam-build.log"
-        cmd = [
-            str(VENV / "bin" / "sam"), "build", self.function, "--template-file", "template.yaml",
-            "--build-dir", str(self.build_dir), "--parameter-overrides", f"Architecture={self.arch}",
-        ]
-        print("$ " + " ".join(cmd) + f"   (in a copy of the project, in the background; log {self.log})", flush=True)
+        self.log = folder / "make-build.log"
+        sam_args = [self.function, "--template-file", "template.yaml", "--build-dir", str(self.build_dir),
+                    "--parameter-overrides", f"Architecture={self.arch}"]
+        cmd = ["make", "build", "ARGS=" + " ".join(sam_args)]
         build_env = {
-            **env,
-            **sam_env(scratch),
+            **bare_env(env),
+            # No update check (it would call pypi.org): loopback only. (Telemetry: make build turns it off itself.)
+            "__SAM_CLI_APP_DIR": sam_env(scratch)["__SAM_CLI_APP_DIR"],
             # Its own target folder: a release build shares nothing with the debug ones, and never waits on their lock.
             "CARGO_TARGET_DIR": str(PROJECT_TARGET / "project-release-build"),
-            "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}",
         }
+        print("$ " + " ".join(cmd) + f"   (in a copy of the project, in the background, PATH={build_env['PATH']}; "
+              f"log {self.log})", flush=True)
         self.started = time.monotonic()
         with self.log.open("w") as out:
             # A session of its own: stopped early, it is stopped with the cargo and rustc processes it started.
@@ -461,17 +528,17 @@ class ReleaseBuild:
         rc = self.proc.wait()
         seconds = time.monotonic() - self.started
         if rc != 0:
-            raise SystemExit(f"project: sam build {self.function} failed (exit {rc}):\n"
+            raise SystemExit(f"project: make build ({self.function}) failed (exit {rc}):\n"
                              f"{self.log.read_text(errors='replace')[-4000:]}")
         bootstrap = self.build_dir / self.function / "bootstrap"
         if not bootstrap.is_file():
-            raise SystemExit(f"project: sam build {self.function} left no {bootstrap}")
+            raise SystemExit(f"project: make build ({self.function}) left no {bootstrap}")
         shutil.rmtree(RELEASE_OUT, ignore_errors=True)
         RELEASE_OUT.mkdir(parents=True)
         shutil.copy2(bootstrap, RELEASE_OUT / "bootstrap")
         (RELEASE_OUT / "build.json").write_text(json.dumps(
             {"architecture": self.arch, "function": self.function, "binary": NAME, "seconds": round(seconds)}) + "\n")
-        print(f"sam build {self.function} ({self.arch}, release): {bootstrap.stat().st_size:,} B in {seconds:.0f} s "
+        print(f"make build {self.function} ({self.arch}, release): {bootstrap.stat().st_size:,} B in {seconds:.0f} s "
               f"(beside the steps above); left in {RELEASE_OUT}", flush=True)
 
 
@@ -487,6 +554,7 @@ def sizes(b: int) -> None:
 
 
 def main() -> int:
+    global SQSAFE
     scratch = Path(tempfile.mkdtemp(prefix="sqsafe-project-"))
     if scratch.resolve().is_relative_to(ROOT):
         raise SystemExit(f"project: {scratch} is inside the workspace; set TMPDIR elsewhere")
@@ -506,11 +574,13 @@ def main() -> int:
     try:
         step(f"sam init --location templates/project into {scratch} (outside the workspace)")
         project = render(scratch)
-        step(f"sam build {pascal(NAME)}Function (release, the project's deploy build): started in the background")
+        step(f"make build: sam build {pascal(NAME)}Function (release, the project's deploy build), in the background")
         release = ReleaseBuild(project, env)
         step("what the project builds: scripts/dependents-check.py --project")
         run(str(VENV / "bin" / "python"), str(ROOT / "scripts" / "dependents-check.py"), "--project", str(project),
             cwd=ROOT, env=env)
+        step("the project's make test (on a fresh machine's PATH: it installs its own sqsafe), and without the DLQ grant")
+        SQSAFE = make_test(project, env)
         step(f"{NAME}: formatted, clippy-clean, built, tested; its tests fail when its effect breaks")
         crate_checks(project, env, NAME)
         step("the project's template: sam validate --lint, cfn-lint, the rules, sqsafe check")
@@ -524,7 +594,7 @@ def main() -> int:
         pipeline(project, env)
         step("binary size")
         sizes(inside)
-        step(f"sam build {pascal(NAME)}Function: its end (it ran beside the steps since the render)")
+        step(f"make build {pascal(NAME)}Function: its end (it ran beside the steps since the render)")
         release.finish()
         step(f"passed in {time.monotonic() - started:.0f} s; discarding the project")
         return 0

@@ -237,12 +237,14 @@ cargo clippy -p sqsafe-idempotency -p sqsafe -p sqsafe-workspace-hack --features
   -- -D warnings
 
 step "a new project outside the workspace: started in the background beside cargo doc and cargo test (output later)"
-# scripts/project-check.py: sam init --location templates/project, its tests (which must fail with the effect broken),
-# its template's checks, sqsafe new consumer, the local pipeline under cargo lambda watch (`sqsafe local up --watch`),
-# and beside them the project's own `sam build` of its consumer (release, for the release size check at the end).
-# It runs the workspace's sqsafe as a team installs it: built alone, without the test servers (cargo unifies features
-# over the packages of one command, and the bench's and the e2e tests' turn sqsafe-local's test servers on), copied
-# into a folder of its own that later builds do not touch (the cargo lambda watch test runs the same copy). It builds
+# scripts/project-check.py: sam init --location templates/project, its own make test (which must fail without the DLQ
+# grant), its tests (which must fail with the effect broken), its template's checks, sqsafe new consumer, the local
+# pipeline under cargo lambda watch (`sqsafe local up --watch`), and beside them the project's own `make build` of its
+# consumer (sam build, release, for the release size check at the end).
+# It runs the sqsafe the project's own make test installs (cargo install from this checkout, as a team's from a tag).
+# The cargo lambda watch test runs the workspace's sqsafe as a team installs it: built alone, without the test servers
+# (cargo unifies features over the packages of one command, and the bench's and the e2e tests' turn sqsafe-local's
+# test servers on), copied into a folder of its own that later builds do not touch. The project check builds
 # the project in a target folder of its own: nothing it compiles is the workspace's (a dependent gets its own
 # features), and it never waits for cargo's lock on target/. Its minutes of waiting (sam, cargo lambda watch, queues)
 # pass beside the compiling steps. Then the bench smoke's binaries and charge-payment (the project check's size check).
@@ -252,7 +254,7 @@ mkdir -p "${INSTALLED_BIN}"
 cp "${ROOT}/target/debug/sqsafe" "${INSTALLED_BIN}/"
 cargo build -q -p charge-payment -p naive-rust -p sqsafe-bench --bins
 background "the project check" env SQSAFE_PROJECT_TARGET="${ROOT}/target/project-check" \
-  SQSAFE_BIN="${INSTALLED_BIN}/sqsafe" "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
+  "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
 
 step "cargo doc --workspace --no-deps, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
