@@ -151,6 +151,12 @@ def render(scratch: Path) -> Path:
     ]
     if leftovers:
         raise SystemExit(f"project: template syntax left in {leftovers}")
+    # Rendered with sqsafe_path: nothing may point a team at the default git URL (the README named it).
+    default_git = json.loads((ROOT / "templates" / "project" / "cookiecutter.json").read_text())["sqsafe_git"]
+    naming = [str(p.relative_to(project)) for p in project.rglob("*")
+              if p.is_file() and default_git in p.read_text(errors="replace")]
+    if naming:
+        raise SystemExit(f"project: rendered with sqsafe_path, {naming} still name {default_git}")
     # A team's own render: sqsafe from a git tag (not fetched here: the manifest must say so and parse).
     defaults = scratch / "defaults"
     defaults.mkdir()
