@@ -478,6 +478,14 @@ def pipeline(project: Path, env: dict) -> None:
         print("".join(lines[-5:]) + (out or "")[-2000:], flush=True)
     if proc.returncode != 0:
         raise SystemExit(f"project: sqsafe local up did not stop cleanly on SIGTERM (exit {proc.returncode})")
+    # The effect as its API saw it: up's local stand-in for the first consumer's API (no value was given for its
+    # parameter) got one call per intent, each under a key of its own, though every sample was sent twice.
+    api = f"{pascal(NAME)}ApiUrl"
+    want = f"{api}: {records[NAME]} call{'' if records[NAME] == 1 else 's'}, {records[NAME]} key"
+    said = [line for line in (out or "").splitlines() if line.startswith(f"{api}: ")]
+    if len(said) != 1 or not said[0].startswith(want):
+        raise SystemExit(f"project: sqsafe local up's stand-in for {api} did not say {want!r} at stop: {said}")
+    print(f"the local stand-in API: {said[0]}", flush=True)
     try:
         boto3.client("sqs", **session).list_queues()
     except Exception:  # noqa: BLE001 - any failure to connect means the server is gone

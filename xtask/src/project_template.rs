@@ -9,13 +9,12 @@ pub(crate) const TEMPLATE_DIR: &str = "templates/project";
 /// The project's template.yaml before any consumer (not rendered itself: outside the project folder).
 const BASE_TEMPLATE: &str = "template.base.yaml";
 /// Files the project shares with this repository, copied as they are: the pinned Python tools, moto and its env.
-const SHARED: [&str; 6] = [
+const SHARED: [&str; 5] = [
     "requirements/test.txt",
     "requirements/uv.txt",
     "scripts/venv.sh",
     "scripts/moto.sh",
     "scripts/aws-env.sh",
-    "scripts/send-message.py",
 ];
 
 /// This repository's root (xtask's crate is one folder below it).
