@@ -104,8 +104,9 @@ fn sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits() {
         took.as_secs_f64()
     );
 
-    // Edit the handler and save. A message sent while watch rebuilds waits for the new process (held invisible
-    // meanwhile) and is answered by the saved code, once; the same body that went to the DLQ now succeeds.
+    // Edit the handler and save. A message sent right after the save (before watch has even noticed it) and one
+    // sent while watch rebuilds both wait for the new process (held invisible meanwhile) and are answered by the
+    // saved code, once each, on their first receive.
     let t = Instant::now();
     scratch.edit(&[
         (
@@ -117,6 +118,11 @@ fn sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits() {
             "const FAILS: &str = \"never\";",
         ),
     ]);
+    rt.block_on(send(&sqs, &queue, "after-save"));
+    println!(
+        "saved, and sent a message {:.2} s after the save",
+        t.elapsed().as_secs_f64()
+    );
     up.wait_line(
         |l| l.starts_with("watch-probe") && l.contains("rebuilding"),
         QUEUE_LIMIT,
@@ -125,34 +131,46 @@ fn sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits() {
         "save noticed, rebuilding, in {:.1} s; sending during the build",
         t.elapsed().as_secs_f64()
     );
-    rt.block_on(send(&sqs, &queue, "fail"));
+    rt.block_on(send(&sqs, &queue, "during-build"));
     let reloaded = up.wait_line(
         |l| l.starts_with("watch-probe") && l.contains("reloaded"),
         BUILD_LIMIT,
     );
     rt.block_on(until(
         QUEUE_LIMIT,
-        "the edited handler's success deleted",
+        "the edited handler's successes deleted",
         || is_empty(&sqs, &queue),
     ));
+    let ready = t.elapsed();
     assert_eq!(
-        count_lines(&function_log, "probe v2 queue="),
-        1,
-        "the saved code answered, once:\n{}",
+        (
+            count_lines(&function_log, "probe v2 queue="),
+            count_lines(&function_log, "body=after-save receives=1"),
+            count_lines(&function_log, "body=during-build receives=1"),
+        ),
+        (2, 1, 1),
+        "the saved code answered both, once each, on their first receive:\n{}",
         std::fs::read_to_string(&function_log).unwrap_or_default()
     );
     assert_eq!(
         count_lines(&function_log, "probe v1 queue="),
         1 + MAX_RECEIVE_COUNT,
-        "the old code got nothing more"
+        "the old code got nothing sent after the save:\n{}",
+        std::fs::read_to_string(&function_log).unwrap_or_default()
     );
     assert!(
         rt.block_on(until_value(&sqs, &dlq, 1)),
         "nothing more in the DLQ"
     );
+    let said = said_seconds(&reloaded, "reloaded in ");
+    assert!(
+        said <= ready.as_secs_f64() && said >= ready.as_secs_f64() / 2.0,
+        "the printed reload time is from the save ({said} s; the saved code answered {:.1} s after it): {reloaded}",
+        ready.as_secs_f64()
+    );
     println!(
-        "after the save: answered by the saved code and deleted {:.1} s after the save ({})",
-        t.elapsed().as_secs_f64(),
+        "after the save: both answered by the saved code and deleted {:.1} s after the save ({})",
+        ready.as_secs_f64(),
         reloaded.trim()
     );
 
@@ -513,6 +531,14 @@ where
         assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The number of seconds `line` gives right after `before` (`reloaded in 5.6 s ...`: 5.6).
+fn said_seconds(line: &str, before: &str) -> f64 {
+    line.split_once(before)
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no seconds after {before:?} in {line:?}"))
 }
 
 fn count_lines(path: &Path, needle: &str) -> usize {

@@ -43,7 +43,8 @@ pub enum LocalCommand {
     /// Starts moto server (SQS, DynamoDB) with the template's tables and queues, and runs each function that has an
     /// SQS event: under a local Lambda Runtime API (its binary from --bin-dir: build the functions first; timeouts,
     /// crashes and cold starts as in Lambda), or with --watch under `cargo lambda watch` (built from the template's
-    /// workspace; a saved handler runs once watch has rebuilt it: `up` prints `reloaded` then). Prints the queue URLs, the `export` lines that point
+    /// workspace; a delivery after a save waits until watch has rebuilt and started the saved code: `up` prints
+    /// `reloaded` then). Prints the queue URLs, the `export` lines that point
     /// the AWS CLI v2 and `sqsafe dlq` at the local moto (and an `aws --endpoint-url` line: the AWS CLI v1 ignores
     /// AWS_ENDPOINT_URL), and a `sqsafe local send FUNCTION` line per function with a sample event
     /// (events/FUNCTION.json or events/FUNCTION-*.json). Ctrl-C or SIGTERM stops everything it started.
@@ -105,8 +106,8 @@ pub struct UpArgs {
     #[arg(long = "visibility-timeout", value_name = "SECONDS", value_parser = parse_seconds)]
     pub visibility: Option<Duration>,
     /// Runs each function under `cargo lambda watch` instead (the pinned one in .venv), one per function on its own
-    /// port, built from the template's workspace: a saved change is rebuilt and runs from the next delivery, with
-    /// no restart. One mapping and one process per function.
+    /// port, built from the template's workspace: a saved change is rebuilt, with no restart, and deliveries after
+    /// the save wait (held invisible) until the saved code runs. One mapping and one process per function.
     #[arg(long)]
     pub watch: bool,
     /// A template parameter's value, NAME=VALUE (repeat for more): replaces its Default; required for a parameter

@@ -14,6 +14,7 @@ use crate::esm::{EventSourceMapping, MappingConfig};
 use crate::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
 use crate::moto::{MotoServer, venv_bin};
 use crate::stack::{LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, target_dir};
+use crate::watch::Saves;
 
 /// Runs the pipeline of `args.template` until Ctrl-C or SIGTERM, then stops everything it started.
 pub(super) async fn up(args: UpArgs) -> Result<(), String> {
@@ -88,6 +89,14 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     for (logical, table) in &stack.tables {
         println!("table            {table}  ({logical})");
     }
+    // Under watch: the saves of source files, as they happen, so a delivery after a save waits for the saved code.
+    let saves = if args.watch {
+        let target = target_dir();
+        let target = target.canonicalize().unwrap_or(target);
+        Some(Saves::watch(&workspace, &[target]).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
     let (stop_tx, stop) = watch::channel(false);
     let (gone_tx, mut gone) = mpsc::unbounded_channel();
     let mut tasks = Vec::new();
@@ -114,9 +123,10 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
             ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
         ]);
-        if args.watch {
+        if let Some(saves) = &saves {
             let shared = watch_mode::Shared {
                 workspace: &workspace,
+                saves,
                 sqs: &sqs,
                 log_dir: &log_dir,
                 stop: &stop,
@@ -229,9 +239,10 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     }
     if args.watch {
         println!(
-            "\nUnder cargo lambda watch: a saved change is seen by watch seconds later, then rebuilt and started; \
-             `reloaded` below says when the saved code runs, and a delivery before that runs the previous code. Each \
-             function's output (cargo's and its JSON logs) is in <function logs>/<function>.watch.log."
+            "\nUnder cargo lambda watch: after you save a source file (*.rs, Cargo.toml, Cargo.lock), deliveries wait, \
+             held invisible, until watch has noticed the save (seconds later), rebuilt and started the saved code; \
+             `reloaded` below says how long that took from the save. Each function's output (cargo's and its JSON \
+             logs) is in <function logs>/<function>.watch.log."
         );
     }
     let ended = tokio::select! {

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use crate::esm::{EventSourceMapping, MappingConfig};
 use crate::stack::LocalQueue;
-use crate::watch::{Phase, Status, VisibilityHold, WatchFunction, WatchSpec, prebuild};
+use crate::watch::{
+    AfterSave, Phase, Save, Saves, Status, VisibilityHold, WatchFunction, WatchSpec, prebuild,
+};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -46,6 +48,8 @@ pub(crate) async fn prebuild_all(workspace: &Path, binaries: &[String]) -> Resul
 pub(crate) struct Shared<'a> {
     /// The workspace the template belongs to: where watch builds and what it watches.
     pub(crate) workspace: &'a Path,
+    /// The workspace's saves: a delivery after one waits for the saved code.
+    pub(crate) saves: &'a Saves,
     pub(crate) sqs: &'a aws_sdk_sqs::Client,
     /// The run's log folder: `<binary>.watch.log` each.
     pub(crate) log_dir: &'a Path,
@@ -65,6 +69,7 @@ pub(crate) async fn start(
 ) -> Result<Watched, String> {
     let Shared {
         workspace,
+        saves,
         sqs,
         log_dir,
         stop,
@@ -88,7 +93,10 @@ pub(crate) async fn start(
         drop_delete_rate: 0.0,
         seed: 0,
     };
-    let invoker = function.invoker(stop.clone()).with_hold(hold);
+    let invoker = function
+        .invoker(stop.clone())
+        .with_hold(hold)
+        .with_saves(saves.latest());
     let esm = EventSourceMapping::new(sqs.clone(), config, invoker).await?;
     let stats = esm.stats();
     let polling = stop.clone();
@@ -99,6 +107,7 @@ pub(crate) async fn start(
     });
     tokio::spawn(report(
         function.status(),
+        saves.latest(),
         binary.to_owned(),
         log,
         stop.clone(),
@@ -131,6 +140,7 @@ pub(crate) async fn shutdown(functions: Vec<Watched>) {
 /// Tells the terminal what watch does with the function: builds (with progress), runs, exits.
 async fn report(
     mut status: watch::Receiver<Status>,
+    saves: watch::Receiver<Option<Save>>,
     name: String,
     log: PathBuf,
     mut stop: watch::Receiver<bool>,
@@ -139,6 +149,8 @@ async fn report(
     let mut progress = tokio::time::interval(PROGRESS_EVERY);
     progress.tick().await;
     let mut build_started: Option<Instant> = None;
+    // The save whose reload was reported: a later restart is not that save's.
+    let mut reloaded_for: Option<Instant> = None;
     loop {
         tokio::select! {
             changed = status.changed() => {
@@ -150,25 +162,46 @@ async fn report(
                     Phase::Idle => {}
                     Phase::Building => {
                         build_started = Some(Instant::now());
-                        if now.starts == 0 {
-                            println!("{name:<16} starting: cargo run --bin {name}");
-                        } else {
-                            println!("{name:<16} rebuilding: a change was saved");
+                        let save = saves.borrow().clone();
+                        match save.filter(|s| now.starts > 0 && Some(s.at) != reloaded_for) {
+                            None if now.starts == 0 => {
+                                println!("{name:<16} starting: cargo run --bin {name}");
+                            }
+                            None => println!("{name:<16} rebuilding"),
+                            Some(save) => println!(
+                                "{name:<16} rebuilding: watch noticed the save of {} {} after it; deliveries \
+                                 wait for the saved code",
+                                save.path.display(),
+                                seconds(save.at.elapsed())
+                            ),
                         }
                     }
                     Phase::Running => {
-                        let took = build_started
+                        let built = build_started
                             .take()
                             .map(|t| format!(" in {}", seconds(t.elapsed())))
                             .unwrap_or_default();
-                        if now.starts == 1 {
-                            println!("{name:<16} running (started{took})");
-                        } else {
-                            println!(
-                                "{name:<16} reloaded{took} from cargo's first line (watch notices a save seconds \
-                                 before that): deliveries from now on run the saved code (start #{})",
+                        let save = saves.borrow().clone();
+                        match save.filter(|s| {
+                            Some(s.at) != reloaded_for && now.after_save(s.at) == AfterSave::Ready
+                        }) {
+                            _ if now.starts == 1 => {
+                                println!("{name:<16} running (started{built})");
+                            }
+                            Some(save) => {
+                                reloaded_for = Some(save.at);
+                                println!(
+                                    "{name:<16} reloaded in {} from the save of {} (built and started{built}): \
+                                     deliveries since the save run the saved code (start #{})",
+                                    seconds(save.at.elapsed()),
+                                    save.path.display(),
+                                    now.starts
+                                );
+                            }
+                            None => println!(
+                                "{name:<16} restarted{built} (start #{})",
                                 now.starts
-                            );
+                            ),
                         }
                     }
                     Phase::Exited => println!(

@@ -14,7 +14,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::status::{Phase, Status};
+use super::saves::Save;
+use super::status::{AfterSave, Phase, Status};
 use crate::esm::Invoker;
 
 /// Keeps a batch's messages invisible while the function cannot take it yet (watch is building, or the process
@@ -79,7 +80,13 @@ impl VisibilityHold {
 /// Invokes one function under `cargo lambda watch` (made by
 /// [`WatchFunction::invoker`](super::WatchFunction::invoker)).
 ///
-/// The request is sent at once: watch queues it and hands it to the function's process when one runs (it starts one
+/// With [`with_saves`](Self::with_saves), a batch received after a save of a source file waits first, held, until
+/// watch has built what was saved and started it (or the build failed): watch notices a save seconds after it, and
+/// would meanwhile hand the batch to the process that runs the previous code. If no build begins within
+/// [`NOTICE_LIMIT`](Self::NOTICE_LIMIT) of the save (watch ignores that file), the batch goes on to the running
+/// process.
+///
+/// The request is then sent: watch queues it and hands it to the function's process when one runs (it starts one
 /// on the first invocation, and after each saved change). What it waits for, by the function's [`Phase`]:
 ///
 /// | phase | waits | the batch's messages |
@@ -95,7 +102,7 @@ impl VisibilityHold {
 ///
 /// # Default
 ///
-/// A 30 s timeout, like the local Runtime API's; no visibility hold.
+/// A 30 s timeout, like the local Runtime API's; no visibility hold; saves not followed.
 #[derive(Debug, Clone)]
 pub struct WatchInvoker {
     binary: String,
@@ -105,11 +112,15 @@ pub struct WatchInvoker {
     client: Client<HttpConnector, Full<Bytes>>,
     timeout: Duration,
     hold: Option<VisibilityHold>,
+    saves: Option<watch::Receiver<Option<Save>>>,
 }
 
 impl WatchInvoker {
     /// The default timeout while the function runs.
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// How long after a save a batch waits for watch to begin building it. Watch noticed saves 3 s after them on a
+    /// quiet 2-core machine; past this, it is taken to ignore the file (a folder in its ignore files).
+    pub const NOTICE_LIMIT: Duration = Duration::from_secs(20);
 
     pub(crate) fn new(
         binary: String,
@@ -125,7 +136,15 @@ impl WatchInvoker {
             client: Client::builder(TokioExecutor::new()).build_http(),
             timeout: Self::DEFAULT_TIMEOUT,
             hold: None,
+            saves: None,
         }
+    }
+
+    /// Holds each batch received after a save until watch runs what was saved (`saves`: [`Saves::latest`](
+    /// super::Saves::latest) of the workspace watch builds).
+    pub fn with_saves(mut self, saves: watch::Receiver<Option<Save>>) -> Self {
+        self.saves = Some(saves);
+        self
     }
 
     /// Sets how long an invocation may run.
@@ -145,6 +164,7 @@ impl WatchInvoker {
             return Err("stopping".into());
         }
         let receipts = receipt_handles(event);
+        self.until_saved_code_runs(&receipts).await?;
         let body = serde_json::to_vec(event).map_err(|e| e.to_string())?;
         let request = Request::builder()
             .method(Method::POST)
@@ -206,6 +226,62 @@ impl WatchInvoker {
                 changed = self.status.changed() => {
                     if changed.is_err() {
                         return Err(format!("{}: cargo lambda watch is gone", self.binary));
+                    }
+                }
+                () = until_stopped(&mut self.stop) => return Err("stopping".into()),
+            }
+        }
+    }
+
+    /// Waits, holding the batch, while a save is not yet built and started ([`AfterSave`]).
+    async fn until_saved_code_runs(&mut self, receipts: &[String]) -> Result<(), String> {
+        let Some(saves) = self.saves.as_mut() else {
+            return Ok(());
+        };
+        let hold = self.hold.as_ref().filter(|_| !receipts.is_empty());
+        let mut next_hold: Option<Instant> = None;
+        loop {
+            let Some(save) = saves.borrow_and_update().clone() else {
+                return Ok(());
+            };
+            let status = self.status.borrow_and_update().clone();
+            let notice_by = match status.after_save(save.at) {
+                AfterSave::Ready => return Ok(()),
+                AfterSave::Building => None,
+                AfterSave::Unnoticed => {
+                    let by = Instant::from_std(save.at) + Self::NOTICE_LIMIT;
+                    if Instant::now() >= by {
+                        tracing::warn!(
+                            function = %self.binary,
+                            file = %save.path.display(),
+                            "watch began no build within {:?} of the save: the batch goes to the running process",
+                            Self::NOTICE_LIMIT
+                        );
+                        return Ok(());
+                    }
+                    Some(by)
+                }
+            };
+            if let Some(hold) = hold {
+                next_hold.get_or_insert_with(|| Instant::now() + hold.every());
+            }
+            let far = Instant::now() + Duration::from_secs(86_400);
+            tokio::select! {
+                changed = saves.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                }
+                changed = self.status.changed() => {
+                    if changed.is_err() {
+                        return Err(format!("{}: cargo lambda watch is gone", self.binary));
+                    }
+                }
+                () = tokio::time::sleep_until(notice_by.unwrap_or(far)), if notice_by.is_some() => {}
+                () = tokio::time::sleep_until(next_hold.unwrap_or(far)), if next_hold.is_some() => {
+                    if let Some(hold) = hold {
+                        hold.extend(receipts).await;
+                        next_hold = Some(Instant::now() + hold.every());
                     }
                 }
                 () = until_stopped(&mut self.stop) => return Err("stopping".into()),

@@ -5,17 +5,19 @@
 //! use std::time::Duration;
 //!
 //! use sqsafe_local::esm::{EventSourceMapping, MappingConfig};
-//! use sqsafe_local::watch::{VisibilityHold, WatchFunction, WatchSpec, prebuild};
+//! use sqsafe_local::watch::{Saves, VisibilityHold, WatchFunction, WatchSpec, prebuild};
 //!
 //! # async fn run(sqs: aws_sdk_sqs::Client, queue_url: String) -> Result<(), Box<dyn std::error::Error>> {
 //! prebuild(".".as_ref(), "charge-payment").await?;
 //! let spec = WatchSpec::new("charge-payment", ".", "target/local-logs/charge-payment.watch.log")
 //!     .with_env([("QUEUE_URL".to_owned(), queue_url.clone())]);
 //! let function = WatchFunction::start(spec).await?;
+//! let saves = Saves::watch(".".as_ref(), &[])?;
 //! let (stop_tx, stop) = tokio::sync::watch::channel(false);
 //! let invoker = function
 //!     .invoker(stop.clone())
-//!     .with_hold(VisibilityHold::new(sqs.clone(), &queue_url, Duration::from_secs(400)));
+//!     .with_hold(VisibilityHold::new(sqs.clone(), &queue_url, Duration::from_secs(400)))
+//!     .with_saves(saves.latest());
 //! let config = MappingConfig {
 //!     queue_url,
 //!     batch_size: 10,
@@ -25,7 +27,7 @@
 //! };
 //! let mapping = EventSourceMapping::new(sqs, config, invoker).await?;
 //! let polling = tokio::spawn(mapping.run(stop));
-//! // ... edit the handler, save: the next delivery runs the new code ...
+//! // ... edit the handler, save: a delivery after the save waits until watch runs the saved code ...
 //! stop_tx.send(true)?;
 //! polling.await?;
 //! println!("{}", function.shutdown().await);
@@ -40,7 +42,10 @@
 //! - **Start**: watch runs `cargo run --bin <binary>` on the first invocation, and again after every saved change
 //!   in the workspace (a **reload**: it stops the running process, rebuilds, starts the new one).
 //! - **Phase** ([`Phase`]): idle, building, running, exited, stopped, read from watch's output ([`Status`]).
-//! - **Hold** ([`VisibilityHold`]): while the function is not running, the batch it waits for is kept invisible.
+//! - **Save** ([`Saves`]): a source file of the workspace changed, seen within milliseconds (watch sees it seconds
+//!   later). A batch received after a save waits until a build begun after it runs or fails ([`AfterSave`]).
+//! - **Hold** ([`VisibilityHold`]): while the function is not running, or runs the code from before a save, the
+//!   batch it waits for is kept invisible.
 //!
 //! ```text
 //! mapping                 WatchInvoker                     cargo lambda watch              function process
@@ -65,10 +70,12 @@ mod error;
 mod invoker;
 mod prebuild;
 mod process;
+mod saves;
 mod status;
 
 pub use error::WatchError;
 pub use invoker::{VisibilityHold, WatchInvoker};
 pub use prebuild::prebuild;
 pub use process::{WatchFunction, WatchSpec};
-pub use status::{Phase, Status};
+pub use saves::{Save, Saves, is_source};
+pub use status::{AfterSave, Phase, Status};

@@ -65,6 +65,20 @@ pub struct Status {
     pub build_line: Option<String>,
     /// The line that reported the end of the process, while [`Phase::Exited`] (or [`Phase::Stopped`]).
     pub exit: Option<String>,
+    /// When cargo's latest status line was seen (a build under way then).
+    pub built_at: Option<Instant>,
+}
+
+/// Where the function stands with a saved change ([`Status::after_save`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterSave {
+    /// Nothing to wait for: the process runs what was saved, or its build of it failed (it stays down until the
+    /// next save), or no process was started yet (the first start builds what is saved), or watch is gone.
+    Ready,
+    /// Watch is building since the save.
+    Building,
+    /// No build since the save: watch has not noticed it yet (it does so seconds later), or ignores the file.
+    Unnoticed,
 }
 
 impl Status {
@@ -77,6 +91,21 @@ impl Status {
             builds: 0,
             build_line: None,
             exit: None,
+            built_at: None,
+        }
+    }
+
+    /// Whether the function runs what was saved at `saved` (as seen by [`Saves`](super::Saves)).
+    ///
+    /// Watch stops a running process or build when it notices a save, and cargo prints status lines as the next build
+    /// begins; so a status line seen after the save is a build that includes it.
+    pub fn after_save(&self, saved: Instant) -> AfterSave {
+        let built_since = self.built_at.is_some_and(|at| at >= saved);
+        match self.phase {
+            Phase::Idle | Phase::Stopped => AfterSave::Ready,
+            Phase::Running | Phase::Exited if built_since => AfterSave::Ready,
+            Phase::Building if built_since => AfterSave::Building,
+            Phase::Running | Phase::Exited | Phase::Building => AfterSave::Unnoticed,
         }
     }
 
@@ -91,6 +120,7 @@ impl Status {
         }
         if line.starts_with(' ') && BUILD_WORDS.iter().any(|w| text.starts_with(w)) {
             self.build_line = Some(text.to_owned());
+            self.built_at = Some(now);
             if self.phase != Phase::Building {
                 self.builds += 1;
                 self.enter(Phase::Building, now);
@@ -232,6 +262,77 @@ mod tests {
             (Phase::Running, 2, 1)
         );
         assert_eq!(status.exit, None);
+    }
+
+    #[test]
+    fn a_save_is_ready_once_a_build_after_it_runs_or_fails() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut status = Status::new(t0);
+        assert_eq!(
+            status.after_save(at(1)),
+            AfterSave::Ready,
+            "no process yet: the first start builds what is saved"
+        );
+        status.observe(
+            "    Finished `dev` profile [unoptimized] target(s) in 0.06s",
+            at(2),
+        );
+        status.observe("     Running `target/debug/p`", at(3));
+        let saved = at(10);
+        assert_eq!(
+            status.after_save(saved),
+            AfterSave::Unnoticed,
+            "the process runs the previous code"
+        );
+        status.observe(
+            r#"{"level":"INFO","message":"   Compiling in the function's own log"}"#,
+            at(11),
+        );
+        assert_eq!(status.after_save(saved), AfterSave::Unnoticed);
+        status.observe(
+            "    Blocking waiting for file lock on artifact directory",
+            at(3000),
+        );
+        assert_eq!(status.after_save(saved), AfterSave::Building);
+        status.observe("ERROR command killed code=ForceStop", at(3001));
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(3002));
+        assert_eq!(status.after_save(saved), AfterSave::Building);
+        status.observe("     Running `target/debug/p`", at(3600));
+        assert_eq!(status.after_save(saved), AfterSave::Ready);
+        assert_eq!(
+            status.after_save(at(3700)),
+            AfterSave::Unnoticed,
+            "a later save waits for a build of its own"
+        );
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(6000));
+        status.observe(
+            "error: could not compile `p` (bin \"p\") due to 1 previous error",
+            at(6100),
+        );
+        assert_eq!(
+            status.after_save(at(3700)),
+            AfterSave::Ready,
+            "a build that failed is all a save gets: the process stays down, held, until the next save"
+        );
+    }
+
+    #[test]
+    fn a_build_under_way_at_the_save_is_not_one_after_it() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut status = Status::new(t0);
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(1));
+        assert_eq!(status.after_save(at(2)), AfterSave::Unnoticed);
+        status.observe("     Running `target/debug/p`", at(3));
+        assert_eq!(status.after_save(at(2)), AfterSave::Unnoticed);
+        let mut stopped = status.clone();
+        stopped.stopped("exit status: 1".into(), at(4));
+        assert_eq!(
+            stopped.after_save(at(2)),
+            AfterSave::Ready,
+            "nothing to wait for"
+        );
     }
 
     #[test]
