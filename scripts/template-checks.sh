@@ -150,12 +150,13 @@ fi
 
 # ---------------------------------------------------------------- 5. pytest
 step "pytest tests/template (rules, structure, smoke deploy into moto at ${AWS_ENDPOINT_URL})"
-# The tests that run the sqsafe binary (test_rules_rust.py, test_rules_generated.py) need one that no cargo step is
+# The tests that run the sqsafe binary (test_rules_rust.py, test_rules_generated.py, test_project_template.py) need one that no cargo step is
 # rebuilding: make test runs these in the background beside its cargo steps, so it sets SQSAFE_RUST_RULES_LATER=1 and
 # runs those two files itself once its builds are done.
 later=()
 if [[ "${SQSAFE_RUST_RULES_LATER:-}" == "1" ]]; then
-  later=(--ignore=tests/template/test_rules_rust.py --ignore=tests/template/test_rules_generated.py)
+  later=(--ignore=tests/template/test_rules_rust.py --ignore=tests/template/test_rules_generated.py
+    --ignore=tests/template/test_project_template.py)
   echo "test_rules_rust.py and test_rules_generated.py: run by make test after its cargo builds"
 fi
 timed "pytest tests/template" python -m pytest tests/template --durations=3 "${later[@]}"

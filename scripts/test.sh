@@ -291,10 +291,11 @@ cargo test --workspace -- --skip _under_faults --skip "${LOCAL_WATCH_TEST}"
 report_background "the cargo lambda watch test" "the other test binaries"
 
 step "sqsafe check against the Python template rules (test_rules_rust.py, test_rules_generated.py: the same answers)"
-# Every mutation of template.yaml, and consumers made by sqsafe new consumer; run here, with sqsafe built and no cargo
+# Every mutation of template.yaml, consumers made by sqsafe new consumer, and the project template's consumer against
+# one that sqsafe new consumer makes (test_project_template.py: the same files); run here, with sqsafe built and no cargo
 # step rebuilding it (the template checks in the background leave these two files to this step).
 SQSAFE_BIN="${ROOT}/target/debug/sqsafe" "${ROOT}/.venv/bin/python" -m pytest -q tests/template/test_rules_rust.py \
-  tests/template/test_rules_generated.py
+  tests/template/test_rules_generated.py tests/template/test_project_template.py
 
 step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; running since moto started)"
 report_background "the template checks" "the steps above"

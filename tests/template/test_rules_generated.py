@@ -33,7 +33,11 @@ def project(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("generated")
     deps = "".join(f'{d} = "1"\n' for d in DEPENDENCIES)
     (root / "Cargo.toml").write_text(f'[workspace]\nmembers = ["functions/*"]\n\n[workspace.dependencies]\n{deps}')
-    base = (ROOT / "templates" / "project" / "template.base.yaml").read_text(encoding="utf-8")
+    # The project template's template.yaml without the lines that include its first consumer.
+    project = (ROOT / "templates" / "project" / "{{cookiecutter.project_name}}" / "template.yaml").read_text(
+        encoding="utf-8")
+    base = "".join(line for line in project.splitlines(keepends=True) if not line.startswith(("{%", "{#")))
+    base = base.replace("{{ cookiecutter.project_name }}", "my-consumers")
     (root / "template.yaml").write_text(base, encoding="utf-8")
     for name, flags in CONSUMERS:
         proc = run_sqsafe("new", "consumer", name, *flags, "--root", str(root))

@@ -2,9 +2,9 @@
 //!
 //! - `cargo xtask new-consumer NAME [--fifo] [--transact] [--root DIR]` is `sqsafe new consumer` (crates/sqsafe-cli),
 //!   kept so that this repository's scripts and habits keep working: the same code, the same files written.
-//! - `cargo xtask project-template [--check]` writes the generated part of the project template (templates/project):
-//!   its consumer, made by `sqsafe new consumer`'s code, and the scripts it shares with this repository. `--check`
-//!   writes nothing and fails when what is committed differs (a test runs it).
+//! - `cargo xtask project-template [--check]` copies into the project template (templates/project) the scripts it
+//!   shares with this repository. `--check` writes nothing and fails when what is committed differs (a test runs
+//!   it). Its consumer is not copied: it includes the files `sqsafe new consumer` renders (templates/project/templates).
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ enum Task {
         #[arg(long)]
         root: Option<PathBuf>,
     },
-    /// Writes the generated files of templates/project (its consumer and shared scripts); `--check` only compares.
+    /// Copies the shared scripts into templates/project; `--check` only compares.
     ProjectTemplate {
         /// Write nothing; fail, naming each file, when the committed template differs from what would be written.
         #[arg(long)]
@@ -72,7 +72,7 @@ fn main() -> ExitCode {
             let root = project_template::repository_root();
             let result = if check {
                 project_template::check(&root).map(|()| {
-                    println!("templates/project is what `cargo xtask project-template` writes");
+                    println!("templates/project's copies of the shared scripts are current");
                 })
             } else {
                 project_template::write(&root).map(|written| {

@@ -1,13 +1,14 @@
-//! templates/project's generated files: written by `cargo xtask project-template`, compared by `--check` and by
-//! the test below, so the project template never drifts from `sqsafe new consumer` or from this repository's scripts.
+//! templates/project's copied files: the scripts and pinned requirements a project shares with this repository,
+//! written by `cargo xtask project-template`, compared by `--check` and by the test below. (The project's consumer
+//! is not copied: its files include the templates `sqsafe new consumer` renders, templates/project/templates/.)
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The template folder `sam init --location` renders, relative to the repository root.
 pub(crate) const TEMPLATE_DIR: &str = "templates/project";
-/// The project's template.yaml before any consumer (not rendered itself: outside the project folder).
-const BASE_TEMPLATE: &str = "template.base.yaml";
+/// The folder cookiecutter renders (the project's root), inside the template folder.
+const PROJECT_DIR: &str = "{{cookiecutter.project_name}}";
 /// Files the project shares with this repository, copied as they are: the pinned Python tools, moto and its env.
 const SHARED: [&str; 5] = [
     "requirements/test.txt",
@@ -28,19 +29,15 @@ fn read(path: &Path) -> Result<String, String> {
     fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))
 }
 
-/// Every generated file: `(path relative to the repository root, text)`.
+/// Every copied file: `(path relative to the repository root, text)`.
 fn generated(root: &Path) -> Result<Vec<(PathBuf, String)>, String> {
-    let template_dir = root.join(TEMPLATE_DIR);
-    let base = read(&template_dir.join(BASE_TEMPLATE))?;
-    let shared = SHARED
+    SHARED
         .iter()
-        .map(|path| Ok(((*path).to_owned(), read(&root.join(path))?)))
-        .collect::<Result<Vec<_>, String>>()?;
-    let files = sqsafe_cli::project_template::files(&base, &shared).map_err(|e| e.to_string())?;
-    Ok(files
-        .into_iter()
-        .map(|(path, text)| (Path::new(TEMPLATE_DIR).join(path), text))
-        .collect())
+        .map(|path| {
+            let to = Path::new(TEMPLATE_DIR).join(PROJECT_DIR).join(path);
+            Ok((to, read(&root.join(path))?))
+        })
+        .collect()
 }
 
 /// Writes the generated files; returns their paths.
@@ -68,7 +65,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "templates/project is not what `sqsafe new consumer` and the shared scripts make now; run \
+            "templates/project's copies of this repository's scripts differ from them; run \
              `cargo xtask project-template` and commit. Differs: {}",
             stale.join(", ")
         ))
@@ -89,24 +86,21 @@ mod tests {
         let scratch = std::env::temp_dir().join(format!("xtask-template-{}", std::process::id()));
         let _ = fs::remove_dir_all(&scratch);
         let root = repository_root();
-        for path in SHARED
-            .iter()
-            .map(PathBuf::from)
-            .chain([Path::new(TEMPLATE_DIR).join(BASE_TEMPLATE)])
-        {
+        for path in SHARED.iter().map(PathBuf::from) {
             let to = scratch.join(&path);
             fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
             fs::copy(root.join(&path), to).expect("copy");
         }
         write(&scratch).expect("write");
         check(&scratch).expect("fresh is current");
-        let handler = scratch.join(TEMPLATE_DIR).join(
-            "{{cookiecutter.project_name}}/functions/{{cookiecutter.consumer_name}}/src/handler.rs",
-        );
-        let edited = read(&handler).expect("handler").replace("Applied", "Done");
-        fs::write(&handler, edited).expect("edit");
-        let err = check(&scratch).expect_err("an edited generated file is stale");
-        assert!(err.contains("src/handler.rs"), "{err}");
+        let script = scratch
+            .join(TEMPLATE_DIR)
+            .join(PROJECT_DIR)
+            .join("scripts/moto.sh");
+        let edited = read(&script).expect("moto.sh") + "# edited\n";
+        fs::write(&script, edited).expect("edit");
+        let err = check(&scratch).expect_err("an edited copy is stale");
+        assert!(err.contains("scripts/moto.sh"), "{err}");
         let _ = fs::remove_dir_all(&scratch);
     }
 }

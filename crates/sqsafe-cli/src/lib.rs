@@ -4,10 +4,10 @@
 pub mod check;
 mod cli;
 mod clock;
+mod consumer_templates;
 mod error;
 mod inspect;
 mod letter;
-pub mod project_template;
 mod queue;
 mod redrive;
 mod scaffold;

@@ -6,6 +6,8 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::consumer_templates::{self, CHILD_FIFO, CHILD_STANDARD, ConsumerVars, WorkspaceVars};
+
 /// Markers in template.yaml between which generated consumers' resources and outputs go.
 pub const RESOURCES_MARKER: &str =
     "  # ---------------------------------------------------------------- end of consumers";
@@ -86,13 +88,23 @@ impl Spec {
         })
     }
 
-    fn fill(&self, text: &str) -> String {
-        text.replace("{{payload}}", PAYLOAD_RS)
-            .replace("{{name}}", &self.name)
-            .replace("{{Pascal}}", &self.pascal)
-            .replace("{{snake}}", &self.snake)
-            .replace("{{queue}}", &self.queue_name())
-            .replace("{{dlq}}", &self.dlq_name())
+    /// What the templates read of the consumer.
+    fn vars(&self) -> ConsumerVars {
+        ConsumerVars {
+            name: self.name.clone(),
+            pascal: self.pascal.clone(),
+            snake: self.snake.clone(),
+            queue: self.queue_name(),
+            dlq: self.dlq_name(),
+            fifo: self.fifo,
+            transact: self.transact,
+            child: child_template(self).0.to_owned(),
+        }
+    }
+
+    /// Renders the consumer's template `name` (in `templates/project/templates/`) other than its Cargo.toml.
+    fn render(&self, name: &str) -> Result<String, ScaffoldError> {
+        consumer_templates::render(name, &self.vars(), &WorkspaceVars::default())
     }
 
     fn queue_name(&self) -> String {
@@ -226,25 +238,6 @@ impl Project {
 }
 
 impl WorkspaceManifest {
-    /// What the project template's workspace Cargo.toml offers (templates/project): every package key, every
-    /// dependency a consumer inherits, the lints, `functions/*` as members.
-    pub(crate) fn project_template() -> Self {
-        Self {
-            package: ["version", "edition", "rust-version", "license", "publish"]
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-            dependencies: DEPENDENCIES
-                .iter()
-                .chain(DEV_DEPENDENCIES.iter())
-                .map(|name| (*name).to_owned())
-                .collect(),
-            lints: true,
-            members: vec!["functions/*".to_owned()],
-            exclude: Vec::new(),
-        }
-    }
-
     pub(crate) fn cargo_toml(
         &self,
         manifest_path: &Path,
@@ -276,60 +269,16 @@ impl WorkspaceManifest {
                 manifest_path.display()
             ));
         }
-        let mut out = format!(
-            "[package]\nname = \"{}\"\ndescription = \"Lambda consumer {} (made with sqsafe new consumer): each \
-             intent applied once\"\n",
-            spec.name, spec.name
-        );
-        for (key, default) in [
-            ("version", Some("\"0.1.0\"")),
-            ("edition", Some("\"2024\"")),
-            ("rust-version", None),
-            ("license", None),
-            ("publish", Some("false")),
-        ] {
-            if m.package.contains(key) {
-                out.push_str(&format!("{key}.workspace = true\n"));
-            } else if let Some(value) = default {
-                out.push_str(&format!("{key} = {value}\n"));
-            }
+        consumer_templates::render("consumer/Cargo.toml.jinja", &spec.vars(), &m.vars())
+    }
+
+    /// What the workspace offers, as the crate's Cargo.toml template reads it.
+    fn vars(&self) -> WorkspaceVars {
+        WorkspaceVars {
+            package: self.package.iter().cloned().collect(),
+            lints: self.lints,
+            hack: self.dependencies.contains(WORKSPACE_HACK),
         }
-        if m.lints {
-            out.push_str("\n[lints]\nworkspace = true\n");
-        }
-        out.push_str(&format!(
-            "\n# test = false: main.rs is wiring only, with no unit test to build a harness for (the handler's tests are in\n\
-             # tests/; a test added to main.rs would not run).\n\
-             [[bin]]\nname = \"{}\"\npath = \"src/main.rs\"\ntest = false\n\n[dependencies]\n",
-            spec.name
-        ));
-        for name in DEPENDENCIES {
-            if name == "sqsafe" && !spec.transact {
-                // The effect calls an HTTP API through `sqsafe::http` (a feature: a consumer without one builds no
-                // HTTP client).
-                out.push_str("sqsafe = { workspace = true, features = [\"http\"] }\n");
-            } else {
-                out.push_str(&format!("{name}.workspace = true\n"));
-            }
-        }
-        if !spec.transact {
-            // The API's answer, kept with the record (`Applied::answer`).
-            out.push_str("serde_json.workspace = true\n");
-        }
-        if m.dependencies.contains(WORKSPACE_HACK) {
-            out.push_str(&format!(
-                "# The workspace's third-party features, whatever is built (the workspace-hack).\n\
-                 {WORKSPACE_HACK}.workspace = true\n"
-            ));
-        }
-        out.push_str("\n[dev-dependencies]\n");
-        for name in DEV_DEPENDENCIES {
-            if name == "serde_json" && !spec.transact {
-                continue; // a dependency already
-            }
-            out.push_str(&format!("{name}.workspace = true\n"));
-        }
-        Ok(out)
     }
 }
 
@@ -398,7 +347,7 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Generated, ScaffoldErr
     let template = fs::read_to_string(template_path)
         .map_err(|e| ScaffoldError(format!("read {}: {e}", template_path.display())))?;
     let template = with_consumer(&template, spec)?;
-    let files = consumer_files(cargo_toml, spec);
+    let files = consumer_files(cargo_toml, spec)?;
     // The sample events live beside the template (where sqsafe_testkit::event_file looks for them).
     let events_dir = template_path.parent().unwrap_or(root).join("events");
     let event_path = events_dir.join(format!("{}.json", spec.name));
@@ -430,7 +379,7 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Generated, ScaffoldErr
         }
         ChildState::Different => Some(format!(
             "kept {shown}: it differs from the one this sqsafe ships (edited, or from another sqsafe version), and \
-             the new consumer uses it as it is. Compare it with crates/sqsafe-cli/templates/{} in sqsafe's \
+             the new consumer uses it as it is. Compare it with templates/project/templates/child/{} in sqsafe's \
              repository at version {}",
             child.file_name(),
             env!("CARGO_PKG_VERSION")
@@ -518,13 +467,13 @@ pub(crate) fn with_consumer(template: &str, spec: &Spec) -> Result<String, Scaff
     // Every logical id the consumer adds must be new (the template also holds resources that are not consumers',
     // e.g. the outbox's `OutboxTable`, which `new-consumer outbox --transact` would otherwise duplicate).
     // The child's resources count as the parent's `<Pascal><Id>` for sqsafe check and sqsafe local.
-    let generated = spec.fill(&resources_yaml(spec));
+    // Its parameter (a plain consumer's API URL) must be new too.
+    let generated = spec.render(RESOURCES_YAML)? + &spec.render(PARAMETERS_YAML)?;
     let ids = generated
         .lines()
         .filter_map(|line| line.strip_prefix("  ").and_then(|l| l.strip_suffix(':')))
         .map(str::to_owned)
-        .chain(CHILD_IDS.iter().map(|id| format!("{}{id}", spec.pascal)))
-        .chain((!spec.transact).then(|| format!("{}ApiUrl", spec.pascal)));
+        .chain(CHILD_IDS.iter().map(|id| format!("{}{id}", spec.pascal)));
     for id in ids {
         if !id.is_empty()
             && id.chars().all(|c| c.is_ascii_alphanumeric())
@@ -537,38 +486,26 @@ pub(crate) fn with_consumer(template: &str, spec: &Spec) -> Result<String, Scaff
 }
 
 /// The consumer's files (paths relative to the workspace root; the sample event's under `events/`), unformatted.
-pub(crate) fn consumer_files(cargo_toml: String, spec: &Spec) -> Vec<(String, String)> {
-    vec![
-        (format!("functions/{}/Cargo.toml", spec.name), cargo_toml),
-        (
-            format!("functions/{}/README.md", spec.name),
-            spec.fill(readme(spec)),
-        ),
-        (
-            format!("functions/{}/src/main.rs", spec.name),
-            spec.fill(main_rs(spec)),
-        ),
-        (
-            format!("functions/{}/src/lib.rs", spec.name),
-            spec.fill(LIB_RS),
-        ),
-        (
-            format!("functions/{}/src/handler.rs", spec.name),
-            spec.fill(if spec.transact {
-                HANDLER_TRANSACT
-            } else {
-                HANDLER_EFFECT
-            }),
-        ),
-        (
-            format!("functions/{}/tests/handler.rs", spec.name),
-            spec.fill(&test_rs(spec)),
-        ),
-        (
-            format!("events/{}.json", spec.name),
-            spec.fill(&event_json(spec)),
-        ),
-    ]
+pub(crate) fn consumer_files(
+    cargo_toml: String,
+    spec: &Spec,
+) -> Result<Vec<(String, String)>, ScaffoldError> {
+    let mut files = vec![(format!("functions/{}/Cargo.toml", spec.name), cargo_toml)];
+    for path in [
+        "README.md",
+        "src/main.rs",
+        "src/lib.rs",
+        "src/handler.rs",
+        "tests/handler.rs",
+    ] {
+        let text = spec.render(&format!("consumer/{path}.jinja"))?;
+        files.push((format!("functions/{}/{path}", spec.name), text));
+    }
+    files.push((
+        format!("events/{}.json", spec.name),
+        spec.render("consumer/events/event.json.jinja")?,
+    ));
+    Ok(files)
 }
 
 /// Formats the generated Rust files with the toolchain's rustfmt (the workspace's edition), as a person would.
@@ -607,8 +544,9 @@ pub fn add_to_template(template: &str, spec: &Spec) -> Result<String, ScaffoldEr
     if resources_at > outputs_at {
         return fail("template.yaml's consumer markers are out of order");
     }
+    let parameters = spec.render(PARAMETERS_YAML)?;
     let mut out = String::with_capacity(template.len() + 8192);
-    if spec.transact {
+    if parameters.is_empty() {
         out.push_str(&template[..resources_at]);
     } else {
         // The API the effect calls: a parameter of its own, at the end of the template's Parameters.
@@ -621,15 +559,12 @@ pub fn add_to_template(template: &str, spec: &Spec) -> Result<String, ScaffoldEr
             return fail("template.yaml's `Parameters:` section comes after its consumer markers");
         }
         out.push_str(&template[..parameters_end]);
-        out.push_str(&spec.fill(API_PARAMETER_YAML));
+        out.push_str(&parameters);
         out.push_str(&template[parameters_end..resources_at]);
     }
-    out.push_str(&spec.fill(&resources_yaml(spec)));
+    out.push_str(&spec.render(RESOURCES_YAML)?);
     out.push_str(&template[resources_at..outputs_at]);
-    out.push_str(&spec.fill(OUTPUTS_YAML));
-    if spec.transact {
-        out.push_str(&spec.fill(TABLE_OUTPUT_YAML));
-    }
+    out.push_str(&spec.render(OUTPUTS_YAML)?);
     out.push_str(&template[outputs_at..]);
     Ok(out)
 }
@@ -656,686 +591,22 @@ fn parameters_end(template: &str) -> Option<usize> {
     Some(end)
 }
 
-/// The parameter of a plain consumer: the base URL of the API its effect calls (its `API_URL`).
-const API_PARAMETER_YAML: &str = r#"  {{Pascal}}ApiUrl:
-    Type: String
-    Description: >-
-      Base URL of the API that {{name}}'s effect calls (its API_URL). `sqsafe local up` starts a local stand-in
-      for a parameter named *ApiUrl that is given no value.
-    AllowedPattern: "^(https://.+|http://(localhost|127\\.[0-9.]+|\\[::1\\])(:[0-9]+)?(/.*)?)$"
-    ConstraintDescription: must be an https URL (plain http only on loopback, for local runs)
-"#;
-
-fn main_rs(spec: &Spec) -> &'static str {
-    if spec.transact {
-        r#"//! `{{name}}`: wiring only. The consumer is in `handler.rs`.
-
-// mimalloc: about a fifth less CPU per record than the system allocator (see `sqsafe::Allocator`).
-#[global_allocator]
-static ALLOCATOR: sqsafe::Allocator = sqsafe::Allocator;
-
-// `sqsafe::main_transact` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
-fn main() -> Result<(), sqsafe::Error> {
-    sqsafe::main_transact::<{{snake}}::{{Pascal}}>()
-}
-"#
-    } else {
-        r#"//! `{{name}}`: wiring only. The consumer is in `handler.rs`.
-
-// mimalloc: about a fifth less CPU per record than the system allocator (see `sqsafe::Allocator`).
-#[global_allocator]
-static ALLOCATOR: sqsafe::Allocator = sqsafe::Allocator;
-
-// `sqsafe::main` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
-fn main() -> Result<(), sqsafe::Error> {
-    sqsafe::main::<{{snake}}::{{Pascal}}>()
-}
-"#
-    }
-}
-
-const LIB_RS: &str = r#"//! The `{{name}}` consumer. See the README for what it does and how to run it locally.
-#![forbid(unsafe_code)]
-
-mod handler;
-
-pub use handler::*;
-"#;
-
-/// The versioned event, the same for both kinds of consumer.
-const PAYLOAD_RS: &str = r#"/// The event, versioned by its `version` tag: a body that does not parse, or an unknown version, is a permanent
-/// `bad_payload` error before any effect.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "version")]
-pub enum {{Pascal}}Requested {
-    /// Version 1.
-    #[serde(rename = "1")]
-    V1({{Pascal}}V1),
-}
-
-/// Version 1 of the event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct {{Pascal}}V1 {
-    /// The tenant, as verified by the publisher.
-    pub tenant: String,
-    /// The id that names the intent: the same on every redelivery and every republish.
-    pub id: String,
-    /// What the effect is about.
-    pub amount: u64,
-}
-"#;
-
-const HANDLER_EFFECT: &str = r#"//! `{{name}}`: the payload, the intent that keys it, and the effect: one call to the API at `API_URL`.
-
-use serde::{Deserialize, Serialize};
-use sqsafe::http::HttpClient;
-use sqsafe::{Consumer, Context, Intent, RecordError, Setup};
-
-{{payload}}
-/// What the effect returns: kept with the idempotency record and replayed to duplicates.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Applied {
-    /// The intent's id.
-    pub id: String,
-    /// What the API answered (its JSON body).
-    pub answer: serde_json::Value,
-}
-
-/// The consumer: a client of the API its effect calls, built once per process.
-#[derive(Debug)]
-pub struct {{Pascal}} {
-    api: HttpClient,
-}
-
-impl Consumer for {{Pascal}} {
-    const NAME: &'static str = "{{name}}";
-    const EFFECT_VERSION: u32 = 1;
-    const INTENT_FIELDS: &'static [&'static str] = &["/tenant", "/id", "/amount"];
-    type Payload = {{Pascal}}Requested;
-    type Output = Applied;
-
-    /// `API_URL` (required, `http(s)://`): the template's `{{Pascal}}ApiUrl`. Read settings of your own with
-    /// `setup.env.required("NAME")?`, build AWS clients from `setup.aws`.
-    fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
-        let api = HttpClient::builder(setup.env.url("API_URL")?)
-            .name("{{name}} API")
-            .build()?;
-        Ok(Self { api })
-    }
-
-    fn intent(payload: &{{Pascal}}Requested) -> Intent {
-        let {{Pascal}}Requested::V1(p) = payload;
-        Intent::new(&p.tenant, "{{name}}", &p.id)
-    }
-
-    fn validate(payload: &{{Pascal}}Requested) -> Result<(), RecordError> {
-        let {{Pascal}}Requested::V1(p) = payload;
-        if p.amount == 0 {
-            return Err(RecordError::permanent("invalid_{{snake}}", "amount must be positive"));
-        }
-        Ok(())
-    }
-
-    async fn apply(
-        &self,
-        payload: {{Pascal}}Requested,
-        cx: &Context<'_>,
-    ) -> Result<Applied, RecordError> {
-        let {{Pascal}}Requested::V1(p) = payload;
-        // One POST carrying `Idempotency-Key: cx.downstream_key()` (the same on every redelivery) and the correlation
-        // id, bounded by the invocation's deadline. `?` keeps the answer's meaning: 5xx, 408, 425, 429, 409 and
-        // timeouts bring the record back, any other 4xx sends it to the DLQ (see `sqsafe::http`).
-        let answer = self.api.post_json("/{{name}}", &p, cx).await?.json()?;
-        tracing::info!(id = %p.id, amount = p.amount, "{{name}} applied");
-        Ok(Applied { id: p.id, answer })
-    }
-}
-"#;
-
-const HANDLER_TRANSACT: &str = r#"//! `{{name}}`: the payload, the intent that keys it, and the writes committed with its record.
-
-use std::collections::HashMap;
-
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
-use serde::{Deserialize, Serialize};
-use sqsafe::{Context, Intent, RecordError, Setup, TransactConsumer};
-
-{{payload}}
-/// What the record keeps for replay.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Applied {
-    /// The intent's id.
-    pub id: String,
-}
-
-/// The consumer: writes one item per intent into `EFFECT_TABLE`, in the same transaction as its record.
-#[derive(Debug)]
-pub struct {{Pascal}} {
-    table: String,
-}
-
-impl TransactConsumer for {{Pascal}} {
-    const NAME: &'static str = "{{name}}";
-    const EFFECT_VERSION: u32 = 1;
-    const INTENT_FIELDS: &'static [&'static str] = &["/tenant", "/id", "/amount"];
-    type Payload = {{Pascal}}Requested;
-    type Output = Applied;
-
-    fn new(setup: &Setup) -> Result<Self, sqsafe::Error> {
-        Ok(Self {
-            table: setup.env.required("EFFECT_TABLE")?,
-        })
-    }
-
-    fn intent(payload: &{{Pascal}}Requested) -> Intent {
-        let {{Pascal}}Requested::V1(p) = payload;
-        Intent::new(&p.tenant, "{{name}}", &p.id)
-    }
-
-    fn validate(payload: &{{Pascal}}Requested) -> Result<(), RecordError> {
-        let {{Pascal}}Requested::V1(p) = payload;
-        if p.amount == 0 {
-            return Err(RecordError::permanent("invalid_{{snake}}", "amount must be positive"));
-        }
-        Ok(())
-    }
-
-    fn writes(
-        &self,
-        payload: &{{Pascal}}Requested,
-        cx: &Context<'_>,
-    ) -> Result<(Vec<TransactWriteItem>, Applied), RecordError> {
-        let {{Pascal}}Requested::V1(p) = payload;
-        let s = |v: &str| AttributeValue::S(v.to_owned());
-        let put = Put::builder()
-            .table_name(&self.table)
-            .item("pk", s(&format!("{}#{}", p.tenant, p.id)))
-            .item("amount", AttributeValue::N(p.amount.to_string()))
-            .item("idempotency_key", s(cx.idempotency_key().as_str()))
-            .item("correlation_id", s(cx.correlation_id().as_str()))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(|e| RecordError::permanent("internal", e))?;
-        let applied = Applied { id: p.id.clone() };
-        Ok((vec![TransactWriteItem::builder().put(put).build()], applied))
-    }
-
-    fn refused(
-        &self,
-        payload: &{{Pascal}}Requested,
-        _index: usize,
-        _item: Option<&HashMap<String, AttributeValue>>,
-    ) -> RecordError {
-        let {{Pascal}}Requested::V1(p) = payload;
-        RecordError::permanent(
-            "already_written",
-            format!("{} exists without its idempotency record", p.id),
-        )
-    }
-}
-"#;
-
-fn readme(spec: &Spec) -> &'static str {
-    match (spec.fifo, spec.transact) {
-        (_, false) => README_EFFECT,
-        (_, true) => README_TRANSACT,
-    }
-}
-
-const README_EFFECT: &str = r#"# {{name}}
-
-A Lambda consumer of the `{{queue}}` queue (made with `sqsafe new consumer`). Each `{{Pascal}}Requested` event is
-applied at most once per intent (tenant + id): sqsafe claims the intent in the idempotency table, runs the effect in
-`src/handler.rs` (one `POST /{{name}}` to the API at `API_URL`, with the intent's `Idempotency-Key`), and replays the
-stored result to duplicates. A body that does not parse, fails validation or is refused by the API (a 4xx) goes to
-`{{dlq}}` with its context; a transient failure (5xx, 408, 409, 425, 429, a timeout) comes back with a backoff.
-
-Edit `src/handler.rs`: the payload, `INTENT_FIELDS` (the body fields that define an intent), `intent`, `validate` and
-`apply`. `cargo test -p {{name}}` runs its tests against moto server (`make moto` prints the environment to export)
-and a fake of the API (`sqsafe_testkit::FakeDownstream`): one call per intent, the same key on a retry, a 503 then
-success is one effect.
-
-## Configuration (environment)
-
-| variable | required | meaning |
-|---|---|---|
-| `API_URL` | yes | base URL of the API the effect calls (`http(s)://`; the template's `{{Pascal}}ApiUrl` parameter) |
-| `IDEMPOTENCY_TABLE` | yes | the idempotency table (partition key `pk`, TTL on `expiration`) |
-| `DLQ_URL` | yes | the queue's DLQ; failed records are sent there with their context |
-| `QUEUE_URL` | yes | the queue this function consumes; backoff, heartbeat and the in-progress hold change its messages' visibility |
-| `MAX_ATTEMPTS` | no, 5 | deliveries before a transient failure is dead-lettered (keep ≤ the queue's `maxReceiveCount`) |
-| `IDEMPOTENCY_WINDOW_DAYS` | no, 30 | how long a completed intent suppresses duplicates |
-
-Every variable and its default: `sqsafe::Settings`. A missing or unreadable variable stops the function at start with
-a message that names it, its value and what was expected.
-
-## Run it locally
-
-`sqsafe local up --watch` (`make local` in a project made from sqsafe's template) runs it with the other consumers
-under `cargo lambda watch` behind a local SQS event source mapping, with a local stand-in for its API unless
-`--parameter {{Pascal}}ApiUrl=URL` names one: save `src/handler.rs` and the next message runs the new code.
-"#;
-
-const README_TRANSACT: &str = r#"# {{name}}
-
-A Lambda consumer of the `{{queue}}` queue (made with `sqsafe new consumer --transact`). Each
-`{{Pascal}}Requested` event writes one item into `EFFECT_TABLE` in the same DynamoDB transaction as its idempotency
-record: both are written or neither, and a duplicate cancels the transaction and is replayed. A body that does not
-parse, fails validation, or whose write's own condition fails goes to `{{dlq}}` with its context.
-
-Edit `src/handler.rs`: the payload, `INTENT_FIELDS`, `intent`, `validate`, `writes` and `refused`.
-`cargo test -p {{name}}` runs its tests against moto server.
-
-## Configuration (environment)
-
-| variable | required | meaning |
-|---|---|---|
-| `IDEMPOTENCY_TABLE` | yes | the idempotency table (partition key `pk`, TTL on `expiration`) |
-| `DLQ_URL` | yes | the queue's DLQ; failed records are sent there with their context |
-| `QUEUE_URL` | yes | the queue this function consumes; backoff, heartbeat and the in-progress hold change its messages' visibility |
-| `EFFECT_TABLE` | yes | the table the effect writes to (partition key `pk`) |
-| `MAX_ATTEMPTS` | no, 5 | deliveries before a transient failure is dead-lettered (keep ≤ the queue's `maxReceiveCount`) |
-| `IDEMPOTENCY_WINDOW_DAYS` | no, 30 | how long a completed intent suppresses duplicates |
-
-Every variable and its default: `sqsafe::Settings`. A missing or unreadable variable stops the function at start with
-a message that names it, its value and what was expected.
-
-## Run it locally
-
-`make local-watch` runs it with the other consumers under `cargo lambda watch` behind a local SQS event source mapping:
-save `src/handler.rs` and the next message runs the new code (`make local`: the same on the built binaries). Or, with
-`make moto` in another terminal and its variables exported, `cargo lambda watch` in one terminal and
-`cargo lambda invoke {{name}} --data-file events/{{name}}.json` in another.
-"#;
-
-fn event_json(spec: &Spec) -> String {
-    let arn = format!("arn:aws:sqs:us-east-1:123456789012:{}", spec.queue_name());
-    let record = |id: &str, intent: &str, amount: u64| {
-        let group = if spec.fifo {
-            r#","MessageGroupId":"acme","MessageDeduplicationId":"DEDUP""#.replace("DEDUP", id)
-        } else {
-            String::new()
-        };
-        format!(
-            r#"    {{
-      "messageId": "{id}",
-      "receiptHandle": "{id}-receipt",
-      "body": "{{\"version\":\"1\",\"tenant\":\"acme\",\"id\":\"{intent}\",\"amount\":{amount}}}",
-      "attributes": {{"ApproximateReceiveCount":"1","SentTimestamp":"1796000000000"{group}}},
-      "messageAttributes": {{"correlationId":{{"stringValue":"corr-{intent}","dataType":"String"}}}},
-      "md5OfBody": "",
-      "eventSource": "aws:sqs",
-      "eventSourceARN": "{arn}",
-      "awsRegion": "us-east-1"
-    }}"#
-        )
-    };
-    format!(
-        "{{\n  \"Records\": [\n{},\n{}\n  ]\n}}\n",
-        record("{{name}}-m1", "{{name}}-1", 1250),
-        record("{{name}}-m2", "{{name}}-2", 300)
-    )
-}
-
-fn test_rs(spec: &Spec) -> String {
-    if spec.transact {
-        TEST_RS
-            .replace("{{effects}}", EFFECTS_TRANSACT)
-            .replace("{{build}}", "build_transact")
-    } else {
-        TEST_EFFECT_RS.to_owned()
-    }
-}
-
-/// The observable effect of a transactional consumer: the items it wrote into `EFFECT_TABLE`, per intent id.
-const EFFECTS_TRANSACT: &str = r##"/// The effect as it can be seen from outside: per intent id, the amount of the item written into `EFFECT_TABLE`.
-async fn effects(setup: &Setup) -> BTreeMap<String, u64> {
-    let table = setup.env.required("EFFECT_TABLE").expect("EFFECT_TABLE");
-    let mut out = BTreeMap::new();
-    for item in scan(setup, &table).await {
-        let pk = item.get("pk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-        let id = pk.split_once('#').map(|(_, id)| id.to_owned()).unwrap_or(pk);
-        let amount = item.get("amount").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok());
-        out.insert(id, amount.expect("the item's amount"));
-    }
-    out
-}
-"##;
-
-const TEST_RS: &str = r##"//! {{name}} against DynamoDB's and SQS's real APIs (moto server: `make test` starts it), with its sample event.
-//!
-//! Each test asserts what its name says from what can be seen outside the handler (the table, the DLQ) and from each
-//! record's disposition: an empty `batch_item_failures` alone would also pass if every record were dead-lettered.
-
-use std::collections::{BTreeMap, HashMap};
-
-use aws_sdk_dynamodb::types::AttributeValue;
-use sqsafe::{Disposition, Env, Processed, Setup};
-use sqsafe_local::stack::{LocalStack, StackOptions};
-use sqsafe_testkit::{dlq_context, event_file, invocation, sdk_config, unique_name};
-
-/// Its tables and queues as template.yaml defines them, its environment as the template sets it; and its DLQ's URL.
-async fn setup() -> (Setup, String) {
-    let aws = sdk_config().await;
-    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
-    let sqs = aws_sdk_sqs::Client::new(&aws);
-    let options = StackOptions {
-        prefix: unique_name("{{name}}"),
-        ..StackOptions::default()
-    };
-    let stack = LocalStack::for_function(&sqs, &dynamodb, "{{name}}", options)
-        .await
-        .expect("the template's resources for {{name}}");
-    let dlq = stack.dead_letter_queue("{{name}}").expect("DLQ").url.clone();
-    let env = Env::from_pairs(stack.function_env("{{name}}"));
-    (Setup::new(env, aws).expect("setup"), dlq)
-}
-
-/// Every item of `table`.
-async fn scan(setup: &Setup, table: &str) -> Vec<HashMap<String, AttributeValue>> {
-    setup
-        .dynamodb
-        .scan()
-        .table_name(table)
-        .send()
-        .await
-        .expect("scan")
-        .items
-        .unwrap_or_default()
-}
-
-{{effects}}
-/// The intents of the sample event: (id, amount) of each record's body.
-fn sample_intents() -> BTreeMap<String, u64> {
-    event_file("{{name}}.json")
-        .records
-        .iter()
-        .map(|r| {
-            let body: serde_json::Value =
-                serde_json::from_str(r.body.as_deref().expect("a body")).expect("a JSON body");
-            let id = body["id"].as_str().expect("id").to_owned();
-            (id, body["amount"].as_u64().expect("amount"))
-        })
-        .collect()
-}
-
-/// Each record's disposition, in the event's order.
-fn dispositions(report: &sqsafe::BatchReport) -> Vec<&Disposition> {
-    report.records.iter().map(|r| &r.disposition).collect()
-}
-
-#[tokio::test]
-async fn the_sample_event_applies_once_and_its_redelivery_is_replayed() {
-    let (setup, _) = setup().await;
-    let app = sqsafe::consumer::<{{snake}}::{{Pascal}}>()
-        .{{build}}(&setup)
-        .expect("consumer");
-    let intents = sample_intents();
-    assert!(!intents.is_empty(), "the sample event has records");
-
-    let first = app
-        .handle_report(invocation(event_file("{{name}}.json"), "first"))
-        .await
-        .expect("batch");
-    assert!(first.response.batch_item_failures.is_empty(), "{:?}", first.response);
-    for d in dispositions(&first) {
-        assert!(matches!(d, Disposition::Succeeded(Processed::Applied)), "first delivery: {d:?}");
-    }
-    let applied = effects(&setup).await;
-    assert_eq!(
-        applied.keys().collect::<Vec<_>>(),
-        intents.keys().collect::<Vec<_>>(),
-        "one effect per intent of the sample"
-    );
-
-    let again = app
-        .handle_report(invocation(event_file("{{name}}.json"), "redelivery"))
-        .await
-        .expect("batch");
-    assert!(again.response.batch_item_failures.is_empty(), "{:?}", again.response);
-    for d in dispositions(&again) {
-        assert!(matches!(d, Disposition::Succeeded(Processed::Replayed)), "redelivery: {d:?}");
-    }
-    assert_eq!(effects(&setup).await, applied, "no second effect");
-}
-
-#[tokio::test]
-async fn a_bad_body_goes_to_the_dlq_with_its_context() {
-    let (setup, dlq) = setup().await;
-    let app = sqsafe::consumer::<{{snake}}::{{Pascal}}>()
-        .{{build}}(&setup)
-        .expect("consumer");
-    let mut event = event_file("{{name}}.json");
-    event.records.truncate(1);
-    let message_id = event.records[0].message_id.clone().expect("a message id");
-    let body = r#"{"version":"1","tenant":"acme","id":"x","amount":"lots"}"#;
-    event.records[0].body = Some(body.to_owned());
-    let report = app.handle_report(invocation(event, "bad")).await.expect("batch");
-    assert!(report.response.batch_item_failures.is_empty(), "dead-lettered, not retried");
-    assert!(
-        matches!(dispositions(&report)[..], [Disposition::DeadLettered(_)]),
-        "{:?}",
-        report.records
-    );
-    assert!(effects(&setup).await.is_empty(), "no effect");
-    let received = setup
-        .sqs
-        .receive_message()
-        .queue_url(&dlq)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .expect("receive");
-    let [letter] = received.messages() else {
-        panic!("one dead letter: {:?}", received.messages());
-    };
-    assert_eq!(letter.body(), Some(body), "the original body");
-    assert_eq!(dlq_context(letter, "error_kind").as_deref(), Some("bad_payload"));
-    assert_eq!(
-        dlq_context(letter, "original_message_id").as_deref(),
-        Some(message_id.as_str())
-    );
-    assert_eq!(dlq_context(letter, "consumer").as_deref(), Some("{{name}}"));
-}
-"##;
-
-/// The tests of a plain consumer: its effect is a call to an API, which the tests replace with a fake.
-const TEST_EFFECT_RS: &str = r##"//! {{name}} against DynamoDB's and SQS's real APIs (moto server: `make test` starts it) and a fake of the API its
-//! effect calls (`FakeDownstream`, on loopback), with its sample event.
-//!
-//! Each test asserts what its name says from what can be seen outside the handler: the calls the API received (one
-//! per intent, each with the intent's `Idempotency-Key`), the table, the DLQ, and each record's disposition.
-
-use std::collections::{BTreeMap, HashMap};
-
-use aws_sdk_dynamodb::types::AttributeValue;
-use sqsafe::{Disposition, Env, Processed, Setup};
-use sqsafe_local::stack::{LocalStack, StackOptions};
-use sqsafe_testkit::{
-    FakeDownstream, Reply, dlq_context, event_file, invocation, sdk_config, unique_name,
-};
-
-/// Its tables and queues as template.yaml defines them, its environment as the template sets it with `api` as the
-/// API it calls (the parameter `{{Pascal}}ApiUrl`); and its DLQ's URL.
-async fn setup(api: &FakeDownstream) -> (Setup, String) {
-    let aws = sdk_config().await;
-    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
-    let sqs = aws_sdk_sqs::Client::new(&aws);
-    let options = StackOptions {
-        prefix: unique_name("{{name}}"),
-        parameters: BTreeMap::from([("{{Pascal}}ApiUrl".to_owned(), api.url())]),
-        ..StackOptions::default()
-    };
-    let stack = LocalStack::for_function(&sqs, &dynamodb, "{{name}}", options)
-        .await
-        .expect("the template's resources for {{name}}");
-    let dlq = stack.dead_letter_queue("{{name}}").expect("DLQ").url.clone();
-    let env = Env::from_pairs(stack.function_env("{{name}}"));
-    (Setup::new(env, aws).expect("setup"), dlq)
-}
-
-/// What the COMPLETED records keep for replay, per intent id.
-async fn stored_results(setup: &Setup) -> BTreeMap<String, serde_json::Value> {
-    let items = setup
-        .dynamodb
-        .scan()
-        .table_name(&setup.settings.idempotency_table)
-        .send()
-        .await
-        .expect("scan")
-        .items
-        .unwrap_or_default();
-    let text = |item: &HashMap<String, AttributeValue>, name: &str| {
-        item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
-    };
-    items
-        .iter()
-        .filter(|item| text(item, "status") == "COMPLETED")
-        .map(|item| {
-            let result: serde_json::Value =
-                serde_json::from_str(&text(item, "result")).expect("a stored result");
-            (result["id"].as_str().expect("the result's id").to_owned(), result)
-        })
-        .collect()
-}
-
-/// The intent ids of the sample event, sorted.
-fn sample_ids() -> Vec<String> {
-    let mut ids: Vec<String> = event_file("{{name}}.json")
-        .records
-        .iter()
-        .map(|r| {
-            let body: serde_json::Value =
-                serde_json::from_str(r.body.as_deref().expect("a body")).expect("a JSON body");
-            body["id"].as_str().expect("id").to_owned()
-        })
-        .collect();
-    ids.sort();
-    ids
-}
-
-/// Each record's disposition, in the event's order.
-fn dispositions(report: &sqsafe::BatchReport) -> Vec<&Disposition> {
-    report.records.iter().map(|r| &r.disposition).collect()
-}
-
-#[tokio::test]
-async fn the_sample_event_calls_the_api_once_per_intent_and_its_redelivery_is_replayed() {
-    let api = FakeDownstream::start().await;
-    let (setup, _) = setup(&api).await;
-    let app = sqsafe::consumer::<{{snake}}::{{Pascal}}>().build(&setup).expect("consumer");
-    let ids = sample_ids();
-    assert!(!ids.is_empty(), "the sample event has records");
-
-    let first = app
-        .handle_report(invocation(event_file("{{name}}.json"), "first"))
-        .await
-        .expect("batch");
-    assert!(first.response.batch_item_failures.is_empty(), "{:?}", first.response);
-    for d in dispositions(&first) {
-        assert!(matches!(d, Disposition::Succeeded(Processed::Applied)), "first delivery: {d:?}");
-    }
-    let calls = api.calls();
-    assert_eq!(calls.len(), ids.len(), "one call per intent: {calls:?}");
-    assert!(
-        calls.iter().all(|c| c.idempotency_key.as_deref().is_some_and(|k| !k.is_empty())),
-        "every call carries an Idempotency-Key: {calls:?}"
-    );
-    assert_eq!(api.effects().len(), ids.len(), "a key of its own per intent: {:?}", api.effects());
-    let stored = stored_results(&setup).await;
-    assert_eq!(stored.keys().cloned().collect::<Vec<_>>(), ids, "one completed record per intent");
-
-    let again = app
-        .handle_report(invocation(event_file("{{name}}.json"), "redelivery"))
-        .await
-        .expect("batch");
-    assert!(again.response.batch_item_failures.is_empty(), "{:?}", again.response);
-    for d in dispositions(&again) {
-        assert!(matches!(d, Disposition::Succeeded(Processed::Replayed)), "redelivery: {d:?}");
-    }
-    assert_eq!(api.calls().len(), ids.len(), "the redelivery called the API again: {:?}", api.calls());
-    assert_eq!(stored_results(&setup).await, stored, "the replay keeps what the first delivery stored");
-}
-
-#[tokio::test]
-async fn a_503_then_success_is_one_effect_under_one_key() {
-    let api = FakeDownstream::start().await;
-    api.reply_next(Reply::status(503));
-    let (setup, _) = setup(&api).await;
-    let app = sqsafe::consumer::<{{snake}}::{{Pascal}}>().build(&setup).expect("consumer");
-    let mut event = event_file("{{name}}.json");
-    event.records.truncate(1);
-
-    let first = app.handle_report(invocation(event.clone(), "503")).await.expect("batch");
-    assert_eq!(first.response.batch_item_failures.len(), 1, "the 503 brings the record back");
-    assert!(matches!(dispositions(&first)[..], [Disposition::Retry(_)]), "{:?}", first.records);
-    let again = app.handle_report(invocation(event, "retry")).await.expect("batch");
-    assert!(
-        matches!(dispositions(&again)[..], [Disposition::Succeeded(Processed::Applied)]),
-        "{:?}",
-        again.records
-    );
-    let calls = api.calls();
-    assert_eq!(calls.len(), 2, "the 503 and the retry: {calls:?}");
-    assert!(calls[0].idempotency_key.is_some(), "{calls:?}");
-    assert_eq!(
-        calls[0].idempotency_key, calls[1].idempotency_key,
-        "the retry carries the same Idempotency-Key"
-    );
-    assert_eq!(api.effects().values().sum::<usize>(), 1, "one effect: {:?}", api.effects());
-}
-
-#[tokio::test]
-async fn a_bad_body_goes_to_the_dlq_with_its_context_and_calls_nothing() {
-    let api = FakeDownstream::start().await;
-    let (setup, dlq) = setup(&api).await;
-    let app = sqsafe::consumer::<{{snake}}::{{Pascal}}>().build(&setup).expect("consumer");
-    let mut event = event_file("{{name}}.json");
-    event.records.truncate(1);
-    let message_id = event.records[0].message_id.clone().expect("a message id");
-    let body = r#"{"version":"1","tenant":"acme","id":"x","amount":"lots"}"#;
-    event.records[0].body = Some(body.to_owned());
-    let report = app.handle_report(invocation(event, "bad")).await.expect("batch");
-    assert!(report.response.batch_item_failures.is_empty(), "dead-lettered, not retried");
-    assert!(
-        matches!(dispositions(&report)[..], [Disposition::DeadLettered(_)]),
-        "{:?}",
-        report.records
-    );
-    assert!(api.calls().is_empty(), "no call: {:?}", api.calls());
-    let received = setup
-        .sqs
-        .receive_message()
-        .queue_url(&dlq)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .expect("receive");
-    let [letter] = received.messages() else {
-        panic!("one dead letter: {:?}", received.messages());
-    };
-    assert_eq!(letter.body(), Some(body), "the original body");
-    assert_eq!(dlq_context(letter, "error_kind").as_deref(), Some("bad_payload"));
-    assert_eq!(
-        dlq_context(letter, "original_message_id").as_deref(),
-        Some(message_id.as_str())
-    );
-    assert_eq!(dlq_context(letter, "consumer").as_deref(), Some("{{name}}"));
-}
-"##;
-
 /// The child template of a consumer's nested application: its file name in the project's `sqsafe/` folder and its
 /// text as sqsafe ships it.
 pub(crate) fn child_template(spec: &Spec) -> (&'static str, &'static str) {
-    if spec.fifo {
-        (
-            "consumer-fifo.yaml",
-            include_str!("../templates/consumer-fifo.yaml"),
-        )
+    let (path, text) = if spec.fifo {
+        CHILD_FIFO
     } else {
-        ("consumer.yaml", include_str!("../templates/consumer.yaml"))
-    }
+        CHILD_STANDARD
+    };
+    (path.trim_start_matches("child/"), text)
 }
+
+/// What a consumer adds to template.yaml: at the end of its Parameters (a plain consumer's API URL), to its Resources
+/// (the nested application, the role, the function, with --transact the effect table), to its Outputs.
+const PARAMETERS_YAML: &str = "consumer/template/parameters.yaml.jinja";
+const RESOURCES_YAML: &str = "consumer/template/resources.yaml.jinja";
+const OUTPUTS_YAML: &str = "consumer/template/outputs.yaml.jinja";
 
 /// The folder, next to template.yaml, that holds the child templates.
 pub(crate) const CHILD_DIR: &str = "sqsafe";
@@ -1352,198 +623,6 @@ const CHILD_IDS: [&str; 8] = [
     "FunctionErrorsAlarm",
     "Dashboard",
 ];
-
-/// What a consumer adds to the template's Resources: the nested application with its queue, DLQ, log group, alarms
-/// and dashboard (the child template), the role, the function, and with --transact the effect table.
-fn resources_yaml(spec: &Spec) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "  # ---------------------------------------------------------------- {{{{name}}}} ({}, made with sqsafe new consumer)\n",
-        if spec.fifo { "FIFO queue" } else { "standard queue" }
-    ));
-    if spec.transact {
-        out.push_str(EFFECT_TABLE_YAML);
-    }
-    out.push_str(&APPLICATION_YAML.replace("{{child}}", child_template(spec).0));
-    out.push_str(ROLE_YAML);
-    if spec.transact {
-        out.push_str(TRANSACT_GRANTS_YAML);
-    } else {
-        out.push_str(EFFECT_GRANTS_YAML);
-    }
-    out.push_str(FUNCTION_YAML);
-    if spec.transact {
-        out.push_str("          EFFECT_TABLE: !Ref {{Pascal}}Table\n");
-    } else {
-        out.push_str("          API_URL: !Ref {{Pascal}}ApiUrl\n");
-    }
-    out.push_str(EVENTS_YAML);
-    if spec.fifo {
-        // One record per invocation: none is ever held back behind a failing one of its group (rule fifo-mapping).
-        out.push_str("            BatchSize: 1\n");
-    } else {
-        out.push_str("            BatchSize: !Ref BatchSize\n");
-        out.push_str(
-            "            MaximumBatchingWindowInSeconds: !Ref MaximumBatchingWindowInSeconds\n",
-        );
-    }
-    out.push('\n');
-    out
-}
-
-const EFFECT_TABLE_YAML: &str = r#"  {{Pascal}}Table:
-    Type: AWS::DynamoDB::Table
-    DeletionPolicy: Retain
-    UpdateReplacePolicy: Retain
-    Properties:
-      BillingMode: PAY_PER_REQUEST
-      AttributeDefinitions:
-        - AttributeName: pk
-          AttributeType: S
-      KeySchema:
-        - AttributeName: pk
-          KeyType: HASH
-      SSESpecification:
-        SSEEnabled: true
-      PointInTimeRecoverySpecification:
-        PointInTimeRecoveryEnabled: true
-
-"#;
-
-const APPLICATION_YAML: &str = r#"  # Its queue, DLQ, log group, alarms and dashboard: sqsafe/{{child}}, shipped by sqsafe (see its header).
-  {{Pascal}}:
-    Type: AWS::Serverless::Application
-    Properties:
-      Location: sqsafe/{{child}}
-      Parameters:
-        StackName: !Ref AWS::StackName
-        ConsumerName: {{name}}
-        FunctionName: !Sub "${AWS::StackName}-{{name}}"
-        AlarmTopicArn: !Ref AlarmTopic
-        MaximumMessageSize: !Ref MaximumMessageSize
-        VisibilityTimeout: 400
-        LogRetentionDays: !Ref LogRetentionDays
-        QueueAgeAlarmSeconds: !Ref QueueAgeAlarmSeconds
-
-"#;
-
-const ROLE_YAML: &str = r#"  {{Pascal}}Role:
-    Type: AWS::IAM::Role
-    Properties:
-      Description: {{name}}; its own queue, its own DLQ, its tables, its log group
-      AssumeRolePolicyDocument:
-        Version: "2012-10-17"
-        Statement:
-          - Effect: Allow
-            Principal: { Service: lambda.amazonaws.com }
-            Action: sts:AssumeRole
-      Policies:
-        - PolicyName: {{name}}
-          PolicyDocument:
-            Version: "2012-10-17"
-            Statement:
-              - Sid: Logs
-                Effect: Allow
-                Action: [logs:CreateLogStream, logs:PutLogEvents]
-                Resource: !GetAtt {{Pascal}}.Outputs.LogGroupArn
-              - Sid: EventSourceMapping
-                Effect: Allow
-                Action: [sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueAttributes]
-                Resource: !GetAtt {{Pascal}}.Outputs.QueueArn
-              - Sid: OwnMessageVisibility
-                Effect: Allow
-                Action: sqs:ChangeMessageVisibility
-                Resource: !GetAtt {{Pascal}}.Outputs.QueueArn
-              - Sid: DeadLetter
-                Effect: Allow
-                Action: sqs:SendMessage
-                Resource: !GetAtt {{Pascal}}.Outputs.DeadLetterQueueArn
-"#;
-
-const EFFECT_GRANTS_YAML: &str = r#"              # Claim (PutItem), complete and extend (UpdateItem), release (DeleteItem); no path reads.
-              # Only its own keys (the prefix its consumer writes): consumers that share the table cannot touch
-              # each other's records.
-              - Sid: IdempotencyRecords
-                Effect: Allow
-                Action: [dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:DeleteItem]
-                Resource: !GetAtt IdempotencyTable.Arn
-                Condition:
-                  ForAllValues:StringLike:
-                    dynamodb:LeadingKeys: ["{{name}}#*"]
-
-"#;
-
-const TRANSACT_GRANTS_YAML: &str = r#"              # One TransactWriteItems: the record's Put and the effect's Put; no read.
-              - Sid: IdempotencyRecords
-                Effect: Allow
-                Action: [dynamodb:PutItem]
-                Resource: !GetAtt IdempotencyTable.Arn
-                Condition:
-                  ForAllValues:StringLike:
-                    dynamodb:LeadingKeys: ["{{name}}#*"]
-              - Sid: EffectWrites
-                Effect: Allow
-                Action: [dynamodb:PutItem]
-                Resource: !GetAtt {{Pascal}}Table.Arn
-
-"#;
-
-// FunctionName is the one the application's alarms and dashboard are given: the two must stay the same.
-const FUNCTION_YAML: &str = r#"  {{Pascal}}Function:
-    Type: AWS::Serverless::Function
-    Metadata:
-      BuildMethod: rust-cargolambda
-      BuildProperties:
-        Binary: {{name}}
-    Properties:
-      FunctionName: !Sub "${AWS::StackName}-{{name}}"
-      Description: "{{name}}: each intent applied once"
-      CodeUri: ./
-      Handler: bootstrap
-      Runtime: provided.al2023
-      Architectures: [!Ref Architecture]
-      Timeout: !Ref FunctionTimeout
-      MemorySize: !Ref FunctionMemorySize
-      Role: !GetAtt {{Pascal}}Role.Arn
-      LoggingConfig:
-        LogFormat: JSON
-        ApplicationLogLevel: !Ref LogLevel
-        SystemLogLevel: WARN
-        LogGroup: !GetAtt {{Pascal}}.Outputs.LogGroupName
-      Environment:
-        Variables:
-          IDEMPOTENCY_TABLE: !Ref IdempotencyTable
-          DLQ_URL: !GetAtt {{Pascal}}.Outputs.DeadLetterQueueUrl
-          DLQ_MAX_MESSAGE_SIZE: !Ref MaximumMessageSize
-          QUEUE_URL: !GetAtt {{Pascal}}.Outputs.QueueUrl
-          MAX_ATTEMPTS: !Ref MaxAttempts
-          IDEMPOTENCY_WINDOW_DAYS: !Ref IdempotencyWindowDays
-"#;
-
-const EVENTS_YAML: &str = r#"      Events:
-        Queue:
-          Type: SQS
-          Properties:
-            Queue: !GetAtt {{Pascal}}.Outputs.QueueArn
-            FunctionResponseTypes: [ReportBatchItemFailures]
-            ScalingConfig:
-              MaximumConcurrency: !Ref MaximumConcurrency
-"#;
-
-const TABLE_OUTPUT_YAML: &str = r#"  {{Pascal}}TableName:
-    Description: {{name}}'s effect table (pk = tenant#id)
-    Value: !Ref {{Pascal}}Table
-"#;
-
-const OUTPUTS_YAML: &str = r#"  {{Pascal}}QueueUrl:
-    Description: Send {{Pascal}}Requested events here
-    Value: !GetAtt {{Pascal}}.Outputs.QueueUrl
-  {{Pascal}}DeadLetterQueueUrl:
-    Description: {{name}}'s dead-letter queue
-    Value: !GetAtt {{Pascal}}.Outputs.DeadLetterQueueUrl
-  {{Pascal}}FunctionName:
-    Value: !Ref {{Pascal}}Function
-"#;
 
 #[cfg(test)]
 mod tests {
@@ -1845,25 +924,23 @@ mod tests {
     }
 
     #[test]
-    fn generated_sources_have_no_placeholders_left() {
+    fn the_sample_event_is_json_in_every_variant() {
         for (fifo, transact) in [(false, false), (true, false), (false, true), (true, true)] {
             let spec = Spec::new("send-invoice", fifo, transact).expect("valid");
-            for text in [
-                spec.fill(main_rs(&spec)),
-                spec.fill(if transact {
-                    HANDLER_TRANSACT
-                } else {
-                    HANDLER_EFFECT
-                }),
-                spec.fill(&test_rs(&spec)),
-                spec.fill(&event_json(&spec)),
-                spec.fill(readme(&spec)),
-            ] {
-                assert!(!text.contains("{{"), "{text}");
-            }
-            let event: serde_json::Value = serde_json::from_str(&spec.fill(&event_json(&spec)))
-                .expect("the sample event is JSON");
-            assert!(event["Records"].is_array(), "{event}");
+            let text = spec
+                .render("consumer/events/event.json.jinja")
+                .expect("rendered");
+            let event: serde_json::Value =
+                serde_json::from_str(&text).expect("the sample event is JSON");
+            let records = event["Records"].as_array().expect("records");
+            assert_eq!(records.len(), 2, "{event}");
+            assert_eq!(
+                records[1]["attributes"]["MessageGroupId"]
+                    .as_str()
+                    .is_some(),
+                fifo,
+                "{event}"
+            );
         }
     }
 
@@ -1895,7 +972,7 @@ mod tests {
                 std::fs::read_to_string(&path).expect("the repository's copy of a child template");
             assert!(
                 copy == shipped,
-                "{} differs from crates/sqsafe-cli/templates/{file}: copy the shipped file over it",
+                "{} differs from templates/project/templates/child/{file}: copy the shipped file over it",
                 path.display()
             );
             let parent =
@@ -1947,7 +1024,8 @@ mod tests {
                 "sqsafe check does not inline a child's Conditions or Mappings"
             );
             let spec = Spec::new("send-invoice", fifo, true).expect("valid");
-            let parent = spec.fill(&resources_yaml(&spec)) + &spec.fill(OUTPUTS_YAML);
+            let parent = spec.render(RESOURCES_YAML).expect("resources")
+                + &spec.render(OUTPUTS_YAML).expect("outputs");
             let outputs = keys(&doc, "Outputs");
             for used in parent.split("SendInvoice.Outputs.").skip(1) {
                 let name: String = used
@@ -2032,11 +1110,17 @@ mod tests {
         let _ = fs::remove_dir_all(&root);
     }
 
-    /// The project template's base template (templates/project in sqsafe's repository).
+    /// The project template's template.yaml before its first consumer (templates/project in sqsafe's repository):
+    /// without the lines that include the consumer's parts, the project's name filled in.
     fn project_base_template() -> String {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../templates/project/template.base.yaml");
-        fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .join("../../templates/project/{{cookiecutter.project_name}}/template.yaml");
+        let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let base: String = text
+            .split_inclusive('\n')
+            .filter(|line| !line.starts_with("{%") && !line.starts_with("{#"))
+            .collect();
+        base.replace("{{ cookiecutter.project_name }}", "my-consumers")
     }
 
     #[test]

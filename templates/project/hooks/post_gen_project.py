@@ -1,9 +1,8 @@
-"""Names the Cargo manifests `Cargo.toml`, then formats the consumer's Rust files for its real name (the template was
-formatted for a placeholder name).
+"""Names the Cargo manifests `Cargo.toml`, then formats the consumer's Rust files with rustfmt, as `sqsafe new
+consumer` does (both render templates/consumer/; a long name moves line breaks).
 
 In the template the manifests are `Cargo.toml.jinja`: cargo reads every `Cargo.toml` of a git dependency's repository,
-and a team depending on sqsafe by git would see an error for each templated one (see crates/sqsafe-cli's
-project_template.rs, MANIFEST_IN_TEMPLATE)."""
+and a team depending on sqsafe by git would see an error for each templated one."""
 
 import pathlib
 import shutil

@@ -1,6 +1,1 @@
-//! The `{{ cookiecutter.consumer_name }}` consumer. See the README for what it does and how to run it locally.
-#![forbid(unsafe_code)]
-
-mod handler;
-
-pub use handler::*;
+{% set consumer = cookiecutter.__consumer %}{% set workspace = cookiecutter.__workspace %}{% include 'consumer/src/lib.rs.jinja' %}

@@ -1,0 +1,166 @@
+//! The files a consumer is made of, as Jinja templates: `templates/project/templates/consumer/` in sqsafe's
+//! repository, the folder cookiecutter (`sam init --location templates/project`) includes them from for a project's
+//! first consumer, compiled into `sqsafe` for `sqsafe new consumer`. One text of each file for both.
+//!
+//! Every template reads `consumer` ([`ConsumerVars`]); the crate's Cargo.toml also reads `workspace`
+//! ([`WorkspaceVars`]). Both renderers use the same settings: a block tag alone on its line leaves no line
+//! (`trim_blocks` and `lstrip_blocks`, cookiecutter.json's `_jinja2_env_vars`) and a file's last newline is kept
+//! (cookiecutter's default).
+
+use minijinja::{Environment, UndefinedBehavior, context};
+use serde::Serialize;
+
+use crate::scaffold::ScaffoldError;
+
+/// A template file of `templates/project/templates/`: its name there (as cookiecutter's loader and `{% include %}`
+/// name it) and its text.
+macro_rules! template {
+    ($name:literal) => {
+        (
+            $name,
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../templates/project/templates/",
+                $name
+            )),
+        )
+    };
+}
+
+/// Every template file of a consumer, compiled in.
+const FILES: [(&str, &str); 13] = [
+    template!("consumer/Cargo.toml.jinja"),
+    template!("consumer/README.md.jinja"),
+    template!("consumer/events/event.json.jinja"),
+    template!("consumer/src/handler-effect.rs.jinja"),
+    template!("consumer/src/handler-transact.rs.jinja"),
+    template!("consumer/src/handler.rs.jinja"),
+    template!("consumer/src/lib.rs.jinja"),
+    template!("consumer/src/main.rs.jinja"),
+    template!("consumer/src/payload.rs.jinja"),
+    template!("consumer/template/outputs.yaml.jinja"),
+    template!("consumer/template/parameters.yaml.jinja"),
+    template!("consumer/template/resources.yaml.jinja"),
+    template!("consumer/tests/handler.rs.jinja"),
+];
+
+/// The child templates a consumer's nested application points at (`sqsafe/<file>` beside template.yaml), as
+/// sqsafe ships them: plain YAML, copied as they are (the project template includes them the same way).
+pub(crate) const CHILD_STANDARD: (&str, &str) = template!("child/consumer.yaml");
+/// The FIFO one.
+pub(crate) const CHILD_FIFO: (&str, &str) = template!("child/consumer-fifo.yaml");
+
+/// The consumer the templates are rendered for.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ConsumerVars {
+    /// `send-invoice`: the crate, the binary, the function's name suffix.
+    pub(crate) name: String,
+    /// `SendInvoice`: the logical ids' prefix, the consumer type.
+    pub(crate) pascal: String,
+    /// `send_invoice`: the library crate's name.
+    pub(crate) snake: String,
+    /// The queue's name (`send-invoice`, `send-invoice.fifo`).
+    pub(crate) queue: String,
+    /// Its DLQ's name.
+    pub(crate) dlq: String,
+    /// A FIFO queue.
+    pub(crate) fifo: bool,
+    /// The effect is DynamoDB writes committed with the record (else one HTTP call).
+    pub(crate) transact: bool,
+    /// The child template's file name in `sqsafe/`.
+    pub(crate) child: String,
+}
+
+/// What the workspace's Cargo.toml offers its members (for the crate's Cargo.toml).
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct WorkspaceVars {
+    /// Keys of `[workspace.package]`.
+    pub(crate) package: Vec<String>,
+    /// Whether `[workspace.lints]` exists.
+    pub(crate) lints: bool,
+    /// Whether the workspace names the workspace-hack crate in `[workspace.dependencies]`.
+    pub(crate) hack: bool,
+}
+
+/// Renders the template `name` (e.g. `consumer/src/handler.rs.jinja`) for `consumer` in `workspace`.
+///
+/// # Errors
+/// An unknown template, or one that does not render (a syntax error, an undefined variable): a defect of the
+/// templates, which the tests below render in every variant.
+pub(crate) fn render(
+    name: &str,
+    consumer: &ConsumerVars,
+    workspace: &WorkspaceVars,
+) -> Result<String, ScaffoldError> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_keep_trailing_newline(true);
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    let broken =
+        |e: minijinja::Error| ScaffoldError(format!("the consumer template {name}: {e:#}"));
+    for (file, text) in FILES {
+        env.add_template(file, text).map_err(broken)?;
+    }
+    env.get_template(name)
+        .and_then(|t| t.render(context! { consumer, workspace }))
+        .map_err(broken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(fifo: bool, transact: bool) -> ConsumerVars {
+        ConsumerVars {
+            name: "send-invoice".into(),
+            pascal: "SendInvoice".into(),
+            snake: "send_invoice".into(),
+            queue: "send-invoice".into(),
+            dlq: "send-invoice-dlq".into(),
+            fifo,
+            transact,
+            child: "consumer.yaml".into(),
+        }
+    }
+
+    #[test]
+    fn every_template_renders_in_every_variant_with_no_jinja_left() {
+        let workspace = WorkspaceVars {
+            package: vec!["version".into()],
+            lints: true,
+            hack: true,
+        };
+        for (fifo, transact) in [(false, false), (true, false), (false, true), (true, true)] {
+            for (name, _) in FILES {
+                let text = render(name, &vars(fifo, transact), &workspace)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                for delimiter in ["{{", "{%", "{#", "#}", "%}"] {
+                    assert!(
+                        !text.contains(delimiter),
+                        "{name} ({fifo}, {transact}) keeps {delimiter}:\n{text}"
+                    );
+                }
+                assert!(
+                    text.is_empty() || text.ends_with('\n'),
+                    "{name}: its last newline"
+                );
+                assert!(
+                    !text.contains("\n\n\n"),
+                    "{name}: no run of blank lines:\n{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_undefined_variable_is_an_error_naming_the_template() {
+        let err = render(
+            "consumer/nope.jinja",
+            &vars(false, false),
+            &WorkspaceVars::default(),
+        )
+        .expect_err("unknown");
+        assert!(err.to_string().contains("consumer/nope.jinja"), "{err}");
+    }
+}
