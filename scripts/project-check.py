@@ -76,8 +76,8 @@ BREAKS = [
      ".await?.json()?;", ".await.ok().and_then(|r| r.json().ok()).unwrap_or_default();",
      "a_503_then_success_is_one_effect_under_one_key"),
     ("refuses every record (permanent error)",
-     "Ok((vec![TransactWriteItem::builder().put(put).build()], applied))",
-     'let _ = (put, applied);\n        Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
+     "Ok(Effect::writes(writes, Applied { id: p.id }).refused(|_index, _item| refused))",
+     'let _ = (writes, refused);\n        Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
      "the_sample_event_applies_once_and_its_redelivery_is_replayed"),
 ]
 # The workspace's binaries (sqsafe, charge-payment) are in TARGET; the project builds in PROJECT_TARGET.

@@ -28,12 +28,10 @@ macro_rules! template {
 }
 
 /// Every template file of a consumer, compiled in.
-const FILES: [(&str, &str); 13] = [
+const FILES: [(&str, &str); 11] = [
     template!("consumer/Cargo.toml.jinja"),
     template!("consumer/README.md.jinja"),
     template!("consumer/events/event.json.jinja"),
-    template!("consumer/src/handler-effect.rs.jinja"),
-    template!("consumer/src/handler-transact.rs.jinja"),
     template!("consumer/src/handler.rs.jinja"),
     template!("consumer/src/lib.rs.jinja"),
     template!("consumer/src/main.rs.jinja"),

@@ -1,6 +1,5 @@
 //! The entry point: settings, telemetry, clients, the batch processor, the idempotency layer and the runtime loop.
 
-use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -11,11 +10,11 @@ use sqsafe_batch::{
     RecordError, SqsDeadLetterQueue, SqsVisibility,
 };
 use sqsafe_idempotency::{
-    DynamoDbStore, Fingerprint, FingerprintFields, Idempotency, IdempotencyBuilder, IdempotencyKey,
-    ReplaySource, Request, TransactOutcome,
+    DynamoDbStore, Fingerprint, FingerprintFields, Idempotency, IdempotencyBuilder, ReplaySource,
+    TransactOutcome,
 };
 
-use crate::consumer::{Consumer, Context, TransactConsumer};
+use crate::consumer::{Consumer, Context, EffectKind};
 use crate::error::Error;
 use crate::settings::{ConfigError, Env, Settings};
 
@@ -70,7 +69,8 @@ type IdempotencyHook =
 /// #     type Output = ();
 /// #     fn new(_: &sqsafe::Setup) -> Result<Self, sqsafe::Error> { Ok(ChargePayment) }
 /// #     fn intent(p: &serde_json::Value) -> sqsafe::Intent { sqsafe::Intent::untenanted("x", p["id"].to_string()) }
-/// #     async fn apply(&self, _: serde_json::Value, _: &sqsafe::Context<'_>) -> Result<(), sqsafe::RecordError> { Ok(()) }
+/// #     fn effect<'a>(&'a self, _: serde_json::Value, _: &'a sqsafe::Context<'a>)
+/// #         -> Result<sqsafe::Effect<'a, ()>, sqsafe::RecordError> { Ok(sqsafe::Effect::call(async { Ok(()) })) }
 /// # }
 /// # async fn f() -> Result<(), sqsafe::Error> {
 /// use std::time::Duration;
@@ -150,41 +150,22 @@ impl<C> ConsumerBuilder<C> {
     }
 }
 
-/// The batch processor, the idempotency layer, the consumer and its fingerprint fields.
-type Parts<C> = (
-    BatchProcessor,
-    Idempotency<DynamoDbStore>,
-    C,
-    FingerprintFields,
-);
-
-impl<C> ConsumerBuilder<C> {
-    /// The layers, the consumer and its fingerprint fields, for either kind of consumer.
-    fn parts(
-        self,
-        (name, version, intent_fields): (&'static str, u32, &[&str]),
-        setup: &Setup,
-        new: impl FnOnce(&Setup) -> Result<C, Error>,
-    ) -> Result<Parts<C>, Error> {
-        let (processor, idem) = self.layers(name, version, setup)?;
-        let fields = FingerprintFields::only(intent_fields.iter().map(|p| (*p).to_owned()));
-        Ok((processor, idem, new(setup)?, fields))
-    }
-}
-
 impl<C: Consumer> ConsumerBuilder<C> {
     /// Builds the consumer from `setup`, without running it (for tests and custom runtimes).
-    pub fn build(self, setup: &Setup) -> Result<App<Effect<C>>, Error> {
-        let id = (C::NAME, C::EFFECT_VERSION, C::INTENT_FIELDS);
-        let (processor, idem, consumer, fields) = self.parts(id, setup, C::new)?;
-        Ok(App::new(
-            processor,
-            Effect {
-                consumer,
-                idem,
-                fields,
-            },
-        ))
+    pub fn build(self, setup: &Setup) -> Result<App<C>, Error> {
+        let (processor, idem) = self.layers(C::NAME, C::EFFECT_VERSION, setup)?;
+        let fields = FingerprintFields::only(C::INTENT_FIELDS.iter().map(|p| (*p).to_owned()));
+        let consumer = C::new(setup)?;
+        Ok(App {
+            inner: Arc::new((
+                processor,
+                Runner {
+                    consumer,
+                    idem,
+                    fields,
+                },
+            )),
+        })
     }
 
     /// Initialises logging, reads the environment, builds the clients and the consumer, and runs the Lambda runtime
@@ -195,47 +176,15 @@ impl<C: Consumer> ConsumerBuilder<C> {
     }
 }
 
-impl<C: TransactConsumer> ConsumerBuilder<C> {
-    /// Builds the transactional consumer from `setup`, without running it.
-    pub fn build_transact(self, setup: &Setup) -> Result<App<Transact<C>>, Error> {
-        let id = (C::NAME, C::EFFECT_VERSION, C::INTENT_FIELDS);
-        let (processor, idem, consumer, fields) = self.parts(id, setup, C::new)?;
-        Ok(App::new(
-            processor,
-            Transact {
-                consumer,
-                idem,
-                fields,
-            },
-        ))
-    }
-
-    /// [`run`](ConsumerBuilder::run) for a [`TransactConsumer`].
-    pub async fn run_transact(self) -> Result<(), Error> {
-        let setup = setup_from_env().await?;
-        self.build_transact(&setup)?.run().await
-    }
-}
-
 /// Runs consumer `C` with every default: `sqsafe::run::<ChargePayment>().await`.
 pub async fn run<C: Consumer>() -> Result<(), Error> {
     consumer::<C>().run().await
-}
-
-/// Runs transactional consumer `C` with every default.
-pub async fn run_transact<C: TransactConsumer>() -> Result<(), Error> {
-    consumer::<C>().run_transact().await
 }
 
 /// Runs consumer `C` with every default on a Tokio runtime fitted to Lambda ([`runtime`]), from a plain `fn main`:
 /// `fn main() -> Result<(), sqsafe::Error> { sqsafe::main::<ChargePayment>() }`.
 pub fn main<C: Consumer>() -> Result<(), Error> {
     runtime()?.block_on(run::<C>())
-}
-
-/// [`main`] for a [`TransactConsumer`].
-pub fn main_transact<C: TransactConsumer>() -> Result<(), Error> {
-    runtime()?.block_on(run_transact::<C>())
 }
 
 /// The Tokio runtime a function runs on: one thread when Lambda hands the process one invocation at a time (the
@@ -296,11 +245,11 @@ async fn setup_from_env() -> Result<Setup, Error> {
 }
 
 /// A built consumer: hand it Lambda events. Cheap to clone.
-pub struct App<E> {
-    inner: Arc<(BatchProcessor, E)>,
+pub struct App<C> {
+    inner: Arc<(BatchProcessor, Runner<C>)>,
 }
 
-impl<E> Clone for App<E> {
+impl<C> Clone for App<C> {
     fn clone(&self) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
@@ -308,20 +257,14 @@ impl<E> Clone for App<E> {
     }
 }
 
-impl<E: RunRecord> App<E> {
-    fn new(processor: BatchProcessor, effect: E) -> Self {
-        Self {
-            inner: Arc::new((processor, effect)),
-        }
-    }
-
+impl<C: Consumer> App<C> {
     /// Handles one invocation.
     pub async fn handle(
         &self,
         event: LambdaEvent<SqsEvent>,
     ) -> Result<SqsBatchResponse, BatchError> {
-        let (processor, effect) = &*self.inner;
-        processor.handle(event, &|record| effect.run(record)).await
+        let (processor, runner) = &*self.inner;
+        processor.handle(event, &|record| runner.run(record)).await
     }
 
     /// Handles one invocation and returns each record's disposition with the response (see
@@ -331,15 +274,15 @@ impl<E: RunRecord> App<E> {
         &self,
         event: LambdaEvent<SqsEvent>,
     ) -> Result<BatchReport, BatchError> {
-        let (processor, effect) = &*self.inner;
+        let (processor, runner) = &*self.inner;
         processor
-            .handle_report(event, &|record| effect.run(record))
+            .handle_report(event, &|record| runner.run(record))
             .await
     }
 
     /// The consumer.
-    pub fn consumer(&self) -> &E::Consumer {
-        self.inner.1.consumer()
+    pub fn consumer(&self) -> &C {
+        &self.inner.1.consumer
     }
 
     /// Runs the Lambda runtime loop; concurrent when Lambda sets `AWS_LAMBDA_MAX_CONCURRENCY` above 1.
@@ -353,25 +296,8 @@ impl<E: RunRecord> App<E> {
     }
 }
 
-/// How one record runs; implemented by [`Effect`] and [`Transact`].
-pub trait RunRecord: Send + Sync + 'static {
-    /// The user's consumer.
-    type Consumer;
-    /// Runs one record.
-    fn run(&self, record: Record) -> impl Future<Output = Result<Processed, RecordError>> + Send;
-    /// The user's consumer.
-    fn consumer(&self) -> &Self::Consumer;
-}
-
-/// A [`Consumer`] with its idempotency layer.
-pub struct Effect<C> {
-    consumer: C,
-    idem: Idempotency<DynamoDbStore>,
-    fields: FingerprintFields,
-}
-
-/// A [`TransactConsumer`] with its idempotency layer.
-pub struct Transact<C> {
+/// A consumer with its idempotency layer: runs one record.
+struct Runner<C> {
     consumer: C,
     idem: Idempotency<DynamoDbStore>,
     fields: FingerprintFields,
@@ -383,90 +309,48 @@ fn handled(processed: Processed) -> Processed {
     processed
 }
 
-/// Parses the record, keys it, and builds its idempotency request; puts the key on the record's span.
-fn prepare<P: serde::de::DeserializeOwned>(
-    record: &Record,
-    idem: &Idempotency<DynamoDbStore>,
-    fields: &FingerprintFields,
-    intent: impl FnOnce(&P) -> crate::Intent,
-    validate: impl FnOnce(&P) -> Result<(), RecordError>,
-    name: &str,
-    version: u32,
-) -> Result<(P, IdempotencyKey, Request), RecordError> {
-    // One parse: the typed payload, and the body as sent, whose intent fields the fingerprint reads.
-    let (payload, raw): (P, _) = record.parse_with_raw()?;
-    validate(&payload)?;
-    let key = intent(&payload).key(name, version)?;
-    record.record_idempotency_key(&key);
-    let mut request = idem
-        .request_with_fingerprint(key.clone(), Fingerprint::of_value(&raw, fields))
-        .attempt(record.receive_count())
-        .correlation_id(record.correlation_id().as_str());
-    if let Some(deadline) = record.deadline() {
-        request = request.deadline(deadline);
-    }
-    Ok((payload, key, request))
-}
-
-impl<C: Consumer> RunRecord for Effect<C> {
-    type Consumer = C;
-
+impl<C: Consumer> Runner<C> {
+    /// Parses the record, keys it, builds its idempotency request (the key goes on the record's span), then makes
+    /// the effect the payload asks for: a call once the intent is claimed, or writes committed with its record.
     async fn run(&self, record: Record) -> Result<Processed, RecordError> {
-        let (payload, key, request) = prepare(
-            &record,
-            &self.idem,
-            &self.fields,
-            C::intent,
-            C::validate,
-            C::NAME,
-            C::EFFECT_VERSION,
-        )?;
-        let cx = Context::new(&record, &key);
-        let outcome = self
+        // One parse: the typed payload, and the body as sent, whose intent fields the fingerprint reads.
+        let (payload, raw): (C::Payload, _) = record.parse_with_raw()?;
+        C::validate(&payload)?;
+        let key = C::intent(&payload).key(C::NAME, C::EFFECT_VERSION)?;
+        record.record_idempotency_key(&key);
+        let mut request = self
             .idem
-            .execute(&request, || self.consumer.apply(payload, &cx))
-            .await?;
-        Ok(handled(Processed::of(&outcome)))
-    }
-
-    fn consumer(&self) -> &C {
-        &self.consumer
-    }
-}
-
-impl<C: TransactConsumer> RunRecord for Transact<C> {
-    type Consumer = C;
-
-    async fn run(&self, record: Record) -> Result<Processed, RecordError> {
-        let (payload, key, request) = prepare(
-            &record,
-            &self.idem,
-            &self.fields,
-            C::intent,
-            C::validate,
-            C::NAME,
-            C::EFFECT_VERSION,
-        )?;
-        let cx = Context::new(&record, &key);
-        let (writes, output) = self.consumer.writes(&payload, &cx)?;
-        match self.idem.transact(&request, writes, &output).await? {
-            TransactOutcome::Committed => Ok(handled(Processed::Applied)),
-            TransactOutcome::Replayed {
-                source: ReplaySource::Store,
-                ..
-            } => Ok(handled(Processed::Replayed)),
-            TransactOutcome::Replayed {
-                source: ReplaySource::Cache,
-                ..
-            } => Ok(handled(Processed::SkippedByCache)),
-            TransactOutcome::EffectRefused { index, item } => {
-                Err(self.consumer.refused(&payload, index, item.as_ref()))
-            }
+            .request_with_fingerprint(key.clone(), Fingerprint::of_value(&raw, &self.fields))
+            .attempt(record.receive_count())
+            .correlation_id(record.correlation_id().as_str());
+        if let Some(deadline) = record.deadline() {
+            request = request.deadline(deadline);
         }
-    }
-
-    fn consumer(&self) -> &C {
-        &self.consumer
+        let cx = Context::new(&record, &key);
+        match self.consumer.effect(payload, &cx)?.kind {
+            EffectKind::Call(call) => {
+                let outcome = self.idem.execute(&request, || call).await?;
+                Ok(handled(Processed::of(&outcome)))
+            }
+            EffectKind::Writes {
+                writes,
+                output,
+                refused,
+            } => match self.idem.transact(&request, writes, &output).await? {
+                TransactOutcome::Committed => Ok(handled(Processed::Applied)),
+                TransactOutcome::Replayed {
+                    source: ReplaySource::Store,
+                    ..
+                } => Ok(handled(Processed::Replayed)),
+                TransactOutcome::Replayed {
+                    source: ReplaySource::Cache,
+                    ..
+                } => Ok(handled(Processed::SkippedByCache)),
+                TransactOutcome::EffectRefused { index, item } => {
+                    Err(refused(index, item.as_ref()))
+                }
+            },
+        }
     }
 }
 

@@ -1,7 +1,8 @@
-//! What a user writes: a payload, the intent that keys it, and the effect.
+//! What a user writes: a payload, the intent that keys it, and the effect (a call, or DynamoDB writes).
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::time::SystemTime;
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
@@ -13,11 +14,19 @@ use sqsafe_telemetry::CorrelationId;
 
 use crate::app::Setup;
 
-/// A consumer whose effect is an external call (an HTTP API, an e-mail): sqsafe claims the intent in the
-/// idempotency table, runs [`apply`](Consumer::apply) at most once per intent, and completes the claim with its result.
+/// What a user writes: the payload, the intent that keys it, and the effect it asks for.
 ///
-/// Pass [`Context::downstream_key`] to the API as its `Idempotency-Key`: it closes the one gap the record cannot (a
-/// crash after the call, before the completion).
+/// The effect is one of two kinds ([`Effect`]), chosen per payload by [`effect`](Consumer::effect):
+///
+/// - **a call** ([`Effect::call`]: an HTTP API, an e-mail): sqsafe claims the intent in the idempotency table, runs
+///   the call at most once per intent, and completes the claim with its result. Pass
+///   [`Context::downstream_key`] to the API as its `Idempotency-Key` (`sqsafe::http` does): it closes the one gap the
+///   record cannot (a crash after the call, before the completion).
+/// - **DynamoDB writes** ([`Effect::writes`]): sqsafe commits them together with the intent's record in one
+///   `TransactWriteItems`, so both happen or neither, with no in-progress phase.
+///
+/// Either way a duplicate of an applied intent replays the stored output, and the same key with other content is a
+/// permanent `fingerprint_mismatch` error, never a second effect.
 pub trait Consumer: Sized + Send + Sync + 'static {
     /// The consumer's name: in keys, records, dead-letter context and metrics. Stated once, here.
     const NAME: &'static str;
@@ -45,56 +54,94 @@ pub trait Consumer: Sized + Send + Sync + 'static {
         Ok(())
     }
 
-    /// The effect. `Err` with a transient error brings the record back; a permanent one dead-letters it.
-    fn apply(
-        &self,
+    /// The effect the payload asks for: [`Effect::call`] or [`Effect::writes`]. Nothing may happen here: a call
+    /// runs only when sqsafe awaits it, after the claim (so a duplicate never starts it); writes are committed by
+    /// sqsafe. `Err`: a transient error brings the record back, a permanent one dead-letters it, before any effect.
+    fn effect<'a>(
+        &'a self,
         payload: Self::Payload,
-        cx: &Context<'_>,
-    ) -> impl Future<Output = Result<Self::Output, RecordError>> + Send;
+        cx: &'a Context<'a>,
+    ) -> Result<Effect<'a, Self::Output>, RecordError>;
 }
 
-/// A consumer whose effect is a set of DynamoDB writes: sqsafe commits them together with the intent's record in one
-/// `TransactWriteItems`, so both happen or neither, with no in-progress phase.
-pub trait TransactConsumer: Sized + Send + Sync + 'static {
-    /// See [`Consumer::NAME`].
-    const NAME: &'static str;
-    /// See [`Consumer::EFFECT_VERSION`].
-    const EFFECT_VERSION: u32;
-    /// See [`Consumer::INTENT_FIELDS`].
-    const INTENT_FIELDS: &'static [&'static str];
+/// How a [`Consumer`]'s effect is made: see [`Consumer::effect`].
+#[must_use = "an effect does nothing until sqsafe runs it: return it from Consumer::effect"]
+pub struct Effect<'a, O> {
+    pub(crate) kind: EffectKind<'a, O>,
+}
 
-    /// See [`Consumer::Payload`].
-    type Payload: DeserializeOwned + Send + Sync;
-    /// What the record keeps for replay.
-    type Output: Serialize + DeserializeOwned + Send + Sync;
+/// The call to await once the intent is claimed.
+pub(crate) type Call<'a, O> = Pin<Box<dyn Future<Output = Result<O, RecordError>> + Send + 'a>>;
+/// What to say when a write's own condition failed: see [`Effect::refused`].
+pub(crate) type Refused<'a> =
+    Box<dyn FnOnce(usize, Option<&HashMap<String, AttributeValue>>) -> RecordError + Send + 'a>;
 
-    /// See [`Consumer::new`].
-    fn new(setup: &Setup) -> Result<Self, crate::Error>;
+pub(crate) enum EffectKind<'a, O> {
+    Call(Call<'a, O>),
+    Writes {
+        writes: Vec<TransactWriteItem>,
+        output: O,
+        refused: Refused<'a>,
+    },
+}
 
-    /// See [`Consumer::intent`].
-    fn intent(payload: &Self::Payload) -> Intent;
-
-    /// See [`Consumer::validate`].
-    fn validate(payload: &Self::Payload) -> Result<(), RecordError> {
-        let _ = payload;
-        Ok(())
+impl<'a, O> Effect<'a, O> {
+    /// An external call (an HTTP API, an e-mail): `call` is awaited at most once per intent, after sqsafe claimed it,
+    /// and its `Ok` is kept with the record. `Err` with a transient error releases the claim and brings the record
+    /// back; a permanent one dead-letters it.
+    ///
+    /// ```ignore
+    /// fn effect<'a>(&'a self, p: Payment, cx: &'a Context<'a>) -> Result<Effect<'a, Charge>, RecordError> {
+    ///     Ok(Effect::call(async move { self.api.post_json("/charges", &p, cx).await?.json() }))
+    /// }
+    /// ```
+    pub fn call(call: impl Future<Output = Result<O, RecordError>> + Send + 'a) -> Self {
+        Self {
+            kind: EffectKind::Call(Box::pin(call)),
+        }
     }
 
-    /// The effect's writes (at most 99) and the result to keep. Make each write conditional on what it needs.
-    fn writes(
-        &self,
-        payload: &Self::Payload,
-        cx: &Context<'_>,
-    ) -> Result<(Vec<TransactWriteItem>, Self::Output), RecordError>;
+    /// DynamoDB writes (at most 99) committed with the intent's record in one `TransactWriteItems`; `output` is what
+    /// the record keeps for replay. Make each write conditional on what it needs; when one's own condition fails,
+    /// nothing is written and [`refused`](Self::refused) says why (by default a permanent `effect_refused` error
+    /// naming the write).
+    pub fn writes(writes: Vec<TransactWriteItem>, output: O) -> Self {
+        Self {
+            kind: EffectKind::Writes {
+                writes,
+                output,
+                refused: Box::new(|index, _| {
+                    RecordError::permanent(
+                        "effect_refused",
+                        format!("write {index} of the effect was refused by its own condition"),
+                    )
+                }),
+            },
+        }
+    }
 
-    /// One of the writes' own conditions failed (`index` into [`writes`](TransactConsumer::writes), with the item as
-    /// it was when that write asked for `ALL_OLD`): nothing was written. Say why, usually as a permanent error.
-    fn refused(
-        &self,
-        payload: &Self::Payload,
-        index: usize,
-        item: Option<&HashMap<String, AttributeValue>>,
-    ) -> RecordError;
+    /// For [`writes`](Self::writes): the error when write `index` was refused by its own condition (`item`: the item
+    /// as it was, when that write asked for `ALL_OLD`). Usually a permanent error that says why. No effect on a call.
+    pub fn refused(
+        mut self,
+        why: impl FnOnce(usize, Option<&HashMap<String, AttributeValue>>) -> RecordError + Send + 'a,
+    ) -> Self {
+        if let EffectKind::Writes { refused, .. } = &mut self.kind {
+            *refused = Box::new(why);
+        }
+        self
+    }
+}
+
+impl<O> std::fmt::Debug for Effect<'_, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            EffectKind::Call(_) => f.write_str("Effect::Call"),
+            EffectKind::Writes { writes, .. } => {
+                write!(f, "Effect::Writes({} writes)", writes.len())
+            }
+        }
+    }
 }
 
 /// The intent a payload asks for: tenant, kind and id, e.g. `Intent::new(&p.tenant, "payment", &p.payment_id)`.

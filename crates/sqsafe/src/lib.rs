@@ -9,12 +9,9 @@ mod error;
 pub mod http;
 mod settings;
 
-pub use app::{
-    App, ConsumerBuilder, Effect, RunRecord, Setup, Transact, consumer, main, main_transact, run,
-    run_transact, runtime,
-};
+pub use app::{App, ConsumerBuilder, Setup, consumer, main, run, runtime};
 pub use clients::Clients;
-pub use consumer::{Consumer, Context, Intent, TransactConsumer};
+pub use consumer::{Consumer, Context, Effect, Intent};
 pub use error::{BoxError, Error};
 pub use settings::{ConfigError, Env, Settings};
 

@@ -1,13 +1,12 @@
 //! The façade against DynamoDB's and SQS's real APIs (moto server, started by `make test`): a consumer of a few lines
 //! applies once, replays duplicates, dead-letters poison with context; a transactional one commits with its record.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
-use sqsafe::{Consumer, Context, Env, Intent, RecordError, Setup, TransactConsumer};
+use sqsafe::{Consumer, Context, Effect, Env, Intent, RecordError, Setup};
 use sqsafe_testkit::{create_queue, create_table, invocation, sdk_config, unique_name};
 
 #[derive(Deserialize)]
@@ -47,10 +46,16 @@ impl Consumer for Greeter {
         Ok(())
     }
 
-    async fn apply(&self, p: Greet, cx: &Context<'_>) -> Result<Greeting, RecordError> {
-        assert_eq!(cx.downstream_key().len(), 64);
-        GREETINGS.fetch_add(1, Ordering::SeqCst);
-        Ok(Greeting(format!("hello {}", p.name)))
+    fn effect<'a>(
+        &'a self,
+        p: Greet,
+        cx: &'a Context<'a>,
+    ) -> Result<Effect<'a, Greeting>, RecordError> {
+        Ok(Effect::call(async move {
+            assert_eq!(cx.downstream_key().len(), 64);
+            GREETINGS.fetch_add(1, Ordering::SeqCst);
+            Ok(Greeting(format!("hello {}", p.name)))
+        }))
     }
 }
 
@@ -220,7 +225,7 @@ struct Entry {
     amount: i64,
 }
 
-impl TransactConsumer for Ledger {
+impl Consumer for Ledger {
     const NAME: &'static str = "ledger";
     const EFFECT_VERSION: u32 = 1;
     const INTENT_FIELDS: &'static [&'static str] = &["/account", "/entry_id", "/amount"];
@@ -237,11 +242,7 @@ impl TransactConsumer for Ledger {
         Intent::untenanted("entry", &e.entry_id)
     }
 
-    fn writes(
-        &self,
-        e: &Entry,
-        cx: &Context<'_>,
-    ) -> Result<(Vec<TransactWriteItem>, i64), RecordError> {
+    fn effect<'a>(&'a self, e: Entry, cx: &'a Context<'a>) -> Result<Effect<'a, i64>, RecordError> {
         let put = Put::builder()
             .table_name(&self.table)
             .item("pk", AttributeValue::S(e.account.clone()))
@@ -250,19 +251,14 @@ impl TransactConsumer for Ledger {
             .condition_expression("attribute_not_exists(pk)")
             .build()
             .map_err(|err| RecordError::permanent("internal", err))?;
-        Ok((
+        let account = e.account;
+        Ok(Effect::writes(
             vec![TransactWriteItem::builder().put(put).build()],
             e.amount,
-        ))
-    }
-
-    fn refused(
-        &self,
-        e: &Entry,
-        _index: usize,
-        _item: Option<&HashMap<String, AttributeValue>>,
-    ) -> RecordError {
-        RecordError::permanent("account_exists", format!("account {} exists", e.account))
+        )
+        .refused(move |_index, _item| {
+            RecordError::permanent("account_exists", format!("account {account} exists"))
+        }))
     }
 }
 
@@ -271,9 +267,7 @@ async fn a_transactional_consumer_commits_with_its_record_and_reports_refusals()
     let ledger = unique_name("ledger");
     let (setup, _) = setup(&[("LEDGER_TABLE", ledger.as_str())]).await;
     create_table(&setup.dynamodb, &ledger, "pk", None).await;
-    let app = sqsafe::consumer::<Ledger>()
-        .build_transact(&setup)
-        .expect("app");
+    let app = sqsafe::consumer::<Ledger>().build(&setup).expect("app");
     let arn = "arn:aws:sqs:us-east-1:123456789012:ledger";
     let first = r#"{"account":"a-1","entry_id":"e-1","amount":5}"#;
     for request in ["r1", "r2"] {

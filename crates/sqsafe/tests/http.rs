@@ -8,7 +8,7 @@ use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use serde::{Deserialize, Serialize};
 use sqsafe::http::HttpClient;
 use sqsafe::layers::batch::ErrorClass;
-use sqsafe::{Consumer, Context, Disposition, Env, Intent, Processed, RecordError, Setup};
+use sqsafe::{Consumer, Context, Disposition, Effect, Env, Intent, Processed, RecordError, Setup};
 use sqsafe_testkit::{
     FakeDownstream, Reply, create_queue, create_table, invocation, sdk_config, unique_name,
 };
@@ -58,15 +58,21 @@ impl Consumer for Caller {
         Intent::new(&o.tenant, "order", &o.id)
     }
 
-    async fn apply(&self, o: Order, cx: &Context<'_>) -> Result<Sent, RecordError> {
-        let body = serde_json::json!({ "order": o.id });
-        let response = self.api.post_json("/v1/orders", &body, cx).await?;
-        Ok(Sent {
-            status: response.status(),
-            answer: response.json()?,
-            downstream_key: cx.downstream_key(),
-            correlation_id: cx.correlation_id().as_str().to_owned(),
-        })
+    fn effect<'a>(
+        &'a self,
+        o: Order,
+        cx: &'a Context<'a>,
+    ) -> Result<Effect<'a, Sent>, RecordError> {
+        Ok(Effect::call(async move {
+            let body = serde_json::json!({ "order": o.id });
+            let response = self.api.post_json("/v1/orders", &body, cx).await?;
+            Ok(Sent {
+                status: response.status(),
+                answer: response.json()?,
+                downstream_key: cx.downstream_key(),
+                correlation_id: cx.correlation_id().as_str().to_owned(),
+            })
+        }))
     }
 }
 
@@ -96,7 +102,7 @@ async fn fixture() -> Fixture {
 
 impl Fixture {
     /// The consumer, its client built with `settings` over the fixture's environment.
-    fn app(&self, settings: &[(&str, &str)]) -> sqsafe::App<sqsafe::Effect<Caller>> {
+    fn app(&self, settings: &[(&str, &str)]) -> sqsafe::App<Caller> {
         let pairs = self.env.iter().cloned().chain(
             settings
                 .iter()

@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use serde::{Deserialize, Serialize};
-use sqsafe::{Context, Intent, RecordError, Setup, TransactConsumer};
+use sqsafe::{Consumer, Context, Effect, Intent, RecordError, Setup};
 
 use crate::event::{LedgerEntryRequested, LedgerEntryV1};
 
@@ -36,7 +36,7 @@ pub struct ApplyLedger {
     ledger_table: String,
 }
 
-impl TransactConsumer for ApplyLedger {
+impl Consumer for ApplyLedger {
     const NAME: &'static str = "apply-ledger";
     // Part of every key: bump it only when applying an entry changes meaning (a new version applies duplicates of
     // entries applied under the old one again); never for a change of the event's or the result's shape.
@@ -68,21 +68,15 @@ impl TransactConsumer for ApplyLedger {
         event.entry().validate()
     }
 
-    fn writes(
-        &self,
-        event: &LedgerEntryRequested,
-        cx: &Context<'_>,
-    ) -> Result<(Vec<TransactWriteItem>, AppliedEntry), RecordError> {
-        self.entry_writes(event.entry(), cx)
-    }
-
-    fn refused(
-        &self,
-        event: &LedgerEntryRequested,
-        index: usize,
-        item: Option<&HashMap<String, AttributeValue>>,
-    ) -> RecordError {
-        self.entry_refused(event.entry(), index, item)
+    /// Writes: the entry item and the balance update, committed with the entry's record.
+    fn effect<'a>(
+        &'a self,
+        event: LedgerEntryRequested,
+        cx: &'a Context<'a>,
+    ) -> Result<Effect<'a, AppliedEntry>, RecordError> {
+        let (writes, applied) = self.entry_writes(event.entry(), cx)?;
+        Ok(Effect::writes(writes, applied)
+            .refused(move |index, item| self.entry_refused(event.entry(), index, item)))
     }
 }
 
@@ -93,7 +87,7 @@ impl ApplyLedger {
         entry: &LedgerEntryV1,
         cx: &Context<'_>,
     ) -> Result<(Vec<TransactWriteItem>, AppliedEntry), RecordError> {
-        let items = self.effect(
+        let items = self.write_items(
             entry,
             cx.idempotency_key().as_str(),
             cx.correlation_id().as_str(),
@@ -126,7 +120,7 @@ impl ApplyLedger {
     }
 
     /// The entry item and the balance update; both conditional.
-    fn effect(
+    fn write_items(
         &self,
         entry: &LedgerEntryV1,
         key: &str,

@@ -4,7 +4,7 @@
 #[global_allocator]
 static ALLOCATOR: sqsafe::Allocator = sqsafe::Allocator;
 
-// `sqsafe::main_transact` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
+// `sqsafe::main` picks the Tokio runtime: one thread while Lambda sends one invocation at a time.
 fn main() -> Result<(), sqsafe::Error> {
-    sqsafe::main_transact::<apply_ledger::ApplyLedger>()
+    sqsafe::main::<apply_ledger::ApplyLedger>()
 }

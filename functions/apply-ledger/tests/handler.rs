@@ -5,10 +5,10 @@ use std::collections::HashMap;
 
 use apply_ledger::{AppliedEntry, ApplyLedger, BALANCE_SK, LedgerEntryV1, entry_sk};
 use aws_lambda_events::sqs::SqsEvent;
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde::Deserialize;
-use sqsafe::{App, Context, Env, Intent, RecordError, Setup, Transact, TransactConsumer};
+use sqsafe::{App, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
 use sqsafe_local::stack::{LocalStack, StackOptions};
 use sqsafe_testkit::{RequestCounter, event_file, invocation, sdk_config, unique_name};
 
@@ -68,15 +68,15 @@ async fn fixture() -> Fixture {
 }
 
 impl Fixture {
-    fn consumer(&self) -> App<Transact<ApplyLedger>> {
+    fn consumer(&self) -> App<ApplyLedger> {
         sqsafe::consumer::<ApplyLedger>()
-            .build_transact(&self.setup)
+            .build(&self.setup)
             .expect("consumer")
     }
 
-    fn next_build(&self) -> App<Transact<NextBuild>> {
+    fn next_build(&self) -> App<NextBuild> {
         sqsafe::consumer::<NextBuild>()
-            .build_transact(&self.setup)
+            .build(&self.setup)
             .expect("next build")
     }
 
@@ -187,7 +187,7 @@ impl LedgerEntryRequestedNext {
 /// The next build of apply-ledger: the same consumer (name, version, intent fields, writes) reading the new type.
 struct NextBuild(ApplyLedger);
 
-impl TransactConsumer for NextBuild {
+impl Consumer for NextBuild {
     const NAME: &'static str = ApplyLedger::NAME;
     const EFFECT_VERSION: u32 = ApplyLedger::EFFECT_VERSION;
     const INTENT_FIELDS: &'static [&'static str] = ApplyLedger::INTENT_FIELDS;
@@ -203,21 +203,15 @@ impl TransactConsumer for NextBuild {
         Intent::new(&e.tenant, "ledger-entry", &e.entry_id)
     }
 
-    fn writes(
-        &self,
-        event: &LedgerEntryRequestedNext,
-        cx: &Context<'_>,
-    ) -> Result<(Vec<TransactWriteItem>, AppliedEntry), RecordError> {
-        self.0.entry_writes(&event.entry(), cx)
-    }
-
-    fn refused(
-        &self,
-        event: &LedgerEntryRequestedNext,
-        index: usize,
-        item: Option<&HashMap<String, AttributeValue>>,
-    ) -> RecordError {
-        self.0.entry_refused(&event.entry(), index, item)
+    fn effect<'a>(
+        &'a self,
+        event: LedgerEntryRequestedNext,
+        cx: &'a Context<'a>,
+    ) -> Result<Effect<'a, AppliedEntry>, RecordError> {
+        let entry = event.entry();
+        let (writes, applied) = self.0.entry_writes(&entry, cx)?;
+        Ok(Effect::writes(writes, applied)
+            .refused(move |index, item| self.0.entry_refused(&entry, index, item)))
     }
 }
 
@@ -331,7 +325,7 @@ async fn a_transient_failure_holds_back_the_rest_of_its_group() {
     let mut broken = fx.setup.clone();
     broken.settings.idempotency_table = "no-such-table".into();
     let consumer = sqsafe::consumer::<ApplyLedger>()
-        .build_transact(&broken)
+        .build(&broken)
         .expect("consumer");
     let response = consumer
         .handle(invocation(event_file("apply-ledger-fifo.json"), "req-1"))

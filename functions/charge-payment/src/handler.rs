@@ -1,7 +1,7 @@
 //! Charges each `PaymentRequested` once: the intent is the payment, the effect a call to the payments API that
 //! carries the intent's `Idempotency-Key`.
 
-use sqsafe::{Consumer, Context, Intent, RecordError, Setup};
+use sqsafe::{Consumer, Context, Effect, Intent, RecordError, Setup};
 
 use crate::event::{PaymentRequested, PaymentV1};
 use crate::payments::{Charge, PaymentsClient};
@@ -46,12 +46,15 @@ impl Consumer for ChargePayment {
         event.payment().validate()
     }
 
-    async fn apply(
-        &self,
+    /// A call: one charge, made once the payment's intent is claimed.
+    fn effect<'a>(
+        &'a self,
         event: PaymentRequested,
-        cx: &Context<'_>,
-    ) -> Result<Charge, RecordError> {
-        self.charge(event.payment(), cx).await
+        cx: &'a Context<'a>,
+    ) -> Result<Effect<'a, Charge>, RecordError> {
+        Ok(Effect::call(async move {
+            self.charge(event.payment(), cx).await
+        }))
     }
 }
 

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 
 struct Fixture {
     sqs: aws_sdk_sqs::Client,
-    app: App<Effect<ChargePayment>>,
-    next: App<Effect<NextBuild>>,
+    app: App<ChargePayment>,
+    next: App<NextBuild>,
     payments: RunningPayments,
     dlq_url: String,
     queue_url: String,
@@ -189,12 +189,14 @@ impl Consumer for NextBuild {
         Intent::new(&p.tenant, "payment", &p.payment_id)
     }
 
-    async fn apply(
-        &self,
+    fn effect<'a>(
+        &'a self,
         event: PaymentRequestedNext,
-        cx: &Context<'_>,
-    ) -> Result<Charge, RecordError> {
-        self.0.charge(&event.payment(), cx).await
+        cx: &'a Context<'a>,
+    ) -> Result<Effect<'a, Charge>, RecordError> {
+        Ok(Effect::call(async move {
+            self.0.charge(&event.payment(), cx).await
+        }))
     }
 }
 

@@ -539,7 +539,7 @@ async fn a_fifo_event_reaches_apply_ledger_once_with_its_group_and_deduplication
     )
     .expect("setup");
     let consumer = sqsafe::consumer::<apply_ledger::ApplyLedger>()
-        .build_transact(&setup)
+        .build(&setup)
         .expect("apply-ledger");
 
     // e-1 of the sample: acct-A, credit 1000.

@@ -5,7 +5,7 @@
 //! ```
 //! use serde::{Deserialize, Serialize};
 //! use sqsafe::http::HttpClient;
-//! use sqsafe::{Consumer, Context, Intent, RecordError, Setup};
+//! use sqsafe::{Consumer, Context, Effect, Intent, RecordError, Setup};
 //!
 //! #[derive(Deserialize)]
 //! struct Payment { tenant: String, payment_id: String, amount: u64 }
@@ -34,9 +34,9 @@
 //!         Intent::new(&p.tenant, "payment", &p.payment_id)
 //!     }
 //!
-//!     async fn apply(&self, p: Payment, cx: &Context<'_>) -> Result<Charge, RecordError> {
+//!     fn effect<'a>(&'a self, p: Payment, cx: &'a Context<'a>) -> Result<Effect<'a, Charge>, RecordError> {
 //!         let body = serde_json::json!({ "payment_id": p.payment_id, "amount": p.amount });
-//!         self.payments.post_json("/v1/charges", &body, cx).await?.json()
+//!         Ok(Effect::call(async move { self.payments.post_json("/v1/charges", &body, cx).await?.json() }))
 //!     }
 //! }
 //! ```
