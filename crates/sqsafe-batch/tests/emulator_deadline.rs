@@ -5,46 +5,9 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime};
-
-use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-use common::Logs;
-use sqsafe_batch::{BatchProcessor, Processed, Record, RecordError};
-
-fn event() -> SqsEvent {
-    let mut message = SqsMessage::default();
-    message.message_id = Some("m1".to_owned());
-    message.body = Some("{}".to_owned());
-    let mut event = SqsEvent::default();
-    event.records = vec![message];
-    event
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn cargo_lambda_watch_constant_deadline_is_not_warned_about() {
-    let logs = Logs::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_000_000);
-    let processor = BatchProcessor::builder("c", 1)
-        .clock(move || now)
-        .build()
-        .expect("config");
-    let handler = |_record: Record| async { Ok::<_, RecordError>(Processed::Applied) };
     // cargo lambda watch's constant, and a default Context's 0.
-    for deadline in [600_000, 0] {
-        let mut context = lambda_runtime::Context::default();
-        context.request_id = format!("req-{deadline}");
-        context.deadline = deadline;
-        let response = processor
-            .handle(lambda_runtime::LambdaEvent::new(event(), context), &handler)
-            .await
-            .expect("batch");
-        assert!(response.batch_item_failures.is_empty(), "{response:?}");
-    }
-    let text = logs.text();
+    let text = common::deadline_logs(1_796_000_000, &[("req-600000", 600_000), ("req-0", 0)]).await;
     assert!(!text.contains("WARN"), "no warning:\n{text}");
 }

@@ -172,3 +172,34 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
 pub fn in_record(line: &serde_json::Value) -> Option<&serde_json::Value> {
     line.get("message_id").map(|_| line)
 }
+
+/// Runs a one-record batch (applied) through a processor whose clock stands at `now_secs` after the epoch, once per
+/// `(request id, deadline)` (the deadline as Lambda's epoch milliseconds); returns what was logged, as plain text.
+/// For the deadline warning, which is said once per process: each caller is a test binary of its own.
+pub async fn deadline_logs(now_secs: u64, invocations: &[(&str, u64)]) -> String {
+    use sqsafe_batch::{BatchProcessor, Processed, Record, RecordError};
+    let logs = Logs::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(now_secs);
+    let processor = BatchProcessor::builder("c", 1)
+        .clock(move || now)
+        .build()
+        .expect("config");
+    let handler = |_record: Record| async { Ok::<_, RecordError>(Processed::Applied) };
+    for (request, deadline) in invocations {
+        let mut context = lambda_runtime::Context::default();
+        context.request_id = (*request).to_owned();
+        context.deadline = *deadline;
+        let batch = event(vec![message("m1", "{}")]);
+        let response = processor
+            .handle(lambda_runtime::LambdaEvent::new(batch, context), &handler)
+            .await
+            .expect("batch");
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    logs.text()
+}
