@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs moto server (the local AWS) from .venv, on 127.0.0.1 only, through scripts/moto_server.py: moto_server with
+# Runs moto server (the local AWS) from .venv, on 127.0.0.1 only, through crates/sqsafe-local/src/moto_server.py: moto_server with
 # DynamoDB's writes applied one at a time, so that a conditional write is atomic as it is on DynamoDB.
 #
 #   scripts/moto.sh start    start in the background on a free loopback port, wait until it answers;
@@ -17,7 +17,8 @@ RUN_DIR="${ROOT}/.run"
 PID_FILE="${RUN_DIR}/moto.pid"
 PORT_FILE="${RUN_DIR}/moto.port"
 LOG_FILE="${RUN_DIR}/moto.log"
-LAUNCHER="${ROOT}/scripts/moto_server.py"
+# The launcher sqsafe-local embeds (sqsafe local up | moto): one file for both.
+LAUNCHER="${ROOT}/crates/sqsafe-local/src/moto_server.py"
 HOST="127.0.0.1"
 READY_TIMEOUT="${MOTO_READY_TIMEOUT:-15}"
 
@@ -71,7 +72,7 @@ is_running() {
   pid="$(cat "${PID_FILE}")"
   [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
   kill -0 "${pid}" 2>/dev/null || return 1
-  # Guard against a recycled pid: the process must be moto_server (or its launcher, scripts/moto_server.py).
+  # Guard against a recycled pid: the process must be moto_server (or its launcher, moto_server.py).
   tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -q moto_server
 }
 

@@ -76,7 +76,8 @@ BREAKS = [
      ".await?.json()?;", ".await.ok().and_then(|r| r.json().ok()).unwrap_or_default();",
      "a_503_then_success_is_one_effect_under_one_key"),
     ("refuses every record (permanent error)",
-     "Ok(Effect::writes(writes, Applied { id: p.id }).refused(|_index, _item| refused))",
+     # (str.format text: braces doubled.)
+     "Ok(Effect::writes(writes, Applied {{ id: p.id }}).refused(|_index, _item| refused))",
      'let _ = (writes, refused);\n        Err(RecordError::permanent("insufficient_stock", "broken on purpose"))',
      "the_sample_event_applies_once_and_its_redelivery_is_replayed"),
 ]
@@ -119,7 +120,8 @@ SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/s
 def bare_env(env: dict) -> dict:
     """`env` with the PATH of a fresh machine: the system's folders and the one holding cargo and rustup (rustup's
     proxies), without .venv/bin or any sqsafe: the project's Makefile must find its pinned tools itself. PYTHON,
-    scripts/venv.sh's interpreter, is the linked venv's own (the same Python version: venv.sh keeps that venv)."""
+    the Python the project's Makefile runs (install-sqsafe.py, `sqsafe local venv`), is the linked venv's own: the same
+    version, so `sqsafe local venv` finds the venv made from the same pins and keeps it."""
     cargo = shutil.which("cargo", path=env.get("PATH"))
     if cargo is None:
         raise SystemExit("project: cargo is not on PATH")

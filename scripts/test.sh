@@ -203,7 +203,7 @@ background "the manifest checks" bash -c 'set -e
     echo "--> scripts/${check}.py"
     python3 "$1/scripts/${check}.py"
   done' manifest-checks "${ROOT}"
-# tests/moto: scripts/moto_server.py makes moto's conditional writes atomic, its copies the same.
+# tests/moto: the moto launcher (crates/sqsafe-local/src/moto_server.py) makes moto's conditional writes atomic.
 background "the moto launcher's tests" "${ROOT}/.venv/bin/python" -m pytest -q tests/moto
 
 step "cargo package: the libraries a team depends on, with their metadata, in the background (output at the end)"

@@ -1,4 +1,4 @@
-"""scripts/moto_server.py makes moto's conditional writes atomic, as DynamoDB's are.
+"""The moto launcher (crates/sqsafe-local/src/moto_server.py: scripts/moto.sh and sqsafe local run moto through it) makes moto's conditional writes atomic, as DynamoDB's are.
 
 moto checks a PutItem's condition and then stores the item with nothing held between the two. Under CPU load the
 interpreter can switch threads in that gap, and two claims of one key both pass `attribute_not_exists` (make test saw
@@ -23,12 +23,8 @@ import botocore.config
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCHER = ROOT / "scripts" / "moto_server.py"
-# The copies that must stay the same file: the new-project template's and the one sqsafe-local embeds.
-COPIES = [
-    ROOT / "templates" / "project" / "{{cookiecutter.project_name}}" / "scripts" / "moto_server.py",
-    ROOT / "crates" / "sqsafe-local" / "src" / "moto_server.py",
-]
+# The one launcher: sqsafe-local embeds it (sqsafe local up | moto), scripts/moto.sh runs it from here.
+LAUNCHER = ROOT / "crates" / "sqsafe-local" / "src" / "moto_server.py"
 RACERS = 10
 TRIALS = 3
 
@@ -161,7 +157,7 @@ def test_plain_moto_lets_racing_conditional_puts_all_win_when_the_gap_is_widened
 
 def test_the_launcher_gives_one_winner_per_key_however_wide_the_gap(server):
     counts = winners_per_trial(server(THROUGH_LAUNCHER, "launcher"))
-    print("through scripts/moto_server.py, winners per trial:", counts)
+    print("through the launcher, winners per trial:", counts)
     assert counts == [(1, True)] * TRIALS, counts
 
 
@@ -184,13 +180,8 @@ def test_sqs_is_not_held_behind_dynamodb(server):
     assert answered_in < 4, f"ListTables waited {answered_in:.1f} s behind an SQS long poll"
 
 
-@pytest.mark.parametrize("copy", COPIES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_copy_of_the_launcher_is_the_same_file(copy):
-    assert copy.read_bytes() == LAUNCHER.read_bytes(), f"{copy} differs from {LAUNCHER}: copy it over"
-
-
 def load_launcher():
-    """scripts/moto_server.py as a module (importing it patches moto's dispatcher in this process only)."""
+    """The launcher as a module (importing it patches moto's dispatcher in this process only)."""
     spec = importlib.util.spec_from_file_location("moto_launcher", LAUNCHER)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -25,7 +25,7 @@ What moto (5.2.5) cannot do, found by running this, and where it is covered inst
 - AWS::CloudFormation::Stack (each consumer's nested application, sqsafe/consumer.yaml, as the SAM transform leaves
   it): moto creates the nested stack from its TemplateURL in moto's S3 (uploaded here, as `sam package` would), but
   has no `Fn::GetAtt <Stack>.Outputs.<Name>`: the parent failed with HTTP 500 (AttributeError in moto). The launcher
-  moto runs under, scripts/moto_server.py, adds that lookup; the nested stacks' resources are then asserted here
+  moto runs under, crates/sqsafe-local/src/moto_server.py, adds that lookup; the nested stacks' resources are then asserted here
   like the parent's, under the ids the rules give them (ChargePaymentQueue: the application's id, then the child's).
 - moto never runs the functions (no Docker) and its own SQS->Lambda mapping ignores batchItemFailures: this deploy
   proves wiring, not behaviour (that is tests/sqsafe-e2e).

@@ -16,8 +16,8 @@
 //! kills the process; [`MotoServer::shutdown`] also waits for it. A process killed with SIGKILL cannot clean up, so
 //! its moto server outlives it.
 //!
-//! moto runs through a small launcher (`moto_server.py`, embedded here and kept identical to the project's
-//! `scripts/moto_server.py`) that applies DynamoDB's writes one at a time, in arrival order: moto checks a write's
+//! moto runs through a small launcher (`moto_server.py`, embedded here; sqsafe's repository's `scripts/moto.sh` runs
+//! the same file) that applies DynamoDB's writes one at a time, in arrival order: moto checks a write's
 //! condition and then applies it with nothing held between the two, so under CPU load two conditional claims of one
 //! key could both win. DynamoDB evaluates a condition and its write atomically; with the launcher, moto does too.
 

@@ -21,6 +21,7 @@ mod send;
 mod send_error;
 mod stand_ins;
 mod state;
+mod tools;
 mod up;
 mod watch_mode;
 
@@ -74,6 +75,21 @@ pub enum LocalCommand {
     /// `up` writes under the project's target folder while it runs (target/sqsafe-local/pipeline.json); no
     /// AWS_ENDPOINT_URL is needed.
     Send(SendArgs),
+    /// Creates or updates the project's .venv with the Python tools sqsafe pins (moto server, SAM CLI, cfn-lint,
+    /// cargo-lambda); nothing to do when it already holds them. Needs python3 (3.10 or later; PYTHON= to choose).
+    Venv,
+    /// Runs moto server (from .venv) on a free loopback port: `sqsafe local moto -- cargo test` runs the command
+    /// against it (AWS_ENDPOINT_URL and test credentials set), then stops it and fails as the command does; alone,
+    /// it runs until Ctrl-C or SIGTERM and prints the lines to export in another terminal.
+    Moto(MotoArgs),
+}
+
+/// `sqsafe local moto`
+#[derive(Debug, Clone, clap::Args)]
+pub struct MotoArgs {
+    /// The command to run against moto, after `--` (e.g. `-- cargo test`); none: run until stopped.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// `sqsafe local send`
@@ -133,6 +149,8 @@ pub async fn run(command: LocalCommand) -> crate::Result<()> {
         LocalCommand::Up(args) => up::up(args).await,
         LocalCommand::Resources(args) => resources::resources(&args.template).await,
         LocalCommand::Send(args) => return Ok(send::send(&args).await?),
+        LocalCommand::Venv => tools::venv().await,
+        LocalCommand::Moto(args) => tools::moto(&args.command).await,
     };
     done.map_err(crate::Error::Command)
 }

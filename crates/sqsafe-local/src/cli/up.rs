@@ -271,13 +271,13 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
 
 /// Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd and CI runners send): either stops everything this started.
 /// Listened to from the start, so that one arriving while things start up is kept, not lost (or fatal).
-struct StopSignal {
+pub(super) struct StopSignal {
     interrupt: Signal,
     terminate: Signal,
 }
 
 impl StopSignal {
-    fn new() -> Result<Self, String> {
+    pub(super) fn new() -> Result<Self, String> {
         let listen = |kind, name| signal(kind).map_err(|e| format!("cannot watch {name}: {e}"));
         Ok(Self {
             interrupt: listen(SignalKind::interrupt(), "SIGINT")?,
@@ -285,7 +285,7 @@ impl StopSignal {
         })
     }
 
-    async fn recv(&mut self) -> Result<(), String> {
+    pub(super) async fn recv(&mut self) -> Result<(), String> {
         tokio::select! {
             _ = self.interrupt.recv() => Ok(()),
             _ = self.terminate.recv() => Ok(()),
