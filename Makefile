@@ -11,7 +11,7 @@ help:
 	@echo "Targets:"
 	@echo "  make test        whole suite: venv, moto, fmt, clippy -D warnings, rustdoc -D warnings, cargo test, the"
 	@echo "                   fault-injection suite, the template checks (sam validate, cfn-lint, sam build, rules,"
-	@echo "                   smoke deploy, sqsafe check against the Python rules), a new project from templates/project"
+	@echo "                   smoke deploy, the rules' mutation corpus against sqsafe check), a new project from templates/project"
 	@echo "                   outside the workspace, the book and its links"
 	@echo "  make demo        the main job end to end: naive, key-only and sqsafe consumers fed the same deliveries"
 	@echo "  make book        the book (book/src) built into book/book/ with a pinned mdBook (installed into .tools/ once),"

@@ -21,8 +21,8 @@
 # SQSAFE_BUILD_ARCH=arm64|x86_64 forces one.
 #
 # SQSAFE_TEMPLATE=/path/to/project/template.yaml checks another project's template instead (a project made from
-# templates/project, scripts/project-check.py): 1-3, then the rules alone (template_rules.py --template), no build,
-# no smoke deploy (the pytest files are this repository's own template's tests). Outputs stay in .aws-sam/ (ignored by git); cargo-lambda builds in
+# templates/project, scripts/project-check.py): 1-3 only, no build, no smoke deploy (project-check.py runs the rules,
+# the project's own `sqsafe check`), no pytest (the pytest files are this repository's own template's tests). Outputs stay in .aws-sam/ (ignored by git); cargo-lambda builds in
 # target/<triple>/release and target/lambda/, apart from the dev build in target/debug.
 set -euo pipefail
 
@@ -110,8 +110,6 @@ translate_and_lint() {
 timed "translate + cfn-lint" translate_and_lint
 
 if [[ -n "${SQSAFE_TEMPLATE:-}" ]]; then
-  step "the template rules on ${TEMPLATE} (tests/template/template_rules.py)"
-  timed "template rules" python tests/template/template_rules.py --template "${TEMPLATE}"
   printf '\n--> template checks passed (%s)\n' "${TEMPLATE}"
   printf '    %s\n' "${TIMINGS[@]}"
   exit 0
@@ -150,14 +148,14 @@ fi
 
 # ---------------------------------------------------------------- 5. pytest
 step "pytest tests/template (rules, structure, smoke deploy into moto at ${AWS_ENDPOINT_URL})"
-# The tests that run the sqsafe binary (test_rules_rust.py, test_rules_generated.py, test_project_template.py) need one that no cargo step is
-# rebuilding: make test runs these in the background beside its cargo steps, so it sets SQSAFE_RUST_RULES_LATER=1 and
-# runs those two files itself once its builds are done.
+# The tests that run the sqsafe binary (test_rules.py, test_nested.py: the rules are sqsafe check's; and
+# test_project_template.py) need one that no cargo step is rebuilding: make test runs these in the background beside
+# its cargo steps, so it sets SQSAFE_RUST_RULES_LATER=1 and runs those three files itself once its builds are done.
 later=()
 if [[ "${SQSAFE_RUST_RULES_LATER:-}" == "1" ]]; then
-  later=(--ignore=tests/template/test_rules_rust.py --ignore=tests/template/test_rules_generated.py
+  later=(--ignore=tests/template/test_rules.py --ignore=tests/template/test_nested.py
     --ignore=tests/template/test_project_template.py)
-  echo "test_rules_rust.py and test_rules_generated.py: run by make test after its cargo builds"
+  echo "test_rules.py, test_nested.py and test_project_template.py: run by make test after its cargo builds"
 fi
 timed "pytest tests/template" python -m pytest tests/template --durations=3 "${later[@]}"
 

@@ -290,12 +290,12 @@ background "the cargo lambda watch test" env SQSAFE_E2E_SQSAFE_BIN="${INSTALLED_
 cargo test --workspace -- --skip _under_faults --skip "${LOCAL_WATCH_TEST}"
 report_background "the cargo lambda watch test" "the other test binaries"
 
-step "sqsafe check against the Python template rules (test_rules_rust.py, test_rules_generated.py: the same answers)"
-# Every mutation of template.yaml, consumers made by sqsafe new consumer, and the project template's consumer against
-# one that sqsafe new consumer makes (test_project_template.py: the same files); run here, with sqsafe built and no cargo
-# step rebuilding it (the template checks in the background leave these two files to this step).
-SQSAFE_BIN="${ROOT}/target/debug/sqsafe" "${ROOT}/.venv/bin/python" -m pytest -q tests/template/test_rules_rust.py \
-  tests/template/test_rules_generated.py tests/template/test_project_template.py
+step "the template rules' mutation corpus against sqsafe check (test_rules.py, test_nested.py), the project template"
+# Every mutation of template.yaml and of a nested child must fail its rule in sqsafe check, and the project template's
+# consumer must be the one sqsafe new consumer makes (test_project_template.py: the same files); run here, with sqsafe
+# built and no cargo step rebuilding it (the template checks in the background leave these files to this step).
+SQSAFE_BIN="${ROOT}/target/debug/sqsafe" "${ROOT}/.venv/bin/python" -m pytest -q tests/template/test_rules.py \
+  tests/template/test_nested.py tests/template/test_project_template.py
 
 step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; running since moto started)"
 report_background "the template checks" "the steps above"

@@ -1,14 +1,15 @@
-"""Nested applications whose template is a local file, inlined into the parent before the rules run (the Python twin
-of crates/sqsafe-local/src/stack/nested.rs, which sqsafe check and sqsafe local share).
+"""Nested applications whose template is a local file, inlined into the parent for the independent validators that
+read template.yaml as one document (the SAM transform and cfn-lint through conftest's `translated`, test_structure.py,
+the smoke deploy). sqsafe check and sqsafe local inline them in Rust (crates/sqsafe-local/src/stack/nested.rs);
+test_nested.py holds both to the same renaming.
 
 An AWS::Serverless::Application (Location) or AWS::CloudFormation::Stack (TemplateURL) naming a file (relative to
 the parent template's folder) is replaced by the child's resources, each under `<AppId><ChildId>`: the child's Ref,
 Fn::GetAtt and Fn::Sub are renamed to match, its parameters become the values the parent passes (or their
 defaults), and the parent's `!GetAtt App.Outputs.Name` becomes the child output's value. Children are flattened the
-same way first. Any other location (S3, the Serverless Application Repository) is left in place, and rule
-nested-application reports it as not checked.
+same way first. Any other location (S3, the Serverless Application Repository) is left in place.
 
-The rules read the SAM template itself (not sam_translate's output), so this runs on the parsed template.yaml.
+This runs on the parsed template.yaml (the SAM template itself, before sam_translate).
 """
 
 from __future__ import annotations
@@ -37,32 +38,6 @@ def location(resource: Any) -> tuple[bool, Any]:
 
 def _local_path(where: Any) -> str | None:
     return where if isinstance(where, str) and "://" not in where else None
-
-
-def not_checked(app: str, where: Any) -> str:
-    """What rule nested-application says of an application left in place."""
-    if where is None:
-        at = "no location"
-    elif isinstance(where, str):
-        at = where
-    else:
-        at = _show(where)
-    return f"cannot check nested application {app} at {at}: only local template files are read"
-
-
-def _show(v: Any) -> str:
-    """A value as the Rust checker's messages show it (`{"ApplicationId": "arn:..."}`)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, list):
-        return "[" + ", ".join(_show(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{_show(k)}: {_show(x)}" for k, x in v.items()) + "}"
-    return str(v)
 
 
 def flatten(doc: dict[str, Any], folder: Path) -> dict[str, Any]:

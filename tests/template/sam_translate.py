@@ -20,6 +20,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,45 @@ ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 DEFAULT_BUCKET = "sqsafe-template-checks"
 DEFAULT_REGION = "us-east-1"
+
+
+def refs(value: Any) -> set[str]:
+    """Logical ids (and parameters) a value refers to: Ref, Fn::GetAtt, ${X} / ${X.Attr} in Fn::Sub."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "Ref" and isinstance(inner, str):
+                found.add(inner)
+            elif key == "Fn::GetAtt":
+                if isinstance(inner, list) and inner and isinstance(inner[0], str):
+                    found.add(inner[0])
+                elif isinstance(inner, str):
+                    found.add(inner.split(".", 1)[0])
+            elif key == "Fn::Sub":
+                text = inner[0] if isinstance(inner, list) else inner
+                if isinstance(text, str):
+                    found.update(m.split(".", 1)[0] for m in re.findall(r"\$\{([^!][^}]*)\}", text))
+                if isinstance(inner, list) and len(inner) > 1:
+                    found.update(refs(inner[1]))
+            else:
+                found.update(refs(inner))
+    elif isinstance(value, list):
+        for item in value:
+            found.update(refs(item))
+    return {r for r in found if not r.startswith("AWS::")}
+
+
+def function_crate_binaries(root: Path = ROOT) -> dict[str, str]:
+    """Binary name -> crate directory, for every crate under functions/ (from [[bin]], else the package name)."""
+    import tomllib
+
+    binaries: dict[str, str] = {}
+    for manifest in sorted((root / "functions").glob("*/Cargo.toml")):
+        cargo = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        bins = [b["name"] for b in cargo.get("bin", []) if "name" in b] or [cargo["package"]["name"]]
+        for name in bins:
+            binaries[name] = str(manifest.parent.relative_to(root))
+    return binaries
 
 
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from template_rules import ROOT
+from sam_translate import ROOT
 
 # What cargo-lambda substitutes when the manifest leaves it out (cargo-lambda 1.9: CargoProfileRelease).
 CARGO_LAMBDA_FILLS = ("strip", "lto", "codegen-units", "panic")

@@ -1,16 +1,18 @@
-"""Nested applications (nested.py): a consumer's queue, DLQ and their alarms in a nested application whose template
-is a local file (fixtures/sqs-consumer.yaml) are checked as if they were written in the parent.
+"""Nested applications: a consumer's queue, DLQ and their alarms in a nested application whose template is a local
+file (fixtures/sqs-consumer.yaml) are checked by `sqsafe check` as if they were written in the parent.
 
 The nested template is template.yaml with charge-payment's queue, DLQ, DLQ alarm and queue-age alarm moved into the
 application ChargePaymentQueues; the rest of the template reads them through its outputs. It keeps every rule, and a
 mutation inside the child fails the rules the same mutation fails in the flat template, on the renamed resources
-(ChargePaymentQueue -> ChargePaymentQueuesQueue). test_rules_rust.py holds `sqsafe check` to the same answers.
+(ChargePaymentQueue -> ChargePaymentQueuesQueue). nested.py's flatten, which the independent validators (the SAM
+transform, cfn-lint, the smoke deploy) read the template through, inlines the child the same way.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -18,8 +20,8 @@ from typing import Any, Callable
 import pytest
 
 from nested import NestedTemplateError, flatten
-from sam_translate import load_template
-from template_rules import Violation, check, refs
+from sam_translate import load_template, refs
+from sqsafe_check import check_doc, check_path, run_sqsafe
 from test_rules import props
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "sqs-consumer.yaml"
@@ -96,10 +98,6 @@ def write_project(folder: Path, parent: dict[str, Any], child: dict[str, Any] | 
     path = folder / "template.json"
     path.write_text(json.dumps(parent), encoding="utf-8")
     return path
-
-
-def python_pairs(path: Path) -> set[tuple[str, str]]:
-    return {(v.rule, v.resource) for v in check(flatten(load_template(path), path.parent))}
 
 
 def renamed(pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -186,7 +184,8 @@ def child_fixture() -> dict[str, Any]:
 
 
 def test_the_nested_template_keeps_every_rule(nested, tmp_path) -> None:
-    assert python_pairs(write_project(tmp_path, nested)) == set()
+    code, found, output = check_path(write_project(tmp_path, nested))
+    assert code == 0 and found == set(), output
     assert [r for r, x in nested["Resources"].items() if x["Type"] == "AWS::Serverless::Application"] == [APP]
     assert not refs(nested["Resources"]) & set(MOVED), "the parent reads the moved resources through outputs only"
 
@@ -214,26 +213,31 @@ def test_a_mutation_in_the_child_fails_as_in_the_flat_template(
 ) -> None:
     child = child_fixture()
     mutate_child(child)
-    found = python_pairs(write_project(tmp_path, nested, child))
-    assert (rule, resource) in found, sorted(found)
+    code, found, output = check_path(write_project(tmp_path / "nested", nested, child))
+    assert code == 1 and (rule, resource) in found, output
     mutate_flat(sam_template)
-    assert found == renamed({(v.rule, v.resource) for v in check(sam_template)})
+    (tmp_path / "flat").mkdir()
+    _, flat, flat_output = check_doc(sam_template, tmp_path / "flat")
+    assert found == renamed(flat), f"nested:\n{output}\nflat:\n{flat_output}"
 
 
 @pytest.mark.parametrize("where", [n[1] for n in NOT_LOCAL], ids=[n[0] for n in NOT_LOCAL])
 def test_an_application_not_in_a_local_file_is_reported(nested, tmp_path, where) -> None:
     nested["Resources"][APP]["Properties"]["Location"] = where
-    found: list[Violation] = check(flatten(nested, tmp_path))
-    mine = [v for v in found if v.rule == "nested-application"]
-    assert [v.resource for v in mine] == [APP], found
-    assert "only local template files are read" in mine[0].message
+    code, found, output = check_path(write_project(tmp_path, nested))
+    assert code == 1 and ("nested-application", APP) in found, output
+    message = f"cannot check nested application {APP} at "
+    assert message in output and "only local template files are read" in output, output
 
 
 @pytest.mark.parametrize(("breaks", "says"), [r[1:] for r in REFUSED], ids=[r[0] for r in REFUSED])
-def test_an_application_that_cannot_be_inlined_is_an_error(nested, tmp_path, breaks, says: str) -> None:
+def test_an_application_that_cannot_be_inlined_exits_2(nested, tmp_path, breaks, says: str) -> None:
     child = child_fixture()
     breaks(nested, child)
     path = write_project(tmp_path, nested, child)
-    with pytest.raises(NestedTemplateError) as e:
+    proc = run_sqsafe("check", "--template", str(path))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert says in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    # The validators' reader refuses it too.
+    with pytest.raises(NestedTemplateError, match=re.escape(says)):
         flatten(load_template(path), path.parent)
-    assert says in str(e.value), str(e.value)

@@ -1,37 +1,38 @@
-"""The deployment rules of issue #4, enforced on template.yaml (see template_rules.py for the checker).
+"""The deployment rules of issue #4, enforced on template.yaml by `sqsafe check`, their one implementation
+(crates/sqsafe-cli/src/check; run through sqsafe_check.py).
 
-test_rule_holds runs once per rule, so a failure names the rule in the test id, and its message lists each resource
-that breaks it. The mutation tests break a copy of the template in memory, one way at a time, and show that the
-checker reports the named rule for the named resource: proof that each rule can fail.
+The mutation tests break a copy of the template in memory, one way at a time, and show that sqsafe check reports the
+named rule for the named resource (exit 1): proof that each rule can fail. Each mutation starts from the template,
+which passes every rule, so what else it reports comes of that one change. The changes of PASSING do right what a
+mutation breaks, and keep every rule. The independent validators (sam validate, cfn-lint on the SAM transform's
+output, the smoke deploy into moto) are in template-checks.sh and test_structure.py / test_smoke_deploy.py.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+import shutil
+from typing import Callable
 
 import pytest
 
-from template_rules import RULES, Violation, check, function_crate_binaries
+from sam_translate import ROOT, function_crate_binaries
+from sqsafe_check import VIOLATION, check_doc, rules, run_sqsafe
 
 
-def _violations(doc: dict[str, Any], **kw) -> list[Violation]:
-    return check(doc, **kw)
-
-
-@pytest.fixture(scope="module")
-def violations(_sam_template) -> list[Violation]:
-    return _violations(_sam_template)
-
-
-@pytest.mark.parametrize("rule", sorted(RULES))
-def test_rule_holds(rule: str, violations: list[Violation]) -> None:
-    broken = [str(v) for v in violations if v.rule == rule]
-    assert not broken, f"rule {rule!r} ({RULES[rule]}) is broken:\n" + "\n".join(broken)
+def test_the_template_passes_every_rule(sam_template, tmp_path) -> None:
+    code, found, output = check_doc(sam_template, tmp_path)
+    assert code == 0 and found == set(), output
+    # template.yaml itself (YAML, short-form tags), found from the repository root as the project's template.
+    functions = sum(1 for r in sam_template["Resources"].values() if r["Type"] == "AWS::Serverless::Function")
+    for args in (("check",), ("check", "--template", "template.yaml")):
+        proc = run_sqsafe(*args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"all {len(rules())} rules hold for its {functions} function(s)" in proc.stdout, proc.stdout
 
 
 def test_rules_are_not_vacuous(sam_template) -> None:
-    """The rules iterate over what they find: make sure they find the consumers, queues and tables."""
+    """The rules iterate over what they find: make sure the template has the consumers, queues and tables."""
     kinds = [r["Type"] for r in sam_template["Resources"].values()]
     crates = function_crate_binaries()
     assert len(crates) >= 2, f"expected the function crates under functions/, found {crates}"
@@ -434,12 +435,10 @@ MUTATIONS: list[Mutation] = [
 
 
 @pytest.mark.parametrize(("mutate", "rule", "resource"), [m[1:] for m in MUTATIONS], ids=[m[0] for m in MUTATIONS])
-def test_mutation_is_caught(sam_template, mutate, rule: str, resource: str) -> None:
+def test_mutation_is_caught(sam_template, tmp_path, mutate, rule: str, resource: str) -> None:
     mutate(sam_template)
-    found = _violations(sam_template)
-    assert any(v.rule == rule and v.resource == resource for v in found), (
-        f"expected [{rule}] {resource}; the checker reported:\n" + "\n".join(map(str, found))
-    )
+    code, found, output = check_doc(sam_template, tmp_path)
+    assert code == 1 and (rule, resource) in found, f"expected [{rule}] {resource}; sqsafe check said:\n{output}"
 
 
 # Changes that keep every rule: what a mutation above breaks, done right.
@@ -453,34 +452,65 @@ PASSING: list[tuple[str, Callable[[dict], None]]] = [
 
 
 @pytest.mark.parametrize("mutate", [p[1] for p in PASSING], ids=[p[0] for p in PASSING])
-def test_change_keeps_every_rule(sam_template, mutate) -> None:
+def test_change_keeps_every_rule(sam_template, tmp_path, mutate) -> None:
     mutate(sam_template)
-    found = _violations(sam_template)
-    assert not found, "\n".join(map(str, found))
+    code, found, output = check_doc(sam_template, tmp_path)
+    assert code == 0 and found == set(), output
 
 
-def test_environment_grants_names_the_fix(sam_template) -> None:
+def test_environment_grants_names_the_fix(sam_template, tmp_path) -> None:
     prices_table_named(sam_template)
-    found = [v for v in _violations(sam_template) if v.rule == "environment-grants"]
-    assert [str(v) for v in found] == [
+    _, _, output = check_doc(sam_template, tmp_path)
+    assert [line for line in output.splitlines() if line.startswith("[environment-grants]")] == [
         "[environment-grants] ChargePaymentRole: grants nothing on PricesTable, which ChargePaymentFunction's "
         "PRICES_TABLE names: add a statement allowing the DynamoDB actions its code calls (for example "
         "dynamodb:GetItem) on !GetAtt PricesTable.Arn"
     ]
 
 
-def test_missing_function_crate_is_caught(sam_template) -> None:
-    """A crate added under functions/ without a function in the template."""
-    crates = {**function_crate_binaries(), "send-receipt": "functions/send-receipt"}
-    found = _violations(sam_template, crate_binaries=crates)
-    assert any(v.rule == "function-crates" and v.resource == "functions/send-receipt" for v in found), found
+def test_missing_function_crate_is_caught(sam_template, tmp_path) -> None:
+    """A crate under functions/ without a function in the template: a copy of the workspace's crates plus one."""
+    workspace = tmp_path / "workspace"
+    (workspace / "functions").mkdir(parents=True)
+    (workspace / "Cargo.toml").write_text('[workspace]\nmembers = ["functions/*"]\n', encoding="utf-8")
+    for manifest in (ROOT / "functions").glob("*/Cargo.toml"):
+        (workspace / "functions" / manifest.parent.name).mkdir()
+        shutil.copy(manifest, workspace / "functions" / manifest.parent.name / "Cargo.toml")
+    (workspace / "functions" / "send-receipt").mkdir()
+    (workspace / "functions" / "send-receipt" / "Cargo.toml").write_text(
+        '[package]\nname = "send-receipt"\nversion = "0.1.0"\n', encoding="utf-8"
+    )
+    code, found, output = check_doc(sam_template, tmp_path, "--root", str(workspace))
+    assert code == 1 and found == {("function-crates", "functions/send-receipt")}, output
 
 
-def test_every_rule_has_a_mutation() -> None:
-    covered = {m[2] for m in MUTATIONS} | {"function-crates"}
-    assert covered == set(RULES), f"rules never shown to fail: {sorted(set(RULES) - covered)}"
+def test_every_rule_is_shown_failing() -> None:
+    """Every rule sqsafe check knows has a mutation here or in test_nested.py (or the crate test above)."""
+    from test_nested import NESTED_MUTATIONS
+
+    covered = {m[2] for m in MUTATIONS} | {m[3] for m in NESTED_MUTATIONS} | {"function-crates"}
+    known = rules()
+    assert covered == known, f"never shown to fail: {sorted(known - covered)}; unknown: {sorted(covered - known)}"
 
 
-def test_violation_message_names_rule_and_resource() -> None:
-    v = Violation("max-receive-count", "ChargePaymentQueue", "maxReceiveCount is 2, needs >= 5")
-    assert str(v) == "[max-receive-count] ChargePaymentQueue: maxReceiveCount is 2, needs >= 5"
+def test_a_violation_line_names_rule_and_resource(sam_template, tmp_path) -> None:
+    props(sam_template, "ChargePaymentQueue")["RedrivePolicy"]["maxReceiveCount"] = 2
+    _, _, output = check_doc(sam_template, tmp_path)
+    line = next(line for line in output.splitlines() if line.startswith("[max-receive-count]"))
+    m = VIOLATION.match(line)
+    assert m and m["resource"] == "ChargePaymentQueue" and "maxReceiveCount" in m["message"], line
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("not-yaml.yaml", "Resources: [unclosed\n"), ("not-json.json", '{"Resources": '), ("a-list.yaml", "- a\n- b\n")],
+)
+def test_an_unreadable_template_exits_2(tmp_path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    for target in (path, tmp_path / "missing.yaml"):
+        proc = run_sqsafe("check", "--template", str(target))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert proc.stderr.startswith("sqsafe: ") and str(target) in proc.stderr, proc.stderr
+        assert "panicked" not in proc.stderr and "backtrace" not in proc.stderr.lower()

@@ -49,8 +49,7 @@ from typing import Any
 import pytest
 
 from nested import flatten
-from sam_translate import artifact_key, local_children, translate
-from template_rules import ROOT
+from sam_translate import ROOT, artifact_key, local_children, translate
 
 BUILD_DIR = ROOT / ".aws-sam" / "build"
 BUILD_INFO = ROOT / ".aws-sam" / "sqsafe-build.json"  # written by scripts/template-checks.sh

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from template_rules import ROOT, function_crate_binaries, refs
+from sam_translate import ROOT, function_crate_binaries, refs
 
 R = "Resources"
 

@@ -6,8 +6,8 @@
 //! idempotency window at its MinValue, MAX_ATTEMPTS at its MaxValue. A parameter without the bound a rule needs is
 //! itself a violation.
 //!
-//! The rules and their names are those of `tests/template/template_rules.py`, which `tests/template/
-//! test_rules_rust.py` holds this checker to, mutation by mutation.
+//! This is the one implementation of the rules: `tests/template/test_rules.py` and `test_nested.py` break the
+//! repository's template one way at a time and hold this checker to the rule each break names, on its resource.
 
 mod alarms;
 mod dashboards;

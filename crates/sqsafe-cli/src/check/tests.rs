@@ -1,6 +1,6 @@
 //! The checker on the repository's template.yaml: it passes, and a few ways of breaking it are each caught by the
-//! rule they break, on the resource that breaks it. (tests/template/test_rules_rust.py runs every mutation of the
-//! Python rules' table against this checker.)
+//! rule they break, on the resource that breaks it. (tests/template/test_rules.py runs every mutation of its table,
+//! one for each rule, against the built `sqsafe check`.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
