@@ -17,7 +17,8 @@ help:
 	@echo "  make book        the book (book/src) built into book/book/ with a pinned mdBook (installed into .tools/ once),"
 	@echo "                   its links and README.md's checked (scripts/book-check.py; a step of make test)"
 	@echo "  make local       the whole pipeline by hand: moto, template.yaml's stack, the functions and their pollers, until Ctrl-C"
-	@echo "                   (the functions under the local Lambda Runtime API: timeouts, crashes and cold starts as in Lambda)"
+	@echo "                   (the functions under the local Lambda Runtime API: timeouts, crashes and cold starts as in Lambda;"
+	@echo "                   charge-payment charges the fake payments API of crates/sqsafe-test-servers: scripts/local.sh)"
 	@echo "  make local-watch the same, with each function that has an SQS mapping under cargo lambda watch: save a handler"
 	@echo "                   and the next delivery runs it, no restart (ARGS=\"--visibility-timeout 10\" for quick redeliveries)"
 	@echo "  make moto        run moto server in the foreground and print the env vars to export"
@@ -41,22 +42,25 @@ demo:
 book:
 	bash scripts/book.sh
 
-# sqsafe with the test servers (the fake payments API that charge-payment calls, given as PaymentsApiUrl): this
-# repository's pipeline; the sqsafe a team installs has none.
-SQSAFE := cargo build -p sqsafe-cli --features sqsafe-cli/test-servers --bin sqsafe
+# The sqsafe a team installs. It knows no payments API: scripts/local.sh runs this repository's fake one
+# (sqsafe-payments) beside `sqsafe local up` and gives its URL as charge-payment's PaymentsApiUrl.
+SQSAFE := cargo build -p sqsafe-cli --bin sqsafe
+PAYMENTS := cargo build -p sqsafe-test-servers --bin sqsafe-payments
 
 local:
 	@bash scripts/venv.sh
 	@echo "==> building the functions and sqsafe (the first run compiles the workspace: a few minutes on 2 cores)"
 	cargo build $(addprefix -p ,$(FUNCTIONS)) --bins
 	$(SQSAFE)
-	target/debug/sqsafe local up $(ARGS)
+	$(PAYMENTS)
+	@bash scripts/local.sh $(ARGS)
 
 local-watch:
 	@bash scripts/venv.sh
 	@echo "==> building sqsafe; it then builds each function as cargo lambda watch runs it (the first run: minutes)"
 	$(SQSAFE)
-	target/debug/sqsafe local up --watch $(ARGS)
+	$(PAYMENTS)
+	@bash scripts/local.sh --watch $(ARGS)
 
 moto:
 	@bash scripts/venv.sh

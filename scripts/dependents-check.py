@@ -11,11 +11,12 @@ resolves it with this workspace's Cargo.lock (offline: nothing new is downloaded
   `test-util` of aws-credential-types and two smithy crates for every SDK user: a feature a crate that depends on
   aws-config alone also gets is upstream's, not sqsafe's, and is not counted);
 - its test build (`-e normal,build,dev`, with sqsafe-testkit and sqsafe-local as dev-dependencies, as a generated
-  consumer's tests have them): no workspace-hack either.
+  consumer's tests have them): no workspace-hack and no sqsafe-test-servers either.
 
 And what a team installs, `cargo install --git <this repository> sqsafe-cli` (the `sqsafe` command, `sqsafe local`
-included): resolved alone, as cargo install builds it, sqsafe-local comes without this repository's test servers
-(INSTALLED_CLI_FORBIDDEN_FEATURES); with `--features test-servers` it has them (so the check can see them).
+included): resolved alone, as cargo install builds it, with every feature of sqsafe-cli on, it has sqsafe-local but
+not this repository's test servers (TEST_SERVERS, a member of this workspace, so that a rename cannot hide it); and
+sqsafe-local declares no features (the test servers were once features of it) and depends on no test server.
 
 Prints the number of packages the dependent builds. Run by scripts/test.sh; `--keep DIR` writes the crate to DIR
 instead (to build it by hand, for example for its release binary's size). `--project DIR` checks an existing project
@@ -25,6 +26,7 @@ instead of writing one: a project made from templates/project (scripts/project-c
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -41,18 +43,18 @@ FORBIDDEN_PACKAGES = {
     "aws-sdk-dynamodbstreams": "only the outbox relay's tests read DynamoDB Streams",
     "sqsafe-local": "the local pipeline is for a consumer's tests ([dev-dependencies]), not its binary",
     "criterion": "benchmarks are this workspace's",
+    "sqsafe-test-servers": "the fake payments API and the DynamoDB fault proxy are this repository's test servers",
 }
+# Forbidden in a consumer's test build too, not only in its binary.
+FORBIDDEN_IN_TESTS = {"sqsafe-workspace-hack", "sqsafe-test-servers"}
 # Features of third-party packages a consumer's binary never uses.
 FORBIDDEN_FEATURES = {
     "test-util": "test helpers (tokio's paused clock, the AWS crates' test clients) belong in tests only",
     "server": "a consumer serves nothing: lambda_runtime is an HTTP client of the Runtime API",
 }
 
-# Features of sqsafe-local that the installed `sqsafe` must not have unless asked for (sqsafe-cli's `test-servers`).
-INSTALLED_CLI_FORBIDDEN_FEATURES = {
-    "payments-api": "the fake payments API is this repository's test server",
-    "fault-proxy": "the DynamoDB fault proxy is this repository's test server",
-}
+# The crate of this repository's test servers: never in what a team installs or depends on.
+TEST_SERVERS = "sqsafe-test-servers"
 
 CONSUMER_MAIN = """\
 use sqsafe::App;
@@ -139,7 +141,7 @@ def problems_in(
     problems = []
     for package, features in packages:
         name = package.split(" ")[0]
-        if name in FORBIDDEN_PACKAGES and (not dev or name == "sqsafe-workspace-hack"):
+        if name in FORBIDDEN_PACKAGES and (not dev or name in FORBIDDEN_IN_TESTS):
             problems.append(f"{what}: {package}: {FORBIDDEN_PACKAGES[name]}")
         if dev:
             continue
@@ -150,29 +152,39 @@ def problems_in(
     return sorted(set(problems))
 
 
-def sqsafe_local_features(*args: str) -> set[str]:
-    """sqsafe-local's features when sqsafe-cli alone is built (as `cargo install` builds it) with `args`."""
+def installed_cli_packages() -> set[str]:
+    """The packages of sqsafe-cli built alone, as `cargo install` builds it, with every feature it has on."""
     out = subprocess.run(
-        ["cargo", "tree", "--offline", "-p", "sqsafe-cli", *args, "-e", "normal,build", "--prefix", "none",
-         "--format", "{p}|{f}"],
+        ["cargo", "tree", "--offline", "-p", "sqsafe-cli", "--all-features", "-e", "normal,build", "--prefix", "none",
+         "--format", "{p}"],
         cwd=ROOT, check=True, capture_output=True, text=True,
     ).stdout
-    found = [line.partition("|")[2] for line in out.splitlines() if line.startswith("sqsafe-local ")]
-    if not found:
-        raise SystemExit("dependents-check: sqsafe-cli does not depend on sqsafe-local (sqsafe local)")
-    return {f for line in found for f in line.strip().split(",") if f}
+    return {line.split(" ")[0] for line in out.splitlines() if line.strip()}
 
 
 def installed_cli_problems() -> list[str]:
-    """The sqsafe a team installs: no test servers by default; `--features test-servers` brings them."""
-    problems = [
-        f"cargo install sqsafe-cli: sqsafe-local with feature `{feature}`: {why} (keep it behind sqsafe-cli's "
-        f"`test-servers`, off by default)"
-        for feature, why in sorted(INSTALLED_CLI_FORBIDDEN_FEATURES.items())
-        if feature in sqsafe_local_features()
-    ]
-    missing = set(INSTALLED_CLI_FORBIDDEN_FEATURES) - sqsafe_local_features("--features", "test-servers")
-    problems += [f"sqsafe-cli --features test-servers: sqsafe-local lacks `{f}`" for f in sorted(missing)]
+    """The sqsafe a team installs has sqsafe-local and no test servers, whatever features it is built with."""
+    metadata = json.loads(subprocess.run(
+        ["cargo", "metadata", "--offline", "--no-deps", "--format-version", "1"],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout)
+    members = {p["name"]: p for p in metadata["packages"]}
+    if TEST_SERVERS not in members:
+        raise SystemExit(f"dependents-check: no workspace member is named {TEST_SERVERS}: this check would see nothing "
+                         f"(rename TEST_SERVERS with the crate)")
+    packages = installed_cli_packages()
+    if "sqsafe-local" not in packages:
+        raise SystemExit("dependents-check: sqsafe-cli does not depend on sqsafe-local (sqsafe local)")
+    problems = []
+    if TEST_SERVERS in packages:
+        why = FORBIDDEN_PACKAGES[TEST_SERVERS]
+        problems.append(f"cargo install sqsafe-cli (--all-features): {TEST_SERVERS}: {why}")
+    local = members["sqsafe-local"]
+    if local["features"]:
+        problems.append(f"sqsafe-local declares features {', '.join(sorted(local['features']))}: what only this "
+                        f"repository's tests use belongs in {TEST_SERVERS}, not behind a feature of what teams get")
+    if any(d["name"] == TEST_SERVERS for d in local["dependencies"]):
+        problems.append(f"sqsafe-local depends on {TEST_SERVERS} (of any kind): it must not")
     return problems
 
 
@@ -206,15 +218,15 @@ def main() -> int:
                 print(f"  {problem}", file=sys.stderr)
             print("fix: the libraries a team depends on must not depend on sqsafe-workspace-hack "
                   "(.config/hakari.toml final-excludes) nor enable these features outside [dev-dependencies]; "
-                  "sqsafe-cli turns sqsafe-local's test servers on only with its `test-servers` feature",
+                  f"the test servers live in {TEST_SERVERS}, which neither sqsafe-cli nor sqsafe-local depends on",
                   file=sys.stderr)
             return 1
         what = f"the project {directory}" if args.project else "a crate outside the workspace depending on sqsafe"
         print(f"dependents-check: {what} builds {len(distinct)} packages, "
               f"none of {', '.join(sorted(FORBIDDEN_PACKAGES))}, no `test-util` or `server` feature")
         if args.project is None:
-            print("dependents-check: the sqsafe a team installs (cargo install sqsafe-cli) has no test servers "
-                  f"({', '.join(sorted(INSTALLED_CLI_FORBIDDEN_FEATURES))} of sqsafe-local only with test-servers)")
+            print(f"dependents-check: the sqsafe a team installs (cargo install sqsafe-cli, every feature on) has "
+                  f"sqsafe-local and no {TEST_SERVERS}; sqsafe-local declares no features")
         return 0
     finally:
         if args.keep is None:

@@ -382,8 +382,8 @@ def pipeline(project: Path, env: dict) -> None:
                 raise SystemExit("project: sqsafe local up stopped before it was ready:\n" + "".join(lines))
             lines.append(line)
             if line.startswith("payments API"):
-                raise SystemExit(f"project: {SQSAFE} started a payments API: it was built with the test servers, not "
-                                 "as a team installs it (cargo build -p sqsafe-cli --bin sqsafe, alone)")
+                raise SystemExit(f"project: {SQSAFE} started a payments API: sqsafe local up knows none (this "
+                                 "repository's fake one is sqsafe-test-servers', which scripts/local.sh runs beside it)")
             if m := re.match(r"moto server\s+(\S+)", line):
                 endpoint = m.group(1)
             elif m := re.match(r"table\s+(\S+)\s+\(IdempotencyTable\)", line):

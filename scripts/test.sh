@@ -242,11 +242,10 @@ step "a new project outside the workspace: started in the background beside carg
 # pipeline under cargo lambda watch (`sqsafe local up --watch`), and beside them the project's own `make build` of its
 # consumer (sam build, release, for the release size check at the end).
 # It runs the sqsafe the project's own make test installs (cargo install from this checkout, as a team's from a tag).
-# The cargo lambda watch test runs the workspace's sqsafe as a team installs it: built alone, without the test servers
-# (cargo unifies features over the packages of one command, and the bench's and the e2e tests' turn sqsafe-local's
-# test servers on), copied into a folder of its own that later builds do not touch. The project check builds
-# the project in a target folder of its own: nothing it compiles is the workspace's (a dependent gets its own
-# features), and it never waits for cargo's lock on target/. Its minutes of waiting (sam, cargo lambda watch, queues)
+# The cargo lambda watch test runs the workspace's sqsafe as a team installs it: built alone (cargo unifies features
+# over the packages of one command), copied into a folder of its own that later builds do not touch. The project
+# check builds the project in a target folder of its own: nothing it compiles is the workspace's (a dependent gets its
+# own features) and never waits for cargo's lock on target/. Its minutes of waiting (sam, cargo lambda watch, queues)
 # pass beside the compiling steps. Then the bench smoke's binaries and charge-payment (the project check's size check).
 cargo build -q -p sqsafe-cli --bin sqsafe
 INSTALLED_BIN="${ROOT}/target/sqsafe-installed"

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqsafe_local::lambda::FunctionSpec;
 use sqsafe_local::moto::{self, MotoServer};
-use sqsafe_local::{PaymentsApi, RunningPayments};
+use sqsafe_test_servers::{PaymentsApi, RunningPayments};
 
 use crate::proxy::BenchProxy;
 

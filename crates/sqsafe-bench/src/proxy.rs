@@ -3,7 +3,7 @@
 //! service, which operation, when it arrived, when it was answered) and answers the client with keep-alive even
 //! though moto closes every connection.
 //!
-//! sqsafe-local's fault proxy injects faults; this one measures. The two are kept apart because the figures need
+//! sqsafe-test-servers' fault proxy injects faults; this one measures. The two are kept apart because the figures need
 //! the timeline of each request (for the critical path, see `trace`) and a backend that is not the bottleneck.
 
 use std::convert::Infallible;

@@ -329,8 +329,8 @@ mod tests {
             assert!(up.contains(option), "{option} in:\n{up}");
         }
         assert!(
-            up.contains("test-servers") && up.contains("PaymentsApiUrl"),
-            "--help says what a build without the test servers does:\n{up}"
+            up.contains("*ApiUrl") && up.contains("local stand-in") && !up.contains("payments"),
+            "--help says what an API's URL gets without --parameter, and knows no payments API:\n{up}"
         );
         let cli = Cli::try_parse_from(["sqsafe", "local", "up", "--watch"]).expect("parses");
         assert!(matches!(

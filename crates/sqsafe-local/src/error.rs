@@ -3,21 +3,10 @@ use std::net::SocketAddr;
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything that can go wrong while configuring or starting a local service.
-///
-/// Requests the services answer with an HTTP error (a missing key, a conflict, an injected fault) are not errors here:
-/// they are the behaviour under test.
+/// Everything that can go wrong while starting a local service or running a command of the local pipeline.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A fault rate is not a probability.
-    #[error("invalid {name}: {value} is not a probability in [0, 1]")]
-    InvalidRate {
-        /// Which rate: `fail_before_rate` or `fail_after_rate`.
-        name: &'static str,
-        /// The rejected value.
-        value: f64,
-    },
     /// The listening socket could not be bound (address in use, no permission) or its address read back.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -38,11 +27,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// `true` for [`Error::InvalidRate`].
-    pub fn is_invalid_rate(&self) -> bool {
-        matches!(self, Error::InvalidRate { .. })
-    }
-
     /// `true` for [`Error::Bind`].
     pub fn is_bind(&self) -> bool {
         matches!(self, Error::Bind { .. })

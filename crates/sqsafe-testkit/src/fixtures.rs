@@ -38,8 +38,8 @@ pub async fn dynamodb(counter: &RequestCounter) -> aws_sdk_dynamodb::Client {
     dynamodb_at(&endpoint(), counter).await
 }
 
-/// A DynamoDB client for another local endpoint (e.g. sqsafe-local's proxy, which keeps moto's transactions atomic
-/// under concurrency) whose requests `counter` counts.
+/// A DynamoDB client for another local endpoint (e.g. sqsafe-test-servers' proxy, which keeps moto's transactions
+/// atomic under concurrency) whose requests `counter` counts.
 pub async fn dynamodb_at(endpoint: &str, counter: &RequestCounter) -> aws_sdk_dynamodb::Client {
     let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config_at(endpoint).await)
         .interceptor(counter.clone())

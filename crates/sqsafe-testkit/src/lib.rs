@@ -1,8 +1,8 @@
 //! Test support for sqsafe's crates and functions: SDK clients pointed at the local AWS (moto server, started by
 //! `make test`), unique table and queue names so tests run in parallel against one server, and a request counter
 //! that asserts request budgets. For a consumer that calls an HTTP API, [`FakeDownstream`] is that API on loopback,
-//! recording each call and counting effects per `Idempotency-Key`; [`ServerTask`] is the accept loop it (and
-//! sqsafe-local's servers) run on.
+//! recording each call and counting effects per `Idempotency-Key`; [`ServerTask`] is the accept loop it (and the
+//! servers of sqsafe-local and sqsafe-test-servers) run on.
 //!
 //! A test that needs the server fails loudly when it is not there; it never skips.
 //!

@@ -1,6 +1,6 @@
 //! An HTTP/1 accept loop on a spawned task that serves an axum [`Router`], and the handle that stops it: the one loop
-//! behind every local server of sqsafe's (the fake downstream API here; sqsafe-local's payments API, fault proxy and
-//! Lambda Runtime API).
+//! behind every local server of sqsafe's (the fake downstream API here; sqsafe-local's Lambda Runtime API;
+//! sqsafe-test-servers' payments API and fault proxy).
 //!
 //! Routing is axum's. The accept loop is written here because `axum::serve` spawns each connection on a detached
 //! task: stopping it (gracefully or not) would leave requests in flight running, and a Runtime API long poll would

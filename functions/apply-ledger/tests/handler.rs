@@ -19,14 +19,14 @@ struct Fixture {
     idempotency_table: String,
     ledger_table: String,
     dlq_url: String,
-    _proxy: sqsafe_local::RunningProxy,
+    _proxy: sqsafe_test_servers::RunningProxy,
 }
 
 async fn fixture() -> Fixture {
     // Groups run concurrently and duplicates cancel transactions: moto's rollback of a cancelled transaction restores
     // a copy of the tables and erases concurrent writes. The transparent proxy runs each transaction alone, as
-    // DynamoDB's atomicity requires (see sqsafe_local::proxy).
-    let proxy = sqsafe_local::FaultProxy::start(sqsafe_local::FaultProxyConfig::new(
+    // DynamoDB's atomicity requires (see sqsafe_test_servers::proxy).
+    let proxy = sqsafe_test_servers::FaultProxy::start(sqsafe_test_servers::FaultProxyConfig::new(
         sqsafe_testkit::endpoint(),
     ))
     .await

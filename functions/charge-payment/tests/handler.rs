@@ -8,7 +8,7 @@ use serde::Deserialize;
 use sqsafe::{App, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
 use sqsafe_idempotency::KeyBuilder;
 use sqsafe_local::stack::{LocalStack, StackOptions};
-use sqsafe_local::{Fault, PaymentsApi, RunningPayments};
+use sqsafe_test_servers::{Fault, PaymentsApi, RunningPayments};
 use sqsafe_testkit::{event_file, invocation, sdk_config, unique_name};
 use std::collections::BTreeMap;
 

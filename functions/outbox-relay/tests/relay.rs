@@ -375,10 +375,10 @@ async fn a_retryable_failure_is_retried_within_the_invocation_and_reported_with_
     let batch = fx.stream.next_batch().await;
     let sequence = sequence_numbers(&batch);
     // DynamoDB throttles every mark (UpdateItem) until the proxy's faults are turned off: retryable.
-    let proxy = sqsafe_local::proxy::FaultProxyConfig {
+    let proxy = sqsafe_test_servers::proxy::FaultProxyConfig {
         throttle_rate: 1.0,
         operations: Some(vec!["UpdateItem".into()]),
-        ..sqsafe_local::proxy::FaultProxyConfig::new(sqsafe_testkit::endpoint())
+        ..sqsafe_test_servers::proxy::FaultProxyConfig::new(sqsafe_testkit::endpoint())
     }
     .start()
     .await
@@ -450,7 +450,7 @@ async fn a_record_without_a_sequence_number_fails_the_batch_before_anything_runs
 async fn a_crash_between_publishing_and_marking_republishes_and_charge_payment_charges_once() {
     let mut fx = fixture().await;
     // charge-payment as deployed, with the local payments API.
-    let payments = sqsafe_local::PaymentsApi::builder()
+    let payments = sqsafe_test_servers::PaymentsApi::builder()
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");

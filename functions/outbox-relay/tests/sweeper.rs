@@ -221,7 +221,7 @@ async fn an_event_the_relay_gave_up_on_is_published_by_the_sweeper_and_charge_pa
     )
     .await;
     // charge-payment as deployed, with the local payments API.
-    let payments = sqsafe_local::PaymentsApi::builder()
+    let payments = sqsafe_test_servers::PaymentsApi::builder()
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");

@@ -12,7 +12,7 @@ use sqsafe_local::moto::{MotoServer, venv_bin};
 use sqsafe_local::stack::{
     LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, template_path,
 };
-use sqsafe_local::{Fault, PaymentsApi, RunningPayments};
+use sqsafe_test_servers::{Fault, PaymentsApi, RunningPayments};
 use tokio::sync::watch;
 
 use crate::consumers::{InProcessConsumer, Protection};

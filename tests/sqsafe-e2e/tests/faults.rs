@@ -33,7 +33,8 @@ use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT, InstanceStats};
 use sqsafe_local::moto::{MotoServer, venv_bin};
 use sqsafe_local::stack::{LocalStack, StackOptions, TemplateSpec, template_path};
-use sqsafe_local::{FaultProxy, FaultProxyConfig, PaymentsApi, ProxyStats};
+use sqsafe_test_servers::proxy::SelfMetWrite;
+use sqsafe_test_servers::{FaultProxy, FaultProxyConfig, PaymentsApi, ProxyStats};
 use tokio::sync::watch;
 
 fn seed() -> u64 {
@@ -85,7 +86,7 @@ fn heavy() -> bool {
 
 struct Pipeline {
     moto: MotoServer,
-    proxy: sqsafe_local::RunningProxy,
+    proxy: sqsafe_test_servers::RunningProxy,
     sqs: aws_sdk_sqs::Client,
     dynamodb: aws_sdk_dynamodb::Client,
     stack: LocalStack,
@@ -1259,7 +1260,7 @@ fn a_self_met_write_is_excused_only_when_its_process_died_before_logging() {
 
     let mut proxy = ProxyStats::default();
     for key in ["k-died", "k-lived"] {
-        proxy.self_met.push(sqsafe_local::proxy::SelfMetWrite {
+        proxy.self_met.push(SelfMetWrite {
             operation: "PutItem".to_owned(),
             table: "idempotency".to_owned(),
             key: key.to_owned(),
@@ -1312,7 +1313,7 @@ fn a_self_met_write_cut_at_the_deadline_is_abandoned_not_unresolved() {
         ("PutItem", "k-cut"),
         ("UpdateItem", "k-other"),
     ] {
-        proxy.self_met.push(sqsafe_local::proxy::SelfMetWrite {
+        proxy.self_met.push(SelfMetWrite {
             operation: operation.to_owned(),
             table: "idempotency".to_owned(),
             key: key.to_owned(),

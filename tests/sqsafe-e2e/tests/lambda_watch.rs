@@ -3,7 +3,7 @@
 //! payments API.
 
 use sqsafe_e2e::{Watch, failures};
-use sqsafe_local::PaymentsApi;
+use sqsafe_test_servers::PaymentsApi;
 use sqsafe_testkit::{RequestCounter, create_queue, create_table, endpoint, unique_name};
 
 fn aws_env() -> Vec<(&'static str, String)> {
@@ -104,10 +104,12 @@ async fn apply_ledger_under_cargo_lambda_watch() {
     let dlq = create_queue(&sqs, "apply-ledger-dlq", true).await;
     let queue = create_queue(&sqs, "apply-ledger", true).await;
 
-    // Transactions alone in front of moto (see sqsafe_local::proxy): the two groups run concurrently.
-    let proxy = sqsafe_local::FaultProxy::start(sqsafe_local::FaultProxyConfig::new(endpoint()))
-        .await
-        .expect("proxy");
+    // Transactions alone in front of moto (see sqsafe_test_servers::proxy): the two groups run concurrently.
+    let proxy = sqsafe_test_servers::FaultProxy::start(sqsafe_test_servers::FaultProxyConfig::new(
+        endpoint(),
+    ))
+    .await
+    .expect("proxy");
     let mut env = aws_env();
     env.extend([
         ("IDEMPOTENCY_TABLE", idem),

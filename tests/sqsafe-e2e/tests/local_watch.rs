@@ -54,7 +54,7 @@ fn sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits() {
     );
     assert!(
         !up.seen(|l| l.starts_with("payments API")),
-        "the sqsafe a team installs starts no payments API (the test-servers feature is off):\n{}",
+        "sqsafe local up starts no payments API (this repository's is in sqsafe-test-servers):\n{}",
         up.output()
     );
     let function_log = logs.join("watch-probe.watch.log");
@@ -310,10 +310,10 @@ impl Drop for Scratch {
     }
 }
 
-/// The `sqsafe` binary as a team installs it, without the test servers: `SQSAFE_E2E_SQSAFE_BIN` when set (make
-/// test's, built alone), else built now by `cargo build -p sqsafe-cli --bin sqsafe` (a no-op when fresh; alone, so
-/// that no other package's features reach it). Copied into the scratch folder: a build of the workspace meanwhile
-/// (which turns the test servers on) replaces the file in the target folder, not the one this test runs.
+/// The `sqsafe` binary as a team installs it: `SQSAFE_E2E_SQSAFE_BIN` when set (make test's, built alone), else built
+/// now by `cargo build -p sqsafe-cli --bin sqsafe` (a no-op when fresh; alone, so that no other package's features
+/// reach it). Copied into the scratch folder: a build of the workspace meanwhile replaces the file in the target
+/// folder, not the one this test runs.
 fn build_cli(scratch: &Scratch) -> PathBuf {
     let built = match std::env::var_os("SQSAFE_E2E_SQSAFE_BIN").filter(|b| !b.is_empty()) {
         Some(bin) => PathBuf::from(bin),

@@ -10,9 +10,6 @@
 //! - `send` sends a consumer's sample event to its queue in the running pipeline, one message per record.
 //! - `resources` creates the template's tables and queues in a moto server the user runs, named as the template
 //!   names them.
-//!
-//! The fake payments API of this repository's own tests ([`PaymentsApi`](crate::PaymentsApi)) is started by `up`
-//! only when this crate is built with its `payments-api` feature (sqsafe-cli's `test-servers`).
 
 mod hints;
 mod parameters;
@@ -55,11 +52,9 @@ pub enum LocalCommand {
     /// given with --parameter NAME=VALUE, as `sam deploy --parameter-overrides` would; without it `up` stops before
     /// starting anything and names the parameter. Except an API's URL, a parameter named *ApiUrl (what `sqsafe new
     /// consumer` adds for each consumer's API): `up` gives it a local stand-in, a fake API on loopback that answers
-    /// every call with 200, and prints the calls it received per Idempotency-Key when it stops.
-    ///
-    /// This repository's own pipeline (`make local`) builds sqsafe with the `test-servers` feature: `up` then also
-    /// starts the fake payments API of its tests and gives its URL as the parameter PaymentsApiUrl (unless
-    /// --parameter gives one). An installed sqsafe has no payments API.
+    /// every call with 200 and `{"call": N, "idempotency_key": KEY}`, and prints the calls it received per
+    /// Idempotency-Key when it stops. A function that reads more of an answer than its status needs
+    /// --parameter NAME=URL of an API (or a fake of it) that answers as the real one does.
     Up(UpArgs),
     /// Creates the template's tables and queues in the moto server at AWS_ENDPOINT_URL, for running a function by hand.
     ///

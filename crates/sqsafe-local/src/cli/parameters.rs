@@ -5,12 +5,9 @@ use std::collections::BTreeMap;
 
 use crate::stack::TemplateSpec;
 
-/// The parameter the fake payments API's URL is given as (this repository's template; `make local`).
-pub(super) const PAYMENTS_API_URL: &str = "PaymentsApiUrl";
-
 /// Checks the given parameters against the template: each is declared, and every parameter without a Default that
-/// a function's environment uses is given (`supplied`: those `up` gives itself, such as [`PAYMENTS_API_URL`] with the
-/// fake payments API). One line that says what to pass otherwise.
+/// a function's environment uses is given (`supplied`: those `up` gives itself, a local stand-in's URL for an API).
+/// One line that says what to pass otherwise.
 pub(super) fn check(
     spec: &TemplateSpec,
     given: &BTreeMap<String, String>,
@@ -42,14 +39,8 @@ pub(super) fn check(
         .iter()
         .map(|n| format!("--parameter {n}=VALUE"))
         .collect();
-    let payments = if names.contains(&PAYMENTS_API_URL) {
-        " (this sqsafe starts no fake payments API: give the URL of one you run, or build sqsafe with the \
-         test-servers feature as this repository's `make local` does)"
-    } else {
-        ""
-    };
     Err(format!(
-        "{}: {} without a Default in the template; pass {}{payments}",
+        "{}: {} without a Default in the template; pass {}",
         uses.join(", "),
         if names.len() == 1 {
             "a parameter"
@@ -89,15 +80,14 @@ Resources:
         assert!(
             message.starts_with("charge-payment's PAYMENTS_API_URL is !Ref PaymentsApiUrl: ")
                 && message.contains("pass --parameter PaymentsApiUrl=VALUE")
-                && message.contains("test-servers")
                 && !message.contains('\n'),
             "{message}"
         );
         let given =
-            BTreeMap::from([(PAYMENTS_API_URL.to_owned(), "http://127.0.0.1:9".to_owned())]);
+            BTreeMap::from([("PaymentsApiUrl".to_owned(), "http://127.0.0.1:9".to_owned())]);
         assert_eq!(check(&spec(), &given, &[]), Ok(()));
         assert_eq!(
-            check(&spec(), &BTreeMap::new(), &[PAYMENTS_API_URL]),
+            check(&spec(), &BTreeMap::new(), &["PaymentsApiUrl"]),
             Ok(())
         );
     }
@@ -105,9 +95,9 @@ Resources:
     #[test]
     fn a_parameter_the_template_does_not_declare_is_refused() {
         let given = BTreeMap::from([("PaymentApiUrl".to_owned(), "x".to_owned())]);
-        let message = check(&spec(), &given, &[PAYMENTS_API_URL]).expect_err("typo");
+        let message = check(&spec(), &given, &["PaymentsApiUrl"]).expect_err("typo");
         assert!(message.contains("PaymentApiUrl"), "{message}");
         let default = BTreeMap::from([("Region".to_owned(), "us-east-1".to_owned())]);
-        assert_eq!(check(&spec(), &default, &[PAYMENTS_API_URL]), Ok(()));
+        assert_eq!(check(&spec(), &default, &["PaymentsApiUrl"]), Ok(()));
     }
 }

@@ -1,7 +1,7 @@
 //! Local stand-ins for the APIs a template's functions call. A consumer made by `sqsafe new consumer` calls the API
 //! at its `API_URL`, the template parameter `<Consumer>ApiUrl`, which has no Default (a deploy must name the real
 //! API). For `up`, each such parameter (named `*ApiUrl`, used by a function's environment, given no value by
-//! `--parameter` or by a test server) is given the URL of a fake API on loopback instead: it answers every call
+//! `--parameter`) is given the URL of a fake API on loopback instead: it answers every call
 //! with `200` and `{"call": N, "idempotency_key": "<key>"}`, and `up` prints the calls it received per
 //! `Idempotency-Key` when it stops. `--parameter NAME=URL` points the function at a real one instead.
 
@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 
 use sqsafe_testkit::FakeDownstream;
 
-use super::parameters::PAYMENTS_API_URL;
 use crate::stack::TemplateSpec;
 
 /// The ending of a parameter's name that makes it an API's URL.
@@ -21,26 +20,13 @@ pub(super) struct StandIns {
 }
 
 /// The parameters a stand-in is started for: each `*ApiUrl` parameter that a function's environment uses with no
-/// value from the template's Default, from `given` or from `supplied` (a test server's), sorted. Not
-/// `PaymentsApiUrl`: charge-payment reads the payments API's own answers, which only the fake payments API of this
-/// repository's test servers gives (`parameters::check` says so when it is missing).
-pub(super) fn needed(
-    spec: &TemplateSpec,
-    given: &BTreeMap<String, String>,
-    supplied: &[&str],
-) -> Vec<String> {
-    let mut known = given.clone();
-    known.extend(
-        supplied
-            .iter()
-            .map(|name| ((*name).to_owned(), String::new())),
-    );
+/// value from the template's Default or from `given`, sorted.
+pub(super) fn needed(spec: &TemplateSpec, given: &BTreeMap<String, String>) -> Vec<String> {
     let mut names: Vec<String> = spec
-        .unset_parameters(&known)
+        .unset_parameters(given)
         .into_iter()
         .map(|u| u.parameter)
         .filter(|name| name.len() > SUFFIX.len() && name.ends_with(SUFFIX))
-        .filter(|name| name != PAYMENTS_API_URL)
         .collect();
     names.sort_unstable();
     names.dedup();
@@ -112,7 +98,6 @@ mod tests {
             r#"
 Parameters:
   SendInvoiceApiUrl: {Type: String}
-  PaymentsApiUrl: {Type: String}
   PricesApiUrl: {Type: String, Default: "https://prices.example"}
   ApiUrl: {Type: String, Default: x}
   UnusedApiUrl: {Type: String}
@@ -126,7 +111,6 @@ Resources:
       Environment:
         Variables:
           API_URL: !Ref SendInvoiceApiUrl
-          PAYMENTS_API_URL: !Ref PaymentsApiUrl
           PRICES_API_URL: !Ref PricesApiUrl
           TABLE: !Ref TableName
       Events: {Sqs: {Type: SQS, Properties: {Queue: !GetAtt Queue.Arn}}}
@@ -140,18 +124,15 @@ Resources:
         let spec = spec();
         let none = BTreeMap::new();
         assert_eq!(
-            needed(&spec, &none, &[]),
+            needed(&spec, &none),
             ["SendInvoiceApiUrl"],
-            "a Default, an unused parameter, one not named *ApiUrl and the payments API's get none"
+            "a Default, an unused parameter and one not named *ApiUrl get none"
         );
         let given = BTreeMap::from([(
             "SendInvoiceApiUrl".to_owned(),
             "http://127.0.0.1:9".to_owned(),
         )]);
-        assert_eq!(
-            needed(&spec, &given, &["PaymentsApiUrl"]),
-            Vec::<String>::new()
-        );
+        assert_eq!(needed(&spec, &given), Vec::<String>::new());
     }
 
     #[test]

@@ -22,12 +22,8 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     let spec = TemplateSpec::read(&args.template).map_err(|e| e.to_string())?;
     let mut given = args.parameter_map();
     // The APIs the functions call that no value names: a local stand-in each (see stand_ins).
-    let stand_in_names = stand_ins::needed(&spec, &given, TestServers::SUPPLIED);
-    let supplied: Vec<&str> = TestServers::SUPPLIED
-        .iter()
-        .copied()
-        .chain(stand_in_names.iter().map(String::as_str))
-        .collect();
+    let stand_in_names = stand_ins::needed(&spec, &given);
+    let supplied: Vec<&str> = stand_in_names.iter().map(String::as_str).collect();
     parameters::check(&spec, &given, &supplied)?;
     // The workspace the template belongs to (a copy of the workspace has its own): where watch builds.
     let workspace = args
@@ -61,7 +57,6 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
         .await;
     let sqs = aws_sdk_sqs::Client::new(&config);
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-    let servers = TestServers::start(&mut given).await?;
     let stand_ins = StandIns::start(&stand_in_names, &mut given).await?;
     let options = StackOptions {
         prefix: "local".into(),
@@ -84,7 +79,6 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     let log_dir = log_dir.canonicalize().unwrap_or(log_dir);
 
     println!("moto server      {}", moto.endpoint());
-    servers.print_endpoints();
     stand_ins.print_endpoints();
     for (logical, table) in &stack.tables {
         println!("table            {table}  ({logical})");
@@ -264,7 +258,6 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     }
     watch_mode::shutdown(watched).await;
     stand_ins.print_calls();
-    servers.shutdown().await;
     moto.shutdown().await;
     ended
 }
@@ -291,55 +284,4 @@ impl StopSignal {
             _ = self.terminate.recv() => Ok(()),
         }
     }
-}
-
-/// The test servers of this repository's own pipeline, started beside moto when this crate is built with them (the
-/// `payments-api` feature; sqsafe-cli's `test-servers`): the fake payments API, its URL given as the template
-/// parameter `PaymentsApiUrl` unless `--parameter` gives one.
-#[cfg(feature = "payments-api")]
-struct TestServers {
-    payments: crate::RunningPayments,
-}
-
-#[cfg(feature = "payments-api")]
-impl TestServers {
-    /// The parameters these servers give the template.
-    const SUPPLIED: &[&str] = &[parameters::PAYMENTS_API_URL];
-
-    async fn start(given: &mut std::collections::BTreeMap<String, String>) -> Result<Self, String> {
-        let payments = crate::PaymentsApi::builder()
-            .start(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
-            .await
-            .map_err(|e| e.to_string())?;
-        given
-            .entry(parameters::PAYMENTS_API_URL.to_owned())
-            .or_insert_with(|| payments.base_url());
-        Ok(Self { payments })
-    }
-
-    fn print_endpoints(&self) {
-        println!("payments API     {}", self.payments.base_url());
-    }
-
-    async fn shutdown(self) {
-        println!("payments API: {}", self.payments.stats());
-        self.payments.shutdown().await;
-    }
-}
-
-/// Without the `payments-api` feature (an installed sqsafe): no test servers.
-#[cfg(not(feature = "payments-api"))]
-struct TestServers;
-
-#[cfg(not(feature = "payments-api"))]
-impl TestServers {
-    const SUPPLIED: &[&str] = &[];
-
-    async fn start(_: &mut std::collections::BTreeMap<String, String>) -> Result<Self, String> {
-        Ok(Self)
-    }
-
-    fn print_endpoints(&self) {}
-
-    async fn shutdown(self) {}
 }

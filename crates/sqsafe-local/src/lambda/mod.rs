@@ -86,6 +86,9 @@
 //! Deadlines are wall-clock milliseconds because the function compares them with its own clock; timeouts run on
 //! tokio's clock. Request ids (`<instance>-0000-4000-8000-<invocation>`, UUID-shaped) and trace ids are derived
 //! from the instance id and a counter, not drawn at random, so runs are repeatable.
+//!
+//! Against a real process (a cold start, an abort, a timeout, a failed init), this module is tested in
+//! crates/sqsafe-test-servers (`tests/lambda.rs`), beside the echo function it runs there.
 
 mod api;
 mod error;

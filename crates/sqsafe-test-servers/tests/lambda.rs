@@ -1,4 +1,5 @@
-//! The Lambda emulator against a real `lambda_runtime` process: `sqsafe-echo-lambda`, built with this crate.
+//! sqsafe-local's Lambda emulator (`sqsafe_local::lambda`) against a real `lambda_runtime` process:
+//! `sqsafe-echo-lambda`, built with this crate (cargo gives a test the path of its own package's binaries only).
 //!
 //! These tests wait on real processes (a cold start, an abort, a 1.5 s timeout), never on a fixed sleep.
 

@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! use sqsafe_local::moto::{self, MotoServer};
-//! use sqsafe_local::proxy::{FaultProxy, FaultProxyConfig};
+//! use sqsafe_test_servers::proxy::{FaultProxy, FaultProxyConfig};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let moto = MotoServer::start(&moto::venv_bin()).await?;

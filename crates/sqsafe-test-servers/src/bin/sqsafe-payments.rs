@@ -1,10 +1,10 @@
-//! `sqsafe-payments`: the local payments API on 127.0.0.1, until Ctrl-C.
+//! `sqsafe-payments`: the local payments API on 127.0.0.1, until Ctrl-C or SIGTERM (what `make local` stops it with).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sqsafe_local::PaymentsApi;
+use sqsafe_test_servers::PaymentsApi;
 
 const USAGE: &str =
     "usage: sqsafe-payments [--port N] [--seed N] [--fail-before RATE] [--fail-after RATE]
@@ -54,16 +54,28 @@ async fn main() -> ExitCode {
         payments.base_url()
     );
 
-    let interrupted = tokio::signal::ctrl_c().await;
+    let stopped = stop_signal().await;
     let stats = payments.stats();
     payments.shutdown().await;
     println!("stats: {stats}");
-    match interrupted {
+    match stopped {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sqsafe-payments: cannot wait for Ctrl-C: {e}");
+            eprintln!("sqsafe-payments: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM, whichever comes first.
+async fn stop_signal() -> Result<(), String> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let listen = |kind, name| signal(kind).map_err(|e| format!("cannot watch {name}: {e}"));
+    let mut interrupt = listen(SignalKind::interrupt(), "SIGINT")?;
+    let mut terminate = listen(SignalKind::terminate(), "SIGTERM")?;
+    tokio::select! {
+        _ = interrupt.recv() => Ok(()),
+        _ = terminate.recv() => Ok(()),
     }
 }
 

@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::config::{
 use aws_sdk_dynamodb::error::{BoxError, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use sqsafe_local::moto::{self, MotoServer};
-use sqsafe_local::proxy::{
+use sqsafe_test_servers::proxy::{
     self, FaultProxy, FaultProxyConfig, ProxyStats, RECENT_FAULTS, RunningProxy,
 };
 use sqsafe_testkit::{create_table, unique_name};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sqsafe_local::{Charge, Fault, PaymentsApi, PaymentsApiBuilder, RunningPayments, Stats};
+use sqsafe_test_servers::{Charge, Fault, PaymentsApi, PaymentsApiBuilder, RunningPayments, Stats};
 use tokio::sync::Notify;
 
 fn loopback() -> SocketAddr {

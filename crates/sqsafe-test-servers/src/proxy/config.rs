@@ -8,7 +8,7 @@ use super::server::{FaultProxy, RunningProxy};
 /// Build it from [`FaultProxyConfig::new`] and struct update syntax:
 ///
 /// ```
-/// use sqsafe_local::proxy::FaultProxyConfig;
+/// use sqsafe_test_servers::proxy::FaultProxyConfig;
 ///
 /// let config = FaultProxyConfig {
 ///     seed: 7,
