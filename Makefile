@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo book local local-watch moto local-resources bench bench-smoke size model clean-venv
+.PHONY: help test demo book venv local local-watch moto local-resources bench bench-smoke size model clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -21,7 +21,8 @@ help:
 	@echo "                   charge-payment charges the fake payments API of crates/sqsafe-test-servers: scripts/local.sh)"
 	@echo "  make local-watch the same, with each function that has an SQS mapping under cargo lambda watch: save a handler"
 	@echo "                   and the next delivery runs it, no restart (ARGS=\"--visibility-timeout 10\" for quick redeliveries)"
-	@echo "  make moto        run moto server in the foreground and print the env vars to export"
+	@echo "  make venv        sqsafe (target/debug/sqsafe), then .venv with the Python tools it pins (sqsafe local venv)"
+	@echo "  make moto        make venv, then moto server in the foreground (sqsafe local moto); prints the env to export"
 	@echo "  make local-resources  create template.yaml's tables and queues (without the stack name) in a running moto"
 	@echo "                   (sqsafe local resources: the same code that creates them for make local and the tests)"
 	@echo "  cargo xtask new-consumer NAME [--fifo] [--transact]   add a consumer (crate, sample event, template resources)"
@@ -42,33 +43,34 @@ demo:
 book:
 	bash scripts/book.sh
 
-# The sqsafe a team installs. It knows no payments API: scripts/local.sh runs this repository's fake one
-# (sqsafe-payments) beside `sqsafe local up` and gives its URL as charge-payment's PaymentsApiUrl.
-SQSAFE := cargo build -p sqsafe-cli --bin sqsafe
-PAYMENTS := cargo build -p sqsafe-test-servers --bin sqsafe-payments
+# sqsafe, the CLI a team installs, built from this checkout: it installs the pinned Python tools (`sqsafe local venv`:
+# moto server, SAM CLI, cfn-lint, cargo-lambda; requirements/test.txt) and runs moto (`sqsafe local moto`). It knows
+# no payments API: scripts/local.sh runs this repository's fake one (sqsafe-payments) beside `sqsafe local up` and
+# gives its URL as charge-payment's PaymentsApiUrl.
+SQSAFE := target/debug/sqsafe
+PAYMENTS := cargo build -q -p sqsafe-test-servers --bin sqsafe-payments
 
-local:
-	@bash scripts/venv.sh
-	@echo "==> building the functions and sqsafe (the first run compiles the workspace: a few minutes on 2 cores)"
+venv:
+	@cargo build -q -p sqsafe-cli --bin sqsafe
+	@$(SQSAFE) local venv
+
+local: venv
+	@echo "==> building the functions (the first run compiles the workspace: a few minutes on 2 cores)"
 	cargo build $(addprefix -p ,$(FUNCTIONS)) --bins
-	$(SQSAFE)
 	$(PAYMENTS)
 	@bash scripts/local.sh $(ARGS)
 
-local-watch:
-	@bash scripts/venv.sh
-	@echo "==> building sqsafe; it then builds each function as cargo lambda watch runs it (the first run: minutes)"
-	$(SQSAFE)
+local-watch: venv
+	@echo "==> sqsafe builds each function as cargo lambda watch runs it (the first run: minutes)"
 	$(PAYMENTS)
 	@bash scripts/local.sh --watch $(ARGS)
 
-moto:
-	@bash scripts/venv.sh
-	@bash scripts/moto.sh run
+moto: venv
+	@$(SQSAFE) local moto
 
 local-resources:
-	@$(SQSAFE) -q
-	@target/debug/sqsafe local resources
+	@cargo build -q -p sqsafe-cli --bin sqsafe
+	@$(SQSAFE) local resources
 
 bench:
 	bash scripts/bench.sh

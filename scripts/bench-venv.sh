@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates .venv-bench (the Powertools peer and matplotlib, bench/requirements.txt) apart from the test venv, with the
-# test venv's pinned uv (scripts/venv.sh installs it: run that first, as scripts/bench.sh does).
+# test venv's pinned uv (sqsafe local venv installs it: run that first, as scripts/bench.sh does).
 # Reinstalls only when the requirements (or the Python version) change, tracked by a hash stamp inside the venv:
 # the first install takes ~10-30 s, a no-op a few milliseconds.
 set -euo pipefail
@@ -23,7 +23,7 @@ rm -rf "${VENV}"
 start="${SECONDS}"
 "${PYTHON}" -m venv "${VENV}"
 UV="${ROOT}/.venv/bin/uv"
-[[ -x "${UV}" ]] || { echo "bench-venv.sh: ${UV} not found: run scripts/venv.sh first" >&2; exit 1; }
+[[ -x "${UV}" ]] || { echo "bench-venv.sh: ${UV} not found: run make venv (sqsafe local venv) first" >&2; exit 1; }
 UV_LINK_MODE=copy "${UV}" pip install --quiet --python "${VENV}/bin/python" -r "${REQS[0]}"
 echo "${want}" > "${STAMP}"
 echo "bench-venv.sh: done in $((SECONDS - start)) s"

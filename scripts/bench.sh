@@ -23,7 +23,8 @@ started="${SECONDS}"
 packages=(-p charge-payment -p naive-rust -p sqsafe-bench)
 
 step "venvs: .venv (moto server) and .venv-bench (Powertools, awslambdaric, matplotlib)"
-bash scripts/venv.sh
+cargo build -q -p sqsafe-cli --bin sqsafe
+target/debug/sqsafe local venv
 bash scripts/bench-venv.sh
 
 if [[ "${mode}" == smoke ]]; then

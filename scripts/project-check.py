@@ -91,8 +91,31 @@ VENV = ROOT / ".venv"
 RELEASE_OUT = TARGET / "project-release"
 
 
+# Each step's wall time and CPU time (of the processes it waited for: the background make build counts where it is
+# waited for, in its last step), printed as a table at the end: where the project check's time goes.
+STEPS: list[list] = []
+
+
+def cpu_seconds() -> float:
+    usage = os.times()
+    return usage.children_user + usage.children_system
+
+
 def step(text: str) -> None:
+    now, cpu = time.monotonic(), cpu_seconds()
+    if STEPS:
+        STEPS[-1][1] = now - STEPS[-1][1]
+        STEPS[-1][2] = cpu - STEPS[-1][2]
+    STEPS.append([text.split(":")[0].split(" (")[0], now, cpu])
     print(f"\n--> project: {text}", flush=True)
+
+
+def step_table() -> None:
+    step("end")
+    STEPS.pop()
+    print("\nproject check, wall and CPU time per step:", flush=True)
+    for name, wall, cpu in STEPS:
+        print(f"  {wall:5.0f} s  {cpu:5.0f} s  {name}", flush=True)
 
 
 def run(*args: str, cwd: Path, env: dict | None = None) -> None:
@@ -605,6 +628,7 @@ def main() -> int:
         sizes(inside)
         step(f"make build {pascal(NAME)}Function: its end (it ran beside the steps since the render)")
         release.finish()
+        step_table()
         step(f"passed in {time.monotonic() - started:.0f} s; discarding the project")
         return 0
     finally:

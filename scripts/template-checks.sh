@@ -10,8 +10,7 @@
 # AWS::Serverless::Function (a bad Runtime, a misspelt ReportBatchItemFailures) that 2 and 3 catch.
 #
 # Expects what scripts/test.sh sets up: the venv (.venv) and moto server with AWS_ENDPOINT_URL etc. exported
-# (scripts/aws-env.sh). By hand: `bash scripts/venv.sh && bash scripts/moto.sh start`, then
-# `source scripts/aws-env.sh && aws_env_export "$(cat .run/moto.port)"`, then this script.
+# (sqsafe local moto). By hand: `make venv`, then `target/debug/sqsafe local moto -- bash scripts/template-checks.sh`.
 #
 # Build architecture: the template deploys arm64. Building arm64 needs the aarch64-unknown-linux-gnu Rust standard
 # library, which rust-toolchain.toml lists: rustup installs it with the toolchain on a machine without 1.95.0, and
@@ -61,9 +60,9 @@ timed() {
 
 # ---------------------------------------------------------------- preconditions
 [[ -x "${VENV}/bin/sam" && -x "${VENV}/bin/cfn-lint" && -x "${VENV}/bin/cargo-lambda" ]] \
-  || die "${VENV} lacks sam, cfn-lint or cargo-lambda: run scripts/venv.sh"
+  || die "${VENV} lacks sam, cfn-lint or cargo-lambda: run make venv (sqsafe local venv)"
 [[ -n "${AWS_ENDPOINT_URL:-}" ]] \
-  || die "AWS_ENDPOINT_URL is not set: run from scripts/test.sh, or start moto (scripts/moto.sh start) and export scripts/aws-env.sh's variables"
+  || die "AWS_ENDPOINT_URL is not set: run from scripts/test.sh, or under target/debug/sqsafe local moto -- bash scripts/template-checks.sh"
 case "${AWS_ENDPOINT_URL}" in
   http://127.0.0.1:* | http://localhost:*) ;;
   *) die "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL} is not loopback: refusing to run" ;;

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite: Python venv, moto (local AWS), then fmt, clippy, the Rust tests and the template checks.
-# Stops at the first failure; moto is stopped on exit whatever happens.
+# The whole test suite: sqsafe (the CLI) built first, which installs the pinned Python tools (`sqsafe local venv`)
+# and runs moto, the local AWS (`sqsafe local moto -- scripts/test.sh`: the rest of this script runs under it, and moto
+# stops when it ends, whatever happens); then fmt, clippy, the Rust tests, the template checks, a new project.
+# Stops at the first failure.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
-# shellcheck source=scripts/aws-env.sh
-source "${ROOT}/scripts/aws-env.sh"
 
 # A whole-suite run compiles each crate once: incremental caches (about 2 GB here) would only fill the disk.
 export CARGO_INCREMENTAL=0
@@ -19,7 +19,18 @@ STEP_SECONDS=()
 STEP_CPU=()
 STEP_STARTED=""
 STEP_CPU_STARTED=0
-SUITE_STARTED="$(date +%s)"
+SUITE_STARTED="${SQSAFE_SUITE_STARTED:-$(date +%s)}"
+# The steps before moto (SQSAFE_SUITE_PRELUDE, one "wall cpu name" line each), measured by this script's first run,
+# which then ran the rest under `sqsafe local moto`: their CPU counts in the total (PRELUDE_CPU).
+PRELUDE_CPU=0
+if [[ -n "${SQSAFE_SUITE_PRELUDE:-}" ]]; then
+  while read -r wall cpu name; do
+    STEP_SECONDS+=("${wall}")
+    STEP_CPU+=("${cpu}")
+    STEP_NAMES+=("${name}")
+    PRELUDE_CPU=$((PRELUDE_CPU + cpu))
+  done <<<"${SQSAFE_SUITE_PRELUDE}"
+fi
 # CPU seconds of the background jobs that ended during the current step: theirs, not the step's. (This shell adds a
 # child's CPU time to its own children's when it reaps it, which it does as soon as the child exits, whatever step
 # runs then: see account_ended_background.)
@@ -81,7 +92,7 @@ timings() {
   account_ended_background
   children_cpu
   printf '\nwall and CPU time per step (total %d s of wall time, %d s of CPU time):\n' \
-    "$(($(date +%s) - SUITE_STARTED))" "${CHILDREN_CPU}"
+    "$(($(date +%s) - SUITE_STARTED))" "$((CHILDREN_CPU + PRELUDE_CPU))"
   printf '  %5s    %5s\n' wall cpu
   for i in "${!STEP_SECONDS[@]}"; do
     printf '  %5d s  %5s s  %s\n' "${STEP_SECONDS[$i]}" "${STEP_CPU[$i]:-?}" "${STEP_NAMES[$i]%% (*}"
@@ -108,9 +119,8 @@ print_timings_on_failure() {
   fi
 }
 
-# One EXIT trap: the timings (on failure), then every background step's process group and folder, then moto's own
-# trap (set by moto_up: it stops moto when this script started it; composed in once moto is up).
-MOTO_TRAP=""
+# One EXIT trap: the timings (on failure), then every background step's process group and folder. (Moto is
+# `sqsafe local moto`'s: it stops moto once this script has ended.)
 BACKGROUND_PIDS=()
 BACKGROUND_DIRS=()
 cleanup() {
@@ -123,7 +133,6 @@ cleanup() {
     rm -rf "${BACKGROUND_DIRS[@]}"
   fi
   rm -f "${TIMES_FILE}"
-  eval "${MOTO_TRAP}"
 }
 trap cleanup EXIT
 
@@ -172,13 +181,43 @@ report_background() {
   fi
 }
 
-step "Python venv (.venv, requirements/test.txt: pip installs the pinned uv, uv the rest)"
-bash "${ROOT}/scripts/venv.sh"
-
-step "moto server (local AWS)"
-moto_up "${ROOT}"
-MOTO_TRAP="$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")"
-trap cleanup EXIT
+# The first run: sqsafe, the pinned Python tools, then the rest of this script again under `sqsafe local moto`, which
+# starts moto on a free loopback port, points every AWS client at it (AWS_ENDPOINT_URL, SQSAFE_TEST_ENDPOINT, test
+# credentials, us-east-1), and stops it when the script ends. sqsafe is built alone, as a team installs it, and copied
+# into a folder of its own that later builds do not touch (the cargo lambda watch test runs that copy).
+INSTALLED_BIN="${ROOT}/target/sqsafe-installed"
+if [[ -z "${SQSAFE_SUITE_UNDER_MOTO:-}" ]]; then
+  step "sqsafe, the CLI, and charge-payment (debug; sqsafe installs the Python tools and runs moto for the steps below)"
+  cargo build -q -p sqsafe-cli --bin sqsafe
+  mkdir -p "${INSTALLED_BIN}"
+  cp "${ROOT}/target/debug/sqsafe" "${INSTALLED_BIN}/"
+  # charge-payment's debug binary: the project check compares its consumer's with it when it starts (a later step
+  # rebuilds it with the fault-injection crash points).
+  cargo build -q -p charge-payment
+  # The project check's target folder starts as a copy of this build (cp -a keeps the times cargo's fingerprints
+  # compare): the project's make test installs sqsafe from this checkout (cargo install --debug, in that folder) and
+  # finds it built, instead of compiling sqsafe-cli and the AWS SDK a second time, and it never waits for cargo's lock
+  # on target/, which the steps below hold for minutes.
+  rm -rf "${ROOT}/target/project-check"
+  mkdir -p "${ROOT}/target/project-check"
+  cp -a "${ROOT}/target/debug" "${ROOT}/target/project-check/"
+  step "Python venv: sqsafe local venv (.venv, requirements/test.txt: pip installs the pinned uv, uv the rest)"
+  "${INSTALLED_BIN}/sqsafe" local venv
+  step "moto server: sqsafe local moto -- scripts/test.sh (every step below runs under it)"
+  prelude=""
+  for i in "${!STEP_SECONDS[@]}"; do
+    prelude+="${STEP_SECONDS[$i]} ${STEP_CPU[$i]} ${STEP_NAMES[$i]}"$'\n'
+  done
+  # Its own table on failure, from here on: the run under moto prints this one's rows with its own.
+  SUITE_PASSED=1
+  exec env SQSAFE_SUITE_UNDER_MOTO=1 SQSAFE_SUITE_STARTED="${SUITE_STARTED}" SQSAFE_SUITE_PRELUDE="${prelude%$'\n'}" \
+    SQSAFE_SUITE_STEP_STARTED="${STEP_STARTED}" SQSAFE_SUITE_STEP_NAME="${STEP_NAMES[-1]}" \
+    "${INSTALLED_BIN}/sqsafe" local moto -- bash "${BASH_SOURCE[0]}" "$@"
+fi
+# Under moto: the step that started it runs until the first step below.
+STEP_NAMES+=("${SQSAFE_SUITE_STEP_NAME:-moto server: sqsafe local moto}")
+STEP_STARTED="${SQSAFE_SUITE_STEP_STARTED:-$(date +%s)}"
+[[ -n "${AWS_ENDPOINT_URL:-}" ]] || { echo "test.sh: SQSAFE_SUITE_UNDER_MOTO is set but AWS_ENDPOINT_URL is not" >&2; exit 1; }
 echo "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL}"
 
 step "template checks: started in the background beside every cargo step below (their output follows cargo test)"
@@ -189,6 +228,18 @@ background "the template checks" env CARGO_TARGET_DIR="${ROOT}/target/sam" SQSAF
   bash "${ROOT}/scripts/template-checks.sh"
 # The book (scripts/book.sh: the pinned mdBook installed once into .tools/, the book built, its links checked).
 background "the book" bash "${ROOT}/scripts/book.sh"
+
+step "a new project outside the workspace: started in the background beside every cargo step below (output later)"
+# scripts/project-check.py: sam init --location templates/project, its own make test (which must fail without the DLQ
+# grant), its tests (which must fail with the effect broken), its template's checks, sqsafe new consumer, the local
+# pipeline under cargo lambda watch (`sqsafe local up --watch`), and beside them the project's own `make build` of its
+# consumer (sam build, release, for the release size check at the end). The longest step: it starts first.
+# It runs the sqsafe the project's own make test installs (cargo install from this checkout, as a team's from a tag).
+# It builds the project in a target folder of its own (target/project-check, seeded above with sqsafe's build): a
+# dependent gets its own features (no workspace-hack), so the rest would be compiled anew anyway, and it never waits
+# for cargo's lock on target/. Its minutes of waiting (sam, cargo lambda watch, queues) pass beside the compiling steps.
+background "the project check" env SQSAFE_PROJECT_TARGET="${ROOT}/target/project-check" \
+  "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
@@ -236,24 +287,8 @@ step "cargo clippy with the fault-injection crash points (built only for the fau
 cargo clippy -p sqsafe-idempotency -p sqsafe -p sqsafe-workspace-hack --features sqsafe-idempotency/fault-injection \
   -- -D warnings
 
-step "a new project outside the workspace: started in the background beside cargo doc and cargo test (output later)"
-# scripts/project-check.py: sam init --location templates/project, its own make test (which must fail without the DLQ
-# grant), its tests (which must fail with the effect broken), its template's checks, sqsafe new consumer, the local
-# pipeline under cargo lambda watch (`sqsafe local up --watch`), and beside them the project's own `make build` of its
-# consumer (sam build, release, for the release size check at the end).
-# It runs the sqsafe the project's own make test installs (cargo install from this checkout, as a team's from a tag).
-# The cargo lambda watch test runs the workspace's sqsafe as a team installs it: built alone (cargo unifies features
-# over the packages of one command), copied into a folder of its own that later builds do not touch. The project
-# check builds the project in a target folder of its own: nothing it compiles is the workspace's (a dependent gets its
-# own features) and never waits for cargo's lock on target/. Its minutes of waiting (sam, cargo lambda watch, queues)
-# pass beside the compiling steps. Then the bench smoke's binaries and charge-payment (the project check's size check).
-cargo build -q -p sqsafe-cli --bin sqsafe
-INSTALLED_BIN="${ROOT}/target/sqsafe-installed"
-mkdir -p "${INSTALLED_BIN}"
-cp "${ROOT}/target/debug/sqsafe" "${INSTALLED_BIN}/"
+step "the bench smoke's binaries: naive-rust and sqsafe-bench (debug)"
 cargo build -q -p charge-payment -p naive-rust -p sqsafe-bench --bins
-background "the project check" env SQSAFE_PROJECT_TARGET="${ROOT}/target/project-check" \
-  "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
 
 step "cargo doc --workspace --no-deps, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
@@ -299,8 +334,8 @@ SQSAFE_BIN="${ROOT}/target/debug/sqsafe" "${ROOT}/.venv/bin/python" -m pytest -q
 step "template checks: their output (sam validate, cfn-lint, sam build, rules, smoke deploy; running since moto started)"
 report_background "the template checks" "the steps above"
 
-step "a new project outside the workspace: its output (it ran in the background since cargo doc)"
-report_background "the project check" "cargo doc, cargo test and the steps after them"
+step "a new project outside the workspace: its output (it ran in the background since moto started)"
+report_background "the project check" "the steps above"
 
 step "release binary size: the project's sam build against ChargePaymentFunction's (within 10%)"
 # Both bootstraps are built by now: the workspace's by the template checks, the project's by the project check.

@@ -1,4 +1,4 @@
-"""The moto launcher (crates/sqsafe-local/src/moto_server.py: scripts/moto.sh and sqsafe local run moto through it) makes moto's conditional writes atomic, as DynamoDB's are.
+"""The moto launcher (crates/sqsafe-local/src/moto_server.py: sqsafe local runs moto through it) makes moto's conditional writes atomic, as DynamoDB's are.
 
 moto checks a PutItem's condition and then stores the item with nothing held between the two. Under CPU load the
 interpreter can switch threads in that gap, and two claims of one key both pass `attribute_not_exists` (make test saw
@@ -23,7 +23,7 @@ import botocore.config
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# The one launcher: sqsafe-local embeds it (sqsafe local up | moto), scripts/moto.sh runs it from here.
+# The one launcher: sqsafe-local embeds it (sqsafe local up | moto | the tests' MotoServer).
 LAUNCHER = ROOT / "crates" / "sqsafe-local" / "src" / "moto_server.py"
 RACERS = 10
 TRIALS = 3

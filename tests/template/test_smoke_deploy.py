@@ -1,8 +1,9 @@
 """Smoke deploy: template.yaml, translated by the SAM transform, created as a stack in moto server with the artifacts
 `sam build` made, then every resource asserted with describe calls (a stack status alone proves nothing in moto).
 
-Needs moto server (scripts/test.sh starts it and exports AWS_ENDPOINT_URL; or `bash scripts/moto.sh start` and the
-exports of scripts/aws-env.sh) and `sam build` output in .aws-sam/build (scripts/template-checks.sh runs it first).
+Needs moto server (scripts/test.sh runs under `sqsafe local moto`, which exports AWS_ENDPOINT_URL; by hand,
+`target/debug/sqsafe local moto -- .venv/bin/python -m pytest ...`) and `sam build` output in .aws-sam/build
+(scripts/template-checks.sh runs it first).
 Without either the tests FAIL, they never skip. Only 127.0.0.1 / localhost endpoints are accepted.
 
 What moto (5.2.5) cannot do, found by running this, and where it is covered instead (test_structure.py):
@@ -69,8 +70,8 @@ def endpoint() -> str:
     url = os.environ.get("AWS_ENDPOINT_URL")
     if not url:
         pytest.fail(
-            "AWS_ENDPOINT_URL is not set: start moto (scripts/test.sh does; or `bash scripts/moto.sh start` and export "
-            "what scripts/aws-env.sh exports). This test never skips."
+            "AWS_ENDPOINT_URL is not set: run under moto (scripts/test.sh does; or `target/debug/sqsafe local moto -- "
+            "pytest ...`). This test never skips."
         )
     host = urllib.parse.urlparse(url).hostname
     if host not in ("127.0.0.1", "localhost", "::1"):

@@ -16,8 +16,8 @@
 //! kills the process; [`MotoServer::shutdown`] also waits for it. A process killed with SIGKILL cannot clean up, so
 //! its moto server outlives it.
 //!
-//! moto runs through a small launcher (`moto_server.py`, embedded here; sqsafe's repository's `scripts/moto.sh` runs
-//! the same file) that applies DynamoDB's writes one at a time, in arrival order: moto checks a write's
+//! moto runs through a small launcher (`moto_server.py`, embedded here; `sqsafe local moto` and every test of sqsafe's
+//! repository run moto through it) that applies DynamoDB's writes one at a time, in arrival order: moto checks a write's
 //! condition and then applies it with nothing held between the two, so under CPU load two conditional claims of one
 //! key could both win. DynamoDB evaluates a condition and its write atomically; with the launcher, moto does too.
 
@@ -54,7 +54,7 @@ pub const LAUNCHER: &str = include_str!("moto_server.py");
 #[non_exhaustive]
 pub enum Error {
     /// `<venv_bin>/moto_server` does not exist.
-    #[error("moto_server not found at {}: run `make test` or `scripts/venv.sh` to create the venv", path.display())]
+    #[error("moto_server not found at {}: run `sqsafe local venv` (make test and a project's make venv do) to install the pinned tools", path.display())]
     NotInstalled {
         /// Where it was looked for.
         path: PathBuf,
@@ -116,7 +116,7 @@ pub enum Error {
     },
 }
 
-/// `<project root>/.venv/bin`, where `scripts/venv.sh` installs `moto_server`: the project is the one of the test
+/// `<project root>/.venv/bin`, where `sqsafe local venv` installs `moto_server`: the project is the one of the test
 /// or binary running (see [`sqsafe_testkit::project_root`]), not the folder this crate was compiled in.
 /// [`MotoServer::start`] says clearly when `moto_server` is not there.
 pub fn venv_bin() -> PathBuf {

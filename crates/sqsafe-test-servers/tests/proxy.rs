@@ -1,6 +1,6 @@
 //! The fault proxy in front of a real moto server, driven by the real AWS SDK.
 //!
-//! Every test starts its own moto server (from `.venv`, made by `scripts/venv.sh`) and its own proxy, so counters and
+//! Every test starts its own moto server (from `.venv`, made by `sqsafe local venv`) and its own proxy, so counters and
 //! tables are its own. Without the venv the tests fail, saying how to make it.
 
 use std::future::ready;
@@ -831,7 +831,7 @@ async fn moto_without_the_venv_says_how_to_make_it() {
         .await
         .expect_err("no venv");
     assert!(matches!(err, moto::Error::NotInstalled { .. }), "{err}");
-    assert!(err.to_string().contains("scripts/venv.sh"), "{err}");
+    assert!(err.to_string().contains("sqsafe local venv"), "{err}");
 }
 
 /// moto restores a copy of the tables when a transaction is cancelled, erasing what other requests wrote meanwhile

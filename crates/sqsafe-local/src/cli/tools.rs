@@ -24,8 +24,7 @@ pub(super) const REQUIREMENTS: &str = include_str!("../../../../requirements/tes
 /// The pinned `uv` that installs them (sqsafe's `requirements/uv.txt`).
 pub(super) const UV_REQUIREMENTS: &str = include_str!("../../../../requirements/uv.txt");
 
-/// Where `.venv` records what it was made from, as sqsafe's repository's `scripts/venv.sh` records it too (so either
-/// accepts a `.venv` the other made from the same pins).
+/// Where `.venv` records what it was made from: a `.venv` made from the same pins for the same Python is kept as it is.
 const STAMP: &str = ".requirements.sha256";
 
 /// What a `.venv` made for `python_version` records: the SHA-256, in hex, of both requirement files and the Python
@@ -181,7 +180,7 @@ pub(super) async fn moto(command: &[String]) -> Result<(), String> {
     let ended = tokio::select! {
         status = child.wait() => status.map_err(|e| format!("{program}: {e}")),
         stopped = stop.recv() => {
-            let _ = child.kill().await;
+            stop_child(&mut child).await;
             stopped.and(Err(format!("{program}: stopped by a signal")))
         }
     };
@@ -195,6 +194,26 @@ pub(super) async fn moto(command: &[String]) -> Result<(), String> {
             command.join(" ")
         ))
     }
+}
+
+/// How long the command is given to end after SIGTERM before the SIGKILL.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Ctrl-C or SIGTERM while the command runs: the command gets SIGTERM (a Ctrl-C in the terminal reached it already)
+/// and [`STOP_GRACE`] to end, so that its own cleanup runs (a test suite stops what it started in the background);
+/// then SIGKILL. Moto stops after it either way.
+async fn stop_child(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let _ = Command::new("kill")
+            .args(["-s", "TERM", "--", &pid.to_string()])
+            .stderr(Stdio::null())
+            .status()
+            .await;
+        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
+            return;
+        }
+    }
+    let _ = child.kill().await;
 }
 
 #[cfg(test)]

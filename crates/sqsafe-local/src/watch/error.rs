@@ -5,7 +5,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum WatchError {
     /// `<venv_bin>/cargo-lambda` does not exist.
-    #[error("cargo-lambda not found at {}: run `bash scripts/venv.sh` (make local-watch does) to install the pinned one", path.display())]
+    #[error("cargo-lambda not found at {}: run `sqsafe local venv` (make local-watch and a project's make venv do) to install the pinned one", path.display())]
     NotInstalled {
         /// Where it was looked for.
         path: PathBuf,
