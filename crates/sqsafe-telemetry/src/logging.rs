@@ -120,9 +120,12 @@ fn filter(level: &str) -> std::result::Result<EnvFilter, ParseError> {
     EnvFilter::builder().parse(directives(level))
 }
 
-/// Crates under the AWS SDK whose own DEBUG and TRACE lines carry whole requests and responses (message bodies,
-/// stored results, items): kept at INFO or above whatever level is set, unless a directive names them.
+/// Targets whose own DEBUG and TRACE lines carry whole requests, responses or events (message bodies, stored results,
+/// items): the crates under the AWS SDK, and lambda_runtime's layer that logs every event it receives, whole, at
+/// TRACE ("raw JSON event received from Lambda"). Kept at INFO or above whatever level is set, unless a directive
+/// names them (or a module above them, as `lambda_runtime` does).
 pub(crate) const WIRE_TARGETS: &[&str] = &[
+    "lambda_runtime::layers::api_response",
     "aws_smithy_runtime",
     "aws_smithy_runtime_api",
     "aws_smithy_http",
@@ -161,7 +164,9 @@ fn directives(level: &str) -> String {
         for target in WIRE_TARGETS {
             let named = parts.iter().any(|d| {
                 let name = d.split(['=', '[']).next().unwrap_or_default();
-                name == *target || name.starts_with(&format!("{target}::"))
+                name == *target
+                    || name.starts_with(&format!("{target}::"))
+                    || target.starts_with(&format!("{name}::"))
             });
             if !named {
                 out.push_str(&format!(",{target}=info"));

@@ -379,6 +379,43 @@ fn the_sdks_wire_targets_stay_at_info_whatever_the_level_unless_named() {
     assert_eq!(targets("sqsafe_batch=trace"), ["sqsafe_batch::processor"]);
 }
 
+/// lambda_runtime logs each whole event it receives ("raw JSON event received from Lambda", with every SQS body) at
+/// TRACE under its own target: held at INFO like the SDK's, its other lines (the invoke loop's) left as they are.
+#[test]
+fn the_runtimes_raw_event_line_stays_out_at_trace_unless_named() {
+    let emit = || {
+        tracing::trace!(
+            target: "lambda_runtime::layers::api_response",
+            body = r#"{"Records":[{"body":"card-4111"}]}"#,
+            "raw JSON event received from Lambda"
+        );
+        tracing::trace!(target: "lambda_runtime::runtime", "New event arrived (run loop)");
+    };
+    let messages = |level: &str| -> Vec<String> {
+        capture(&config(level, LogFormat::Json), emit)
+            .json_lines()
+            .iter()
+            .map(|l| l["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(messages("trace"), ["New event arrived (run loop)"]);
+    assert_eq!(messages("TRACE"), ["New event arrived (run loop)"]);
+    // Named, by itself or by the crate that holds it: the user's opt-in.
+    for opt_in in [
+        "trace,lambda_runtime=trace",
+        "trace,lambda_runtime::layers::api_response=trace",
+    ] {
+        assert_eq!(
+            messages(opt_in),
+            [
+                "raw JSON event received from Lambda",
+                "New event arrived (run loop)"
+            ],
+            "{opt_in}"
+        );
+    }
+}
+
 #[test]
 fn target_directives_are_honoured() {
     let out = capture(&config("warn,chatty=debug", LogFormat::Json), || {
