@@ -117,9 +117,9 @@ debug = false
     shutil.copy(ROOT / "Cargo.lock", directory / "Cargo.lock")
 
 
-def tree(directory: Path, edges: str) -> list[tuple[str, set[str]]]:
+def tree(directory: Path, edges: str, *extra: str) -> list[tuple[str, set[str]]]:
     out = subprocess.run(
-        ["cargo", "tree", "--offline", "-e", edges, "--prefix", "none", "--format", "{p}|{f}"],
+        ["cargo", "tree", "--offline", "-e", edges, "--prefix", "none", "--format", "{p}|{f}", *extra],
         cwd=directory,
         check=True,
         capture_output=True,
@@ -150,6 +150,41 @@ def problems_in(
                 continue
             problems.append(f"{what}: {package} with feature `{feature}`: {FORBIDDEN_FEATURES[feature]}")
     return sorted(set(problems))
+
+
+# The Lambda target: what sam build compiles for (template.yaml deploys arm64).
+LAMBDA_TARGET = "aarch64-unknown-linux-gnu"
+# Crates a project's consumer may get with other features than this workspace's functions, in their release build for
+# LAMBDA_TARGET, and why: the outbox relay reads DynamoDB stream events. Only crates built on serde follow them (not
+# the AWS SDK, tokio, hyper, rustls): a few seconds of compiling, where a difference anywhere else costs minutes.
+RELEASE_SHARE_EXCEPTIONS = {
+    "aws_lambda_events": "the outbox relay's events also have `dynamodb` and `streams`",
+    "serde_core": "serde_dynamo, under the relay's stream events, asks for its `default`",
+}
+
+
+def release_tree(directory: Path) -> dict[str, set[str]]:
+    """Third-party packages (`name version`) and their features, as `cargo build --release --target LAMBDA_TARGET`
+    resolves the packages cargo selects in `directory` (a workspace's default members)."""
+    return {package: features for package, features in tree(directory, "normal,build", "--target", LAMBDA_TARGET)
+            if "(/" not in package}
+
+
+def release_share_problems(project: Path) -> list[str]:
+    """make test builds a new project's consumer for the Lambda (its make build) in the target folder of this
+    workspace's own sam build: every third-party crate both need must resolve with the same features, or it compiles
+    twice, and with it every crate built on it (the AWS SDK, when tokio differs)."""
+    ours = release_tree(ROOT)
+    problems = []
+    for package, features in sorted(release_tree(project).items()):
+        name = package.split(" ")[0]
+        if name in RELEASE_SHARE_EXCEPTIONS or ours.get(package) == features:
+            continue
+        have = "not built" if package not in ours else ", ".join(sorted(ours[package])) or "no features"
+        problems.append(f"release build for {LAMBDA_TARGET}: {package} with [{', '.join(sorted(features))}], this "
+                        f"workspace's functions with [{have}]: compiled twice by make test (the workspace-hack must "
+                        "stay off for this target, and a function's dependencies ask what a consumer's ask)")
+    return problems
 
 
 def installed_cli_packages() -> set[str]:
@@ -210,6 +245,8 @@ def main() -> int:
         problems += problems_in(test, "cargo test", dev=True)
         if args.project is None:
             problems += installed_cli_problems()
+        else:
+            problems += release_share_problems(directory)
         distinct = {package for package, _ in build}
         if problems:
             print(f"dependents-check: a crate outside the workspace depending on sqsafe ({directory}) gets:",
@@ -224,6 +261,9 @@ def main() -> int:
         what = f"the project {directory}" if args.project else "a crate outside the workspace depending on sqsafe"
         print(f"dependents-check: {what} builds {len(distinct)} packages, "
               f"none of {', '.join(sorted(FORBIDDEN_PACKAGES))}, no `test-util` or `server` feature")
+        if args.project is not None:
+            print(f"dependents-check: its release build for {LAMBDA_TARGET} resolves every third-party crate as this "
+                  f"workspace's functions do, but {', '.join(sorted(RELEASE_SHARE_EXCEPTIONS))}")
         if args.project is None:
             print(f"dependents-check: the sqsafe a team installs (cargo install sqsafe-cli, every feature on) has "
                   f"sqsafe-local and no {TEST_SERVERS}; sqsafe-local declares no features")

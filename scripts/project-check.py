@@ -89,6 +89,12 @@ PROJECT_TARGET = Path(os.environ.get("SQSAFE_PROJECT_TARGET", TARGET)).resolve()
 VENV = ROOT / ".venv"
 # The project's release bootstrap and how it was built (build.json), for scripts/size-check.py --built.
 RELEASE_OUT = TARGET / "project-release"
+# Where the project's make build compiles: SQSAFE_PROJECT_RELEASE_TARGET, else a folder of its own under
+# PROJECT_TARGET. make test names the workspace's sam build's (target/sam): both release builds then compile each
+# third-party crate once (the functions resolve their features as a team's consumer does: Cargo.toml's
+# default-members, and no workspace-hack for the Lambda target).
+RELEASE_TARGET = Path(os.environ["SQSAFE_PROJECT_RELEASE_TARGET"]).resolve() \
+    if os.environ.get("SQSAFE_PROJECT_RELEASE_TARGET") else None
 
 
 # Each step's wall time and CPU time (of the processes it waited for: the background make build counts where it is
@@ -544,8 +550,10 @@ class ReleaseBuild:
             **bare_env(env),
             # No update check (it would call pypi.org): loopback only. (Telemetry: make build turns it off itself.)
             "__SAM_CLI_APP_DIR": sam_env(scratch)["__SAM_CLI_APP_DIR"],
-            # Its own target folder: a release build shares nothing with the debug ones, and never waits on their lock.
-            "CARGO_TARGET_DIR": str(PROJECT_TARGET / "project-release-build"),
+            # A release build shares nothing with the debug ones, and never waits on their lock: a target folder of
+            # its own, or RELEASE_TARGET, the one the workspace's own sam build compiles in (make test's: the AWS SDK
+            # compiled once for both, see crates/sqsafe-workspace-hack/Cargo.toml).
+            "CARGO_TARGET_DIR": str(RELEASE_TARGET or PROJECT_TARGET / "project-release-build"),
         }
         print("$ " + " ".join(cmd) + f"   (in a copy of the project, in the background, PATH={build_env['PATH']}; "
               f"log {self.log})", flush=True)
@@ -644,6 +652,8 @@ def main() -> int:
                 if leftover.is_file():
                     leftover.unlink()
             shutil.rmtree(PROJECT_TARGET / "lambda" / name, ignore_errors=True)
+            if RELEASE_TARGET is not None:
+                shutil.rmtree(RELEASE_TARGET / "lambda" / name, ignore_errors=True)
 
 
 if __name__ == "__main__":

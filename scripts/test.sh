@@ -223,7 +223,8 @@ echo "AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL}"
 step "template checks: started in the background beside every cargo step below (their output follows cargo test)"
 # sam build (release, cross-compiled) is the longest single step; cargo test spends much of its time waiting on moto,
 # queue timeouts and function processes. Side by side they take about the time of the longer. sam build compiles in
-# its own target folder (target/sam: its own cargo lock, and release builds share nothing with the dev ones anyway).
+# its own target folder (target/sam: its own cargo lock, and release builds share nothing with the dev ones anyway),
+# which the project check's release build shares.
 background "the template checks" env CARGO_TARGET_DIR="${ROOT}/target/sam" SQSAFE_RUST_RULES_LATER=1 \
   bash "${ROOT}/scripts/template-checks.sh"
 # The book (scripts/book.sh: the pinned mdBook installed once into .tools/, the book built, its links checked).
@@ -238,8 +239,11 @@ step "a new project outside the workspace: started in the background beside ever
 # It builds the project in a target folder of its own (target/project-check, seeded above with sqsafe's build): a
 # dependent gets its own features (no workspace-hack), so the rest would be compiled anew anyway, and it never waits
 # for cargo's lock on target/. Its minutes of waiting (sam, cargo lambda watch, queues) pass beside the compiling steps.
+# Its make build compiles in the template checks' target folder (target/sam): the functions' release build resolves
+# features as a team's consumer does (default-members, no workspace-hack for the Lambda target), so whichever of the
+# two builds gets cargo's lock first compiles the AWS SDK, tokio, hyper and rustls for both.
 background "the project check" env SQSAFE_PROJECT_TARGET="${ROOT}/target/project-check" \
-  "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
+  SQSAFE_PROJECT_RELEASE_TARGET="${ROOT}/target/sam" "${ROOT}/.venv/bin/python" "${ROOT}/scripts/project-check.py"
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
