@@ -29,6 +29,8 @@ impl RecordError {
     pub const BAD_PAYLOAD: &'static str = "bad_payload";
     /// Kind of a message without a body (permanent).
     pub const MISSING_BODY: &'static str = "missing_body";
+    /// Kind of a body that is not the envelope the consumer declared (permanent); see [`Envelope`](crate::Envelope).
+    pub const BAD_ENVELOPE: &'static str = "bad_envelope";
     /// Kind of a key that another attempt holds (transient); see [`sqsafe_idempotency::Error::InProgress`].
     pub const IN_PROGRESS: &'static str = "in_progress";
     /// Kind of a claim lost to a takeover (transient); see [`sqsafe_idempotency::Error::LeaseLost`].

@@ -3,6 +3,7 @@
 
 mod context;
 mod dlq;
+mod envelope;
 mod error;
 mod parse;
 mod processor;
@@ -15,6 +16,7 @@ pub use dlq::{
     DEFAULT_MAX_MESSAGE_SIZE, DeadLetterQueue, FailureContext, MAX_MESSAGE_SIZE_LIMIT,
     SqsDeadLetterQueue, attributes,
 };
+pub use envelope::{Envelope, S3Object};
 pub use error::{BatchError, ErrorClass, RecordError};
 pub use processor::{
     AllFailedPolicy, BatchProcessor, BatchProcessorBuilder, BatchReport, DEFAULT_DEADLINE_RESERVE,

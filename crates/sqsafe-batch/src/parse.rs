@@ -45,6 +45,19 @@ pub(crate) fn from_json_with_raw<T: DeserializeOwned>(
     }
 }
 
+/// Reads an already parsed `value` (a payload taken out of an envelope) into `T`; errors as in [`from_json`], with
+/// the path and no position.
+pub(crate) fn from_value<T: DeserializeOwned>(
+    value: &serde_json::Value,
+    type_name: &str,
+) -> Result<T, String> {
+    if let Ok(t) = T::deserialize(value) {
+        return Ok(t);
+    }
+    serde_path_to_error::deserialize::<_, T>(value)
+        .map_err(|e| describe(type_name, Some(e.path()), e.inner()))
+}
+
 fn describe(type_name: &str, path: Option<&Path>, e: &serde_json::Error) -> String {
     // Line 0: the error came from a parsed value, not from text.
     let position = match e.line() {

@@ -14,6 +14,7 @@ use sqsafe_telemetry::{BatchMetrics, CorrelationId, CorrelationSource, Metric, R
 use tracing::{Instrument, Span};
 
 use crate::dlq::{DeadLetterQueue, DynDeadLetterQueue, FailureContext};
+use crate::envelope::{BadEnvelope, Envelope, Opened};
 use crate::error::{BatchError, RecordError, class_name};
 use crate::record::{Processed, Record, group_id, receive_count};
 use crate::visibility::{Backoff, DynVisibilityControl, MAX_VISIBILITY, VisibilityControl};
@@ -152,6 +153,7 @@ pub struct BatchProcessor {
     heartbeat: Option<VisibilityHeartbeat>,
     deadline_reserve: Duration,
     correlation: CorrelationSource,
+    envelope: Envelope,
     metrics_namespace: String,
     metrics_out: Arc<MetricsOut>,
     clock: Arc<dyn Clock>,
@@ -174,8 +176,8 @@ pub const DEFAULT_DEADLINE_RESERVE: Duration = Duration::from_secs(2);
 /// dead-lettered (when a DLQ is set: keep it at or below the queue's `maxReceiveCount`); no DLQ (failures are reported
 /// and the queue's redrive policy applies); no backoff; no visibility heartbeat; records not started when less than
 /// 2 s ([`DEFAULT_DEADLINE_RESERVE`]) are left before the invocation's deadline; all-failed batches reported item by
-/// item; correlation id from the `correlationId` attribute, else generated; metrics namespace `sqsafe`; system
-/// clock.
+/// item; bodies are the payload ([`Envelope::Sqs`]); correlation id from the `correlationId` attribute, else
+/// generated; metrics namespace `sqsafe`; system clock.
 pub struct BatchProcessorBuilder {
     processor: BatchProcessor,
 }
@@ -197,6 +199,7 @@ impl BatchProcessor {
                 heartbeat: None,
                 deadline_reserve: DEFAULT_DEADLINE_RESERVE,
                 correlation: CorrelationSource::new(),
+                envelope: Envelope::Sqs,
                 metrics_namespace: "sqsafe".to_owned(),
                 metrics_out: Arc::new(|line: &[u8]| {
                     use std::io::Write;
@@ -281,6 +284,15 @@ impl BatchProcessorBuilder {
     /// Where correlation ids come from.
     pub fn correlation(mut self, source: CorrelationSource) -> Self {
         self.processor.correlation = source;
+        self
+    }
+
+    /// What the message bodies wrap (an SNS notification, an EventBridge event, an S3 notification): each record's
+    /// payload is taken out before the handler runs ([`Record::parse`] reads it), the correlation id the envelope
+    /// carries is used when the message has no `correlationId` attribute, and a body that is not this envelope is a
+    /// permanent `bad_envelope` error. See [`Envelope`].
+    pub fn envelope(mut self, envelope: Envelope) -> Self {
+        self.processor.envelope = envelope;
         self
     }
 
@@ -482,7 +494,9 @@ impl BatchProcessor {
             for (i, id, m) in group {
                 if let Some((first, due)) = &blocked {
                     metrics.incr(Metric::HeldBack);
-                    let (span, _) = self.record_span(&m, &id, receive_count(&m));
+                    // Not opened (its envelope is read when it runs): the span has the SQS attribute's id, else a
+                    // new one.
+                    let (span, _) = self.record_span(&m, &id, receive_count(&m), None);
                     span.in_scope(|| {
                         tracing::warn!(blocked_by = %first, disposition = "held_back",
                             "not run: an earlier message of its group was reported; reported too, to keep the group's order");
@@ -553,14 +567,15 @@ impl BatchProcessor {
         None
     }
 
-    /// The record's span, with its correlation id.
+    /// The record's span, with its correlation id (`carried`: the one the envelope carried).
     fn record_span(
         &self,
         message: &SqsMessage,
         message_id: &str,
         receive_count: u32,
+        carried: Option<&str>,
     ) -> (Span, CorrelationId) {
-        let correlation = self.correlation.extract(message);
+        let correlation = self.correlation.extract_with(message, carried);
         let arn = message.event_source_arn.as_deref().unwrap_or_default();
         let span = sqsafe_telemetry::record_span(&RecordFields {
             message_id,
@@ -598,7 +613,25 @@ impl BatchProcessor {
         metrics: &BatchMetrics,
     ) -> RecordReport {
         let receive_count = receive_count(&message);
-        let (span, correlation) = self.record_span(&message, &message_id, receive_count);
+        // The envelope is opened once, here: its correlation id goes on the span, its payload to the handler.
+        let opened = match message.body.as_deref() {
+            Some(body) => self.envelope.open(body, self.correlation.attribute_name()),
+            None => Ok(None),
+        };
+        let carried = match &opened {
+            Ok(Some(Opened::Payload { correlation_id, .. })) => correlation_id.as_deref(),
+            _ => None,
+        };
+        let (span, correlation) = self.record_span(&message, &message_id, receive_count, carried);
+        let (payload, not_run) = match opened {
+            Ok(None) => (None, None),
+            Ok(Some(Opened::Payload { payload, .. })) => (Some(Arc::new(payload)), None),
+            Ok(Some(Opened::NotAnEvent(what))) => (None, Some(Ok(what))),
+            Err(BadEnvelope(why)) => (
+                None,
+                Some(Err(RecordError::permanent(RecordError::BAD_ENVELOPE, why))),
+            ),
+        };
         let record = Record::new(
             Arc::clone(&message),
             message_id.clone(),
@@ -606,18 +639,27 @@ impl BatchProcessor {
             receive_count,
             deadline,
             span.clone(),
-        );
+        )
+        .with_payload(payload);
         async move {
             let correlation_id = record.correlation_id().as_str().to_owned();
             // Checked when the record starts (not when the batch does): earlier records may have used the time up.
-            let outcome = match self.too_late(deadline) {
-                Some(late) => {
+            let outcome = match (not_run, self.too_late(deadline)) {
+                (Some(Ok(what)), _) => {
+                    tracing::info!(
+                        event = what,
+                        "not an event: acknowledged, the handler not run"
+                    );
+                    Ok(Processed::Ignored)
+                }
+                (Some(Err(bad)), _) => Err(bad),
+                (None, Some(late)) => {
                     metrics.incr(Metric::Deferred);
                     Err(late)
                 }
                 // Boxed, here and for `dispose`: the record's future stays small, so it is cheap to move into
                 // the batch's set of running records (the handler's future and a DLQ send are kilobytes).
-                None => Box::pin(self.run_handler(&message, record, handler)).await,
+                (None, None) => Box::pin(self.run_handler(&message, record, handler)).await,
             };
             let disposition = match outcome {
                 Ok(processed) => {
@@ -625,6 +667,7 @@ impl BatchProcessor {
                         Processed::Applied => Metric::Processed,
                         Processed::Replayed => Metric::Replayed,
                         Processed::SkippedByCache => Metric::SkippedByCache,
+                        Processed::Ignored => Metric::Ignored,
                     });
                     Disposition::Succeeded(processed)
                 }

@@ -9,6 +9,7 @@ use sqsafe_idempotency::{Idempotency, IdempotencyKey, IdempotencyStore, Outcome,
 use sqsafe_telemetry::CorrelationId;
 use tracing::Span;
 
+use crate::envelope::OpenedPayload;
 use crate::error::RecordError;
 
 /// What a record handler reports on success; the batch counts each in its metrics.
@@ -20,6 +21,9 @@ pub enum Processed {
     Replayed,
     /// A duplicate answered by the local cache of completed keys, with no request.
     SkippedByCache,
+    /// Not an event for the handler, acknowledged without running it (S3's `s3:TestEvent`, see
+    /// [`Envelope`](crate::Envelope)).
+    Ignored,
 }
 
 impl Processed {
@@ -48,6 +52,8 @@ pub struct Record {
     correlation_id: CorrelationId,
     deadline: Option<SystemTime>,
     span: Span,
+    /// The payload taken out of its envelope (none: the body is the payload).
+    payload: Option<Arc<OpenedPayload>>,
 }
 
 impl Record {
@@ -66,7 +72,13 @@ impl Record {
             correlation_id,
             deadline,
             span,
+            payload: None,
         }
+    }
+
+    pub(crate) fn with_payload(mut self, payload: Option<Arc<OpenedPayload>>) -> Self {
+        self.payload = payload;
+        self
     }
 
     /// The SQS message id (never empty: the batch refuses events with missing ids).
@@ -133,9 +145,21 @@ impl Record {
     /// `body does not match Payment at `amount`: invalid type: string, expected u64 (line 1, column 32)`. Invalid
     /// JSON is reported by position only. (Inside an internally tagged enum, `#[serde(tag = ..)]`, serde does not
     /// track the path: the message then has the expected type without the path.)
+    ///
+    /// Behind an envelope ([`BatchProcessorBuilder::envelope`](crate::BatchProcessorBuilder::envelope)) it parses
+    /// the payload taken out of it: an SNS notification's `Message`, an EventBridge event's `detail`, an
+    /// [`S3Object`](crate::S3Object).
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, RecordError> {
-        crate::parse::from_json(self.body()?, short_type_name::<T>())
-            .map_err(|message| RecordError::permanent(RecordError::BAD_PAYLOAD, message))
+        match self.payload.as_deref() {
+            None => crate::parse::from_json(self.body()?, short_type_name::<T>()),
+            Some(OpenedPayload::Text(text)) => {
+                crate::parse::from_json(text, short_type_name::<T>())
+            }
+            Some(OpenedPayload::Json(value)) => {
+                crate::parse::from_value(value, short_type_name::<T>())
+            }
+        }
+        .map_err(|message| RecordError::permanent(RecordError::BAD_PAYLOAD, message))
     }
 
     /// [`Record::parse`], keeping the body as parsed JSON too, for reading fields of the body as sent (a fingerprint
@@ -143,8 +167,16 @@ impl Record {
     pub fn parse_with_raw<T: DeserializeOwned>(
         &self,
     ) -> Result<(T, serde_json::Value), RecordError> {
-        crate::parse::from_json_with_raw(self.body()?, short_type_name::<T>())
-            .map_err(|message| RecordError::permanent(RecordError::BAD_PAYLOAD, message))
+        match self.payload.as_deref() {
+            None => crate::parse::from_json_with_raw(self.body()?, short_type_name::<T>()),
+            Some(OpenedPayload::Text(text)) => {
+                crate::parse::from_json_with_raw(text, short_type_name::<T>())
+            }
+            Some(OpenedPayload::Json(value)) => {
+                crate::parse::from_value(value, short_type_name::<T>()).map(|t| (t, value.clone()))
+            }
+        }
+        .map_err(|message| RecordError::permanent(RecordError::BAD_PAYLOAD, message))
     }
 
     /// An idempotency request for `key` carrying this record's deadline, receive count and correlation id.

@@ -46,6 +46,9 @@ pub enum CorrelationOrigin {
     Attribute,
     /// The message body, at the configured JSON pointer.
     Body,
+    /// The envelope around the payload: an SNS notification's message attribute of the same name, an EventBridge
+    /// event's `id` (see [`CorrelationSource::extract_with`]).
+    Envelope,
     /// Nothing carried one, so a new id was generated: this message starts a new trail.
     Generated,
 }
@@ -142,6 +145,27 @@ impl CorrelationSource {
             (clean(&(self.generator)()), CorrelationOrigin::Generated)
         };
         CorrelationId { value, origin }
+    }
+
+    /// [`extract`](Self::extract) for a payload inside an envelope (SNS, EventBridge): the SQS message attribute
+    /// first, then the id the envelope carried (`carried`: the notification's attribute of the same name, the event's
+    /// id), then the body pointer, then a generated one.
+    pub fn extract_with(&self, message: &SqsMessage, carried: Option<&str>) -> CorrelationId {
+        let (value, origin) = if let Some(value) = self.attribute_value(message) {
+            (value, CorrelationOrigin::Attribute)
+        } else if let Some(value) = carried.and_then(|v| non_empty(clean(v))) {
+            (value, CorrelationOrigin::Envelope)
+        } else if let Some(value) = self.body_value(message) {
+            (value, CorrelationOrigin::Body)
+        } else {
+            (clean(&(self.generator)()), CorrelationOrigin::Generated)
+        };
+        CorrelationId { value, origin }
+    }
+
+    /// The message attribute it reads (an SNS notification carries its publisher's under the same name).
+    pub fn attribute_name(&self) -> &str {
+        &self.attribute
     }
 
     fn attribute_value(&self, message: &SqsMessage) -> Option<String> {

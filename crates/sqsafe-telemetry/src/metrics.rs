@@ -29,8 +29,9 @@
 //!
 //! `RecordsReceived` counts the records of each invocation's batch, a refused one included. Unless the batch is
 //! refused (`BatchesRefused`), each record then counts once among `RecordsProcessed`, `RecordsReplayed`,
-//! `RecordsSkippedByCache`, `RecordsFailedTransient`, `RecordsFailedPermanent` and `RecordsHeldBack` (FIFO: not
-//! run because an earlier record of its group was reported), and also in `RecordsSentToDlq` when it went there.
+//! `RecordsSkippedByCache`, `RecordsIgnored` (not an event: S3's `s3:TestEvent`), `RecordsFailedTransient`,
+//! `RecordsFailedPermanent` and `RecordsHeldBack` (FIFO: not run because an earlier record of its group was
+//! reported), and also in `RecordsSentToDlq` when it went there.
 //! `RecordsLeaseLost` and `RecordsDeferred` say why some records failed transiently; they are counted in
 //! `RecordsFailedTransient` too.
 
@@ -115,6 +116,8 @@ pub enum Metric {
     Replayed,
     /// A duplicate answered from the local cache, without a store read: `RecordsSkippedByCache`.
     SkippedByCache,
+    /// Not an event for the handler (S3's `s3:TestEvent`), acknowledged: `RecordsIgnored`.
+    Ignored,
     /// Failed and reported for redelivery: `RecordsFailedTransient`.
     FailedTransient,
     /// Failed in a way a retry cannot fix: `RecordsFailedPermanent`.
@@ -137,11 +140,12 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in the order they appear in the EMF document.
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 12] = [
         Metric::Received,
         Metric::Processed,
         Metric::Replayed,
         Metric::SkippedByCache,
+        Metric::Ignored,
         Metric::FailedTransient,
         Metric::FailedPermanent,
         Metric::SentToDlq,
@@ -158,6 +162,7 @@ impl Metric {
             Metric::Processed => "RecordsProcessed",
             Metric::Replayed => "RecordsReplayed",
             Metric::SkippedByCache => "RecordsSkippedByCache",
+            Metric::Ignored => "RecordsIgnored",
             Metric::FailedTransient => "RecordsFailedTransient",
             Metric::FailedPermanent => "RecordsFailedPermanent",
             Metric::SentToDlq => "RecordsSentToDlq",
@@ -394,6 +399,7 @@ mod tests {
                             { "Name": "RecordsProcessed", "Unit": "Count" },
                             { "Name": "RecordsReplayed", "Unit": "Count" },
                             { "Name": "RecordsSkippedByCache", "Unit": "Count" },
+                            { "Name": "RecordsIgnored", "Unit": "Count" },
                             { "Name": "RecordsFailedTransient", "Unit": "Count" },
                             { "Name": "RecordsFailedPermanent", "Unit": "Count" },
                             { "Name": "RecordsSentToDlq", "Unit": "Count" },
@@ -410,6 +416,7 @@ mod tests {
                 "RecordsProcessed": 3,
                 "RecordsReplayed": 1,
                 "RecordsSkippedByCache": 0,
+                "RecordsIgnored": 0,
                 "RecordsFailedTransient": 1,
                 "RecordsFailedPermanent": 0,
                 "RecordsSentToDlq": 0,

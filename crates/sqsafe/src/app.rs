@@ -6,8 +6,8 @@ use std::sync::Arc;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{LambdaEvent, service_fn};
 use sqsafe_batch::{
-    Backoff, BatchError, BatchProcessor, BatchProcessorBuilder, BatchReport, Processed, Record,
-    RecordError, SqsDeadLetterQueue, SqsVisibility,
+    Backoff, BatchError, BatchProcessor, BatchProcessorBuilder, BatchReport, Envelope, Processed,
+    Record, RecordError, SqsDeadLetterQueue, SqsVisibility,
 };
 use sqsafe_idempotency::{
     DynamoDbStore, Fingerprint, FingerprintFields, Idempotency, IdempotencyBuilder, ReplaySource,
@@ -122,6 +122,7 @@ impl<C> ConsumerBuilder<C> {
         self,
         name: &'static str,
         version: u32,
+        envelope: Envelope,
         setup: &Setup,
     ) -> Result<(BatchProcessor, Idempotency<DynamoDbStore>), Error> {
         let s = &setup.settings;
@@ -142,7 +143,8 @@ impl<C> ConsumerBuilder<C> {
             .dead_letter_queue(dlq)
             .visibility(SqsVisibility::new(setup.sqs.clone(), &s.queue_url))
             .backoff(Backoff::new(s.backoff_base, s.backoff_max)?)
-            .visibility_heartbeat(s.visibility_heartbeat);
+            .visibility_heartbeat(s.visibility_heartbeat)
+            .envelope(envelope);
         if let Some(hook) = self.batch {
             batch = hook(batch);
         }
@@ -153,7 +155,7 @@ impl<C> ConsumerBuilder<C> {
 impl<C: Consumer> ConsumerBuilder<C> {
     /// Builds the consumer from `setup`, without running it (for tests and custom runtimes).
     pub fn build(self, setup: &Setup) -> Result<App<C>, Error> {
-        let (processor, idem) = self.layers(C::NAME, C::EFFECT_VERSION, setup)?;
+        let (processor, idem) = self.layers(C::NAME, C::EFFECT_VERSION, C::ENVELOPE, setup)?;
         let fields = FingerprintFields::only(C::INTENT_FIELDS.iter().map(|p| (*p).to_owned()));
         let consumer = C::new(setup)?;
         Ok(App {

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sqsafe_batch::{Record, RecordError};
+use sqsafe_batch::{Envelope, Record, RecordError};
 use sqsafe_idempotency::IdempotencyKey;
 use sqsafe_telemetry::CorrelationId;
 
@@ -36,6 +36,13 @@ pub trait Consumer: Sized + Send + Sync + 'static {
     /// The body fields (JSON pointers, e.g. `/amount`) that define an intent: the fingerprint reads only these, from
     /// the raw body, so a field added later does not turn retries into conflicts.
     const INTENT_FIELDS: &'static [&'static str];
+
+    /// What the SQS message bodies wrap: [`Envelope::Sqs`] (the default: the body is the payload), `Sns` (a topic's
+    /// notifications, without raw delivery), `EventBridge` (a rule's events: the payload is `detail`) or `S3` (object
+    /// notifications: the payload is an [`S3Object`](crate::S3Object)). `INTENT_FIELDS` and the payload are read from
+    /// what the envelope wraps; a body that is not this envelope is a permanent `bad_envelope` error, before any
+    /// effect. See the book's Envelopes page.
+    const ENVELOPE: Envelope = Envelope::Sqs;
 
     /// The typed, versioned payload: a body that does not parse is a permanent `bad_payload` error, before any effect.
     type Payload: DeserializeOwned + Send + Sync;

@@ -18,6 +18,8 @@ pub use settings::{ConfigError, Env, Settings};
 /// The record-level error a consumer returns: [`RecordError::transient`] comes back, [`RecordError::permanent`] goes to
 /// the DLQ with its context.
 pub use sqsafe_batch::RecordError;
+/// What a message body wraps ([`Consumer::ENVELOPE`]), and the payload of an S3 object notification.
+pub use sqsafe_batch::{Envelope, S3Object};
 
 /// What [`App::handle_report`] says of each record: a consumer's tests assert [`Processed::Applied`] on the first
 /// delivery, [`Processed::Replayed`] on a redelivery, and [`Disposition::DeadLettered`] for poison.

@@ -186,3 +186,25 @@ fn source_debug_does_not_need_the_generator() {
         "{debug}"
     );
 }
+
+#[test]
+fn an_envelopes_id_comes_after_the_sqs_attribute_and_before_the_body() {
+    let with_attr = source().extract_with(
+        &message(Some(("correlationId", "from-attr")), Some(BODY)),
+        Some("from-envelope"),
+    );
+    assert_eq!(with_attr.as_str(), "from-attr");
+    assert_eq!(with_attr.origin(), CorrelationOrigin::Attribute);
+    let carried = source().extract_with(&message(None, Some(BODY)), Some("  from-envelope\n"));
+    assert_eq!(carried.as_str(), "from-envelope", "cleaned like any other");
+    assert_eq!(carried.origin(), CorrelationOrigin::Envelope);
+    let blank = source().extract_with(&message(None, Some(BODY)), Some("  "));
+    assert_eq!(
+        blank.origin(),
+        CorrelationOrigin::Body,
+        "an empty one does not count"
+    );
+    let none = source().extract_with(&message(None, None), None);
+    assert_eq!(none.origin(), CorrelationOrigin::Generated);
+    assert_eq!(source().attribute_name(), "correlationId");
+}
