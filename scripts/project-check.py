@@ -17,8 +17,10 @@
 4. its template: sam validate --lint, sam validate, cfn-lint on the translated template (scripts/template-checks.sh
    with SQSAFE_TEMPLATE), and the rules, `sqsafe check` in the project; it must fail on a copy without the DLQ alarm
    (in a copy of the nested sqsafe/consumer.yaml);
-5. `sqsafe new consumer --fifo --transact` run a second time, from a folder inside the project (it finds the workspace
-   and the template upward), and 3 and 4 again for the new consumer;
+5. `sqsafe new consumer --fifo --transact --envelope eventbridge` run a second time, from a folder inside the project
+   (it finds the workspace and the template upward), and 3 and 4 again for the new consumer (the first one is
+   rendered behind an SNS subscription, `envelope: sns`: both consumers' sample events, tests and deliveries go
+   through an envelope);
 6. the local pipeline on the project's template with both consumers under `cargo lambda watch`
    (`sqsafe local up --watch`, the sqsafe a team installs: no test servers): each sample message sent twice, one effect per intent, and the standard queue's second
    delivery answered from the record (replayed or skipped by the cache), not applied again;
@@ -167,7 +169,9 @@ def bare_env(env: dict) -> dict:
 
 
 def render(scratch: Path) -> Path:
-    context = {"project_name": PROJECT, "consumer_name": NAME, "sqsafe_path": str(ROOT)}
+    # Its consumer behind an SNS subscription: the sample event is notifications, and every later step (its tests,
+    # the breaks, the local pipeline) runs the payload out of the envelope.
+    context = {"project_name": PROJECT, "consumer_name": NAME, "sqsafe_path": str(ROOT), "envelope": "sns"}
     run(
         str(VENV / "bin" / "sam"), "init", "--location", str(ROOT / "templates" / "project"), "--no-input",
         "--output-dir", str(scratch), "--extra-context", json.dumps(context),
@@ -625,8 +629,9 @@ def main() -> int:
         crate_checks(project, env, NAME)
         step("the project's template: sam validate --lint, cfn-lint, the rules, sqsafe check")
         template_checks(project, env)
-        step(f"sqsafe new consumer {NAME_TRANSACT} --fifo --transact, from a folder inside the project; the same checks")
-        run(SQSAFE, "new", "consumer", NAME_TRANSACT, "--fifo", "--transact",
+        step(f"sqsafe new consumer {NAME_TRANSACT} --fifo --transact --envelope eventbridge, from a folder inside the "
+             "project; the same checks")
+        run(SQSAFE, "new", "consumer", NAME_TRANSACT, "--fifo", "--transact", "--envelope", "eventbridge",
             cwd=project / "functions", env=env)
         crate_checks(project, env, NAME_TRANSACT)
         template_checks(project, env)

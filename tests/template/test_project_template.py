@@ -33,10 +33,11 @@ def sqsafe_bin() -> Path:
     return path
 
 
-def render(into: Path, consumer: str) -> Path:
+def render(into: Path, consumer: str, envelope: str = "sqs") -> Path:
     """The project template rendered as `sam init --location templates/project --no-input` renders it."""
     cookiecutter(str(ROOT / "templates" / "project"), no_input=True, output_dir=str(into),
-                 extra_context={"project_name": "proj", "consumer_name": consumer, "sqsafe_path": str(ROOT)})
+                 extra_context={"project_name": "proj", "consumer_name": consumer, "sqsafe_path": str(ROOT),
+                                "envelope": envelope})
     return into / "proj"
 
 
@@ -56,12 +57,13 @@ def resources_of(template: str, name: str) -> str:
     return template[start:end.start()]
 
 
-@pytest.fixture(scope="module")
-def projects(tmp_path_factory) -> tuple[Path, Path]:
-    rendered = render(tmp_path_factory.mktemp("rendered"), NAME)
+# Each envelope the template offers (cookiecutter.json's `envelope`, `sqsafe new consumer --envelope`).
+@pytest.fixture(scope="module", params=["sqs", "sns", "eventbridge"])
+def projects(tmp_path_factory, request) -> tuple[Path, Path]:
+    rendered = render(tmp_path_factory.mktemp("rendered"), NAME, request.param)
     added = render(tmp_path_factory.mktemp("added"), "first-one")
-    proc = subprocess.run([str(sqsafe_bin()), "new", "consumer", NAME], cwd=added, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([str(sqsafe_bin()), "new", "consumer", NAME, "--envelope", request.param], cwd=added,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return rendered, added
 

@@ -1,6 +1,6 @@
 //! `cargo xtask`: the project's own tasks, a plain binary run through the cargo alias in `.cargo/config.toml`.
 //!
-//! - `cargo xtask new-consumer NAME [--fifo] [--transact] [--root DIR]` is `sqsafe new consumer` (crates/sqsafe-cli),
+//! - `cargo xtask new-consumer NAME [--fifo] [--transact] [--envelope E] [--root DIR]` is `sqsafe new consumer` (crates/sqsafe-cli),
 //!   kept so that this repository's scripts and habits keep working: the same code, the same files written.
 #![forbid(unsafe_code)]
 
@@ -29,6 +29,9 @@ enum Task {
         /// The effect is DynamoDB writes committed with the record in one transaction (adds a table for them).
         #[arg(long)]
         transact: bool,
+        /// What the queue's bodies wrap: sqs, sns or eventbridge.
+        #[arg(long, value_enum, default_value = "sqs")]
+        envelope: sqsafe_cli::ConsumerEnvelope,
         /// The workspace root (default: found upward from the current folder).
         #[arg(long)]
         root: Option<PathBuf>,
@@ -41,12 +44,14 @@ fn main() -> ExitCode {
             name,
             fifo,
             transact,
+            envelope,
             root,
         } => {
             let command = NewCommand::Consumer(NewConsumerArgs {
                 name,
                 fifo,
                 transact,
+                envelope,
                 root,
             });
             match sqsafe_cli::run_new(command, &mut std::io::stdout().lock()) {

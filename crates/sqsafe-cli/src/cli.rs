@@ -79,6 +79,11 @@ pub struct NewConsumerArgs {
     /// The effect is DynamoDB writes committed with the record in one transaction (adds a table for them).
     #[arg(long)]
     pub transact: bool,
+    /// What the queue's bodies wrap: `sqs` (producers send to it; an SNS subscription with raw delivery), `sns` (an
+    /// SNS topic's subscription: each body a notification), `eventbridge` (a rule's target: each body an event). The
+    /// consumer's ENVELOPE and its sample event follow it.
+    #[arg(long, value_enum, default_value = "sqs")]
+    pub envelope: crate::ConsumerEnvelope,
     /// The workspace root (default: found upward from the current folder, as cargo finds a workspace; the
     /// template.yaml at or above it).
     #[arg(long)]
@@ -99,7 +104,7 @@ pub fn run_new(command: NewCommand, out: &mut dyn Write) -> Result<(), Error> {
             crate::Project::find(&here)?
         }
     };
-    let spec = crate::Spec::new(&args.name, args.fifo, args.transact)?;
+    let spec = crate::Spec::new(&args.name, args.fifo, args.transact)?.envelope(args.envelope);
     let generated = crate::generate(&project, &spec)?;
     for path in generated.written {
         writeln!(out, "wrote {path}")?;

@@ -65,6 +65,8 @@ pub(crate) struct ConsumerVars {
     pub(crate) fifo: bool,
     /// The effect is DynamoDB writes committed with the record (else one HTTP call).
     pub(crate) transact: bool,
+    /// What the queue's bodies wrap: `sqs` (nothing), `sns`, `eventbridge`.
+    pub(crate) envelope: &'static str,
     /// The child template's file name in `sqsafe/`.
     pub(crate) child: String,
 }
@@ -118,6 +120,13 @@ mod tests {
             dlq: "send-invoice-dlq".into(),
             fifo,
             transact,
+            envelope: if fifo {
+                "sns"
+            } else if transact {
+                "eventbridge"
+            } else {
+                "sqs"
+            },
             child: "consumer.yaml".into(),
         }
     }

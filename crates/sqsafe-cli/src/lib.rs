@@ -26,8 +26,8 @@ pub use inspect::{InspectOptions, KindGroup, Listed, Report, inspect};
 pub use letter::{AgeFrom, DeadLetter, DlqCopy, Entry, NO_CONTEXT};
 pub use redrive::{Line, Outcome, RedriveOptions, RedriveReport, redrive};
 pub use scaffold::{
-    Generated, OUTPUTS_MARKER, Project, RESOURCES_MARKER, ScaffoldError, Spec, add_to_template,
-    generate,
+    ConsumerEnvelope, Generated, OUTPUTS_MARKER, Project, RESOURCES_MARKER, ScaffoldError, Spec,
+    add_to_template, generate,
 };
 pub use scan::{ScanOptions, Scanned, Stopped, scan};
 pub use setup::check_aws;

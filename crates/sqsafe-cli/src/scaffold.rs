@@ -28,6 +28,32 @@ pub struct Spec {
     pub fifo: bool,
     /// The effect is DynamoDB writes committed with the record in one transaction.
     pub transact: bool,
+    /// What the queue's bodies wrap (see [`Spec::envelope`]).
+    pub envelope: ConsumerEnvelope,
+}
+
+/// What a new consumer's queue is fed by: its `Consumer::ENVELOPE`, and how its sample event wraps the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ConsumerEnvelope {
+    /// Producers send to the queue (or an SNS subscription with raw delivery): the body is the payload.
+    #[default]
+    Sqs,
+    /// An SNS topic's subscription: each body is a notification, its `Message` the payload.
+    Sns,
+    /// An EventBridge rule targeting the queue: each body is an event, its `detail` the payload.
+    #[value(name = "eventbridge")]
+    EventBridge,
+}
+
+impl ConsumerEnvelope {
+    /// As the templates name it: `sqs`, `sns`, `eventbridge`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsumerEnvelope::Sqs => "sqs",
+            ConsumerEnvelope::Sns => "sns",
+            ConsumerEnvelope::EventBridge => "eventbridge",
+        }
+    }
 }
 
 /// Why a name, the workspace or the template refuses the consumer; nothing was written.
@@ -85,7 +111,15 @@ impl Spec {
             snake: name.replace('-', "_"),
             fifo,
             transact,
+            envelope: ConsumerEnvelope::Sqs,
         })
+    }
+
+    /// The consumer reads its payload out of `envelope` (default: the body is the payload).
+    #[must_use]
+    pub fn envelope(mut self, envelope: ConsumerEnvelope) -> Self {
+        self.envelope = envelope;
+        self
     }
 
     /// What the templates read of the consumer.
@@ -98,6 +132,7 @@ impl Spec {
             dlq: self.dlq_name(),
             fifo: self.fifo,
             transact: self.transact,
+            envelope: self.envelope.as_str(),
             child: child_template(self).0.to_owned(),
         }
     }
