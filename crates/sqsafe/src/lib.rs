@@ -60,6 +60,10 @@ struct BookIntroduction;
 #[doc = include_str!("../../../book/src/outbox.md")]
 struct BookOutbox;
 
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/envelopes.md")]
+struct BookEnvelopes;
+
 /// Needs the `http` feature (on in a workspace build: charge-payment turns it on).
 #[cfg(all(doctest, feature = "http"))]
 #[doc = include_str!("../../../book/src/http-effects.md")]
