@@ -90,7 +90,8 @@ pub(crate) enum OpenedPayload {
     Json(Value),
 }
 
-/// Why a body is not the declared envelope: what was missing or of the wrong type, never a value from the body.
+/// Why a body is not the declared envelope: what was missing or of the wrong type, never a value from the body (in
+/// the payload errors' own words: `crate::parse`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BadEnvelope(pub(crate) String);
 
@@ -108,16 +109,15 @@ impl Envelope {
     /// Takes the payload out of `body`; `attribute` is the correlation id's message attribute name (SNS carries
     /// the publisher's attributes inside the notification). `Ok(None)` for [`Envelope::Sqs`]: the body is the payload.
     pub(crate) fn open(self, body: &str, attribute: &str) -> Result<Option<Opened>, BadEnvelope> {
-        let bad =
-            |what: String| BadEnvelope(format!("body is not an {} envelope: {what}", self.name()));
+        let bad = |what: String| BadEnvelope(format!("not an {} envelope: {what}", self.name()));
         match self {
             Envelope::Sqs => Ok(None),
             Envelope::Sns => {
                 let note: SnsNotification =
-                    serde_json::from_str(body).map_err(|e| bad(shape(&e)))?;
+                    crate::parse::from_json(body, "an SNS notification").map_err(bad)?;
                 if note.kind != "Notification" {
                     // (Which value it is, is not said: it comes from the body.)
-                    return Err(bad("`Type` is not `Notification`".to_owned()));
+                    return Err(bad("its `Type` is not `Notification`".to_owned()));
                 }
                 let correlation_id = note
                     .message_attributes
@@ -131,7 +131,7 @@ impl Envelope {
             }
             Envelope::EventBridge => {
                 let mut event: EventBridgeEvent =
-                    serde_json::from_str(body).map_err(|e| bad(shape(&e)))?;
+                    crate::parse::from_json(body, "an EventBridge event").map_err(bad)?;
                 let detail = event
                     .detail
                     .take()
@@ -142,12 +142,13 @@ impl Envelope {
                 }))
             }
             Envelope::S3 => {
-                let raw: Value = serde_json::from_str(body).map_err(|e| bad(shape(&e)))?;
+                let raw: Value =
+                    crate::parse::from_json(body, "an S3 notification").map_err(bad)?;
                 if raw.get("Event").and_then(Value::as_str) == Some("s3:TestEvent") {
                     return Ok(Some(Opened::NotAnEvent("s3:TestEvent")));
                 }
                 let note: S3Notification =
-                    serde_json::from_value(raw).map_err(|e| bad(shape(&e)))?;
+                    crate::parse::from_value(&raw, "an S3 notification").map_err(bad)?;
                 let [record] = <[S3Record; 1]>::try_from(note.records).map_err(|records| {
                     bad(format!(
                         "{} records, expected one (S3 sends one per message)",
@@ -172,28 +173,6 @@ impl Envelope {
                     payload: OpenedPayload::Json(payload),
                     correlation_id: None,
                 }))
-            }
-        }
-    }
-}
-
-/// serde's error without the value it quotes: the category and, for a missing or mistyped field, its name.
-fn shape(e: &serde_json::Error) -> String {
-    use serde_json::error::Category;
-    match e.classify() {
-        Category::Syntax | Category::Io | Category::Eof => "not valid JSON".to_owned(),
-        Category::Data => {
-            let text = e.to_string();
-            // "missing field `Message` at line 1 column 20" and "invalid type: ..., expected ..." name no value
-            // of the body but a field or a type; an unknown variant or a quoted string could: keep the first kind
-            // only.
-            let head = text
-                .split_once(" at line ")
-                .map_or(text.as_str(), |(head, _)| head);
-            if head.starts_with("missing field") {
-                head.to_owned()
-            } else {
-                "a field is missing or of another type".to_owned()
             }
         }
     }
