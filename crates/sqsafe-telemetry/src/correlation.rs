@@ -137,14 +137,7 @@ impl CorrelationSource {
     /// body is JSON), else a generated one. Values are cleaned (see the [module docs](crate::correlation)) and must be non-empty
     /// to count. Never fails: a malformed body just means the next source is used.
     pub fn extract(&self, message: &SqsMessage) -> CorrelationId {
-        let (value, origin) = if let Some(value) = self.attribute_value(message) {
-            (value, CorrelationOrigin::Attribute)
-        } else if let Some(value) = self.body_value(message) {
-            (value, CorrelationOrigin::Body)
-        } else {
-            (clean(&(self.generator)()), CorrelationOrigin::Generated)
-        };
-        CorrelationId { value, origin }
+        self.extract_with(message, None)
     }
 
     /// [`extract`](Self::extract) for a payload inside an envelope (SNS, EventBridge): the SQS message attribute
