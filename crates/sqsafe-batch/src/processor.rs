@@ -10,7 +10,9 @@ use futures::future::FusedFuture;
 use futures::{FutureExt, StreamExt, stream};
 use lambda_runtime::LambdaEvent;
 use sqsafe_idempotency::{BoxError, Clock, SystemClock};
-use sqsafe_telemetry::{BatchMetrics, CorrelationId, CorrelationSource, Metric, RecordFields};
+use sqsafe_telemetry::{
+    BatchMetrics, CorrelationId, CorrelationSource, Metric, RecordFields, TraceContext,
+};
 use tracing::{Instrument, Span};
 
 use crate::dlq::{DeadLetterQueue, DynDeadLetterQueue, FailureContext};
@@ -577,12 +579,14 @@ impl BatchProcessor {
     ) -> (Span, CorrelationId) {
         let correlation = self.correlation.extract_with(message, carried);
         let arn = message.event_source_arn.as_deref().unwrap_or_default();
+        let trace = TraceContext::of_message(message);
         let span = sqsafe_telemetry::record_span(&RecordFields {
             message_id,
             correlation_id: correlation.as_str(),
             receive_count,
             queue: sqsafe_telemetry::queue_name(arn).unwrap_or_default(),
             group_id: group_id(message),
+            producer_trace_id: trace.as_ref().map(TraceContext::trace_id),
         });
         (span, correlation)
     }

@@ -302,3 +302,52 @@ async fn a_fifo_batch_larger_than_the_queues_receive_count_allows_is_warned_abou
         "{line}"
     );
 }
+
+/// Every line of a record carries its producer's trace id: SQS's `AWSTraceHeader` (X-Ray) in W3C form, or a
+/// `traceparent` message attribute, which wins.
+#[tokio::test]
+async fn each_records_lines_carry_its_producers_trace_id() {
+    let (logs, _guard) = Logs::capture();
+    let processor = BatchProcessor::builder("c", 1).build().expect("config");
+    let mut xray = message("m-xray", r#"{"payment_id":"p-1","amount":1}"#);
+    xray.attributes.insert(
+        "AWSTraceHeader".to_owned(),
+        "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1".to_owned(),
+    );
+    let mut w3c = message("m-w3c", r#"{"payment_id":"p-2","amount":2}"#);
+    w3c.attributes.insert(
+        "AWSTraceHeader".to_owned(),
+        "Root=1-5759e988-bd862e3fe1be46a994272793".to_owned(),
+    );
+    let mut attribute = aws_lambda_events::sqs::SqsMessageAttribute::default();
+    attribute.data_type = Some("String".to_owned());
+    attribute.string_value =
+        Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned());
+    w3c.message_attributes
+        .insert("traceparent".to_owned(), attribute);
+    let plain = message("m-plain", r#"{"payment_id":"p-3","amount":3}"#);
+    let handler = |record: Record| async move {
+        tracing::info!(message_id = record.message_id(), "handled");
+        Ok::<_, RecordError>(Processed::Applied)
+    };
+    processor
+        .process(event(vec![xray, w3c, plain]), None, &handler)
+        .await
+        .expect("batch");
+    let trace_of = |id: &str| {
+        logs.lines()
+            .into_iter()
+            .find(|l| l["message"] == "handled" && l["message_id"] == id)
+            .map(|l| l.get("producer_trace_id").cloned())
+            .expect("its line")
+    };
+    assert_eq!(
+        trace_of("m-xray"),
+        Some("5759e988bd862e3fe1be46a994272793".into())
+    );
+    assert_eq!(
+        trace_of("m-w3c"),
+        Some("0af7651916cd43dd8448eb211c80319c".into())
+    );
+    assert_eq!(trace_of("m-plain"), None);
+}

@@ -9,6 +9,7 @@ mod logging;
 pub mod metrics;
 mod spans;
 mod timestamp;
+pub mod trace;
 
 pub use config::{LogConfig, LogFormat};
 pub use correlation::{CorrelationId, CorrelationOrigin, CorrelationSource};
@@ -16,3 +17,4 @@ pub use error::{Error, Result};
 pub use logging::{init, init_with, layer, layer_with_writer};
 pub use metrics::{BatchMetrics, Metric};
 pub use spans::{RecordFields, invocation_span, queue_name, record_span};
+pub use trace::{TraceContext, TraceOrigin};

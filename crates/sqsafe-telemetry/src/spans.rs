@@ -64,14 +64,19 @@ pub struct RecordFields<'a> {
     pub queue: &'a str,
     /// `MessageGroupId` on FIFO queues.
     pub group_id: Option<&'a str>,
+    /// The producer's trace id (32 lower-case hex digits), from the message's `traceparent` attribute or its
+    /// `AWSTraceHeader` ([`TraceContext::of_message`](crate::TraceContext::of_message)).
+    pub producer_trace_id: Option<&'a str>,
 }
 
 /// The span for one SQS record: `info_span!("record")` with `message_id`, `correlation_id`, `receive_count`,
-/// `queue`, `group_id` (when present), and `idempotency_key`, empty until the caller knows it:
+/// `queue`, `group_id` and `producer_trace_id` (when present), and `idempotency_key`, empty until the caller knows
+/// it:
 ///
 /// ```
 /// # let span = sqsafe_telemetry::record_span(&sqsafe_telemetry::RecordFields {
-/// #     message_id: "m-1", correlation_id: "c-1", receive_count: 1, queue: "payments", group_id: None });
+/// #     message_id: "m-1", correlation_id: "c-1", receive_count: 1, queue: "payments", group_id: None,
+/// #     producer_trace_id: None });
 /// span.record("idempotency_key", "charge-payment#v1#acme#payment:p-42");
 /// ```
 pub fn record_span(fields: &RecordFields<'_>) -> Span {
@@ -83,6 +88,7 @@ pub fn record_span(fields: &RecordFields<'_>) -> Span {
         receive_count = fields.receive_count,
         queue = fields.queue,
         group_id = fields.group_id,
+        producer_trace_id = fields.producer_trace_id,
         idempotency_key = Empty,
     )
 }

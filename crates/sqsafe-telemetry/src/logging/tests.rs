@@ -82,6 +82,7 @@ const RECORD: RecordFields<'static> = RecordFields {
     receive_count: 2,
     queue: "payments",
     group_id: None,
+    producer_trace_id: None,
 };
 
 /// The scenario of the example line in the README.
@@ -515,4 +516,29 @@ fn a_field_recorded_twice_keeps_its_latest_value_once() {
     assert_eq!(line["idempotency_key"], "k-2");
     assert_eq!(line["message_id"], RECORD.message_id);
     assert_eq!(line["queue"], "payments");
+}
+
+/// The producer's trace id is on every line of its record, as `producer_trace_id`; absent when the message had none.
+#[test]
+fn the_producers_trace_id_is_on_every_line_of_the_record() {
+    let out = capture(&LogConfig::default(), || {
+        let traced = record_span(&RecordFields {
+            producer_trace_id: Some("5759e988bd862e3fe1be46a994272793"),
+            ..RECORD
+        });
+        traced.in_scope(|| {
+            tracing::info!("one");
+            tracing::warn!("two");
+        });
+        record_span(&RECORD).in_scope(|| tracing::info!("untraced"));
+    });
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 3);
+    for line in &lines[..2] {
+        assert_eq!(
+            line["producer_trace_id"], "5759e988bd862e3fe1be46a994272793",
+            "{line}"
+        );
+    }
+    assert!(lines[2].get("producer_trace_id").is_none(), "{}", lines[2]);
 }
