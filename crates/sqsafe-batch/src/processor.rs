@@ -368,7 +368,7 @@ impl BatchProcessor {
     ) -> Result<BatchReport, BatchError> {
         let span = sqsafe_telemetry::invocation_span(&event.context);
         let deadline = self.usable_deadline(event.context.deadline());
-        async move {
+        let report = async move {
             let started = Instant::now();
             let metrics = self.new_metrics();
             let outcome = self
@@ -392,7 +392,10 @@ impl BatchProcessor {
             })
         }
         .instrument(span)
-        .await
+        .await;
+        // After the invocation's span has closed, so it goes too; Lambda may freeze the process once we answer.
+        sqsafe_telemetry::traces::flush().await;
+        report
     }
 
     fn new_metrics(&self) -> BatchMetrics {
@@ -498,7 +501,7 @@ impl BatchProcessor {
                     metrics.incr(Metric::HeldBack);
                     // Not opened (its envelope is read when it runs): the span has the SQS attribute's id, else a
                     // new one.
-                    let (span, _) = self.record_span(&m, &id, receive_count(&m), None);
+                    let (span, _, _) = self.record_span(&m, &id, receive_count(&m), None);
                     span.in_scope(|| {
                         tracing::warn!(blocked_by = %first, disposition = "held_back",
                             "not run: an earlier message of its group was reported; reported too, to keep the group's order");
@@ -569,14 +572,15 @@ impl BatchProcessor {
         None
     }
 
-    /// The record's span, with its correlation id (`carried`: the one the envelope carried).
+    /// The record's span, with its correlation id (`carried`: the one the envelope carried) and the trace context it
+    /// carries on (a child of the producer's, when the message had one).
     fn record_span(
         &self,
         message: &SqsMessage,
         message_id: &str,
         receive_count: u32,
         carried: Option<&str>,
-    ) -> (Span, CorrelationId) {
+    ) -> (Span, CorrelationId, TraceContext) {
         let correlation = self.correlation.extract_with(message, carried);
         let arn = message.event_source_arn.as_deref().unwrap_or_default();
         let trace = TraceContext::of_message(message);
@@ -588,7 +592,8 @@ impl BatchProcessor {
             group_id: group_id(message),
             producer_trace_id: trace.as_ref().map(TraceContext::trace_id),
         });
-        (span, correlation)
+        let context = sqsafe_telemetry::traces::record_context(&span, trace.as_ref());
+        (span, correlation, context)
     }
 
     /// A `deadline` error when less than the reserve is left before `deadline`.
@@ -626,7 +631,8 @@ impl BatchProcessor {
             Ok(Some(Opened::Payload { correlation_id, .. })) => correlation_id.as_deref(),
             _ => None,
         };
-        let (span, correlation) = self.record_span(&message, &message_id, receive_count, carried);
+        let (span, correlation, trace) =
+            self.record_span(&message, &message_id, receive_count, carried);
         let (payload, not_run) = match opened {
             Ok(None) => (None, None),
             Ok(Some(Opened::Payload { payload, .. })) => (Some(Arc::new(payload)), None),
@@ -643,6 +649,7 @@ impl BatchProcessor {
             receive_count,
             deadline,
             span.clone(),
+            trace,
         )
         .with_payload(payload);
         async move {

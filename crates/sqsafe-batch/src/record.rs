@@ -6,7 +6,7 @@ use aws_lambda_events::sqs::SqsMessage;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqsafe_idempotency::{Idempotency, IdempotencyKey, IdempotencyStore, Outcome, Request};
-use sqsafe_telemetry::CorrelationId;
+use sqsafe_telemetry::{CorrelationId, TraceContext};
 use tracing::Span;
 
 use crate::envelope::OpenedPayload;
@@ -54,6 +54,8 @@ pub struct Record {
     span: Span,
     /// The payload taken out of its envelope (none: the body is the payload).
     payload: Option<Arc<OpenedPayload>>,
+    /// The trace context this record carries on (see [`Record::trace_context`]).
+    trace: TraceContext,
 }
 
 impl Record {
@@ -64,6 +66,7 @@ impl Record {
         receive_count: u32,
         deadline: Option<SystemTime>,
         span: Span,
+        trace: TraceContext,
     ) -> Self {
         Self {
             message,
@@ -73,7 +76,16 @@ impl Record {
             deadline,
             span,
             payload: None,
+            trace,
         }
+    }
+
+    /// The trace context to send on from this record (to an HTTP call, in a message it publishes): the producer's
+    /// trace continued from this record's span, or a new trace when the message carried none
+    /// ([`sqsafe_telemetry::traces::record_context`]). Its [`traceparent`](TraceContext::traceparent) is what
+    /// `sqsafe::http` sends and what an outbox event stores.
+    pub fn trace_context(&self) -> &TraceContext {
+        &self.trace
     }
 
     pub(crate) fn with_payload(mut self, payload: Option<Arc<OpenedPayload>>) -> Self {

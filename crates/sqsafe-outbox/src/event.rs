@@ -1,6 +1,7 @@
 //! The event a producer records: what to publish, where, and under which ids.
 
 use serde::Serialize;
+use sqsafe_telemetry::TraceContext;
 
 use crate::error::{Error, Result};
 
@@ -51,6 +52,8 @@ pub struct OutboxEvent {
     pub(crate) destination: String,
     pub(crate) correlation_id: Option<String>,
     pub(crate) message_group_id: Option<String>,
+    /// The W3C `traceparent` of the context the event was written in.
+    pub(crate) traceparent: Option<String>,
 }
 
 impl OutboxEvent {
@@ -67,6 +70,7 @@ impl OutboxEvent {
             destination: destination.into(),
             correlation_id: None,
             message_group_id: None,
+            traceparent: None,
         }
     }
 
@@ -95,6 +99,21 @@ impl OutboxEvent {
     pub fn with_correlation_id(mut self, correlation_id: impl Into<String>) -> Self {
         self.correlation_id = Some(correlation_id.into());
         self
+    }
+
+    /// Sets the trace context the event was written in (a consumer's `cx.trace_context()`): the item stores its
+    /// `traceparent`, and the relay publishes the message with a `traceparent` attribute continuing that trace, so
+    /// the next consumer's span is in the same trace. A context without a parent span stores nothing.
+    pub fn with_trace_context(mut self, context: &TraceContext) -> Self {
+        self.traceparent = context.traceparent();
+        self
+    }
+
+    /// The trace context stored with the event, if any.
+    pub fn trace_context(&self) -> Option<TraceContext> {
+        self.traceparent
+            .as_deref()
+            .and_then(TraceContext::from_traceparent)
     }
 
     /// Sets the message group id, required for a FIFO destination: events of one group are delivered in order.

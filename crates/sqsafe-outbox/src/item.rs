@@ -26,6 +26,8 @@ pub mod attributes {
     pub const CORRELATION_ID: &str = "correlation_id";
     /// The message group id (FIFO destinations).
     pub const MESSAGE_GROUP_ID: &str = "message_group_id";
+    /// The W3C `traceparent` the event was written in, when set.
+    pub const TRACEPARENT: &str = "traceparent";
     /// `PENDING` or `SENT`.
     pub const STATUS: &str = "status";
     /// `PENDING` while the item is pending, removed when the relay marks it sent: the partition key of the sparse
@@ -97,6 +99,9 @@ pub(crate) fn new_item(
     );
     if let Some(group) = &event.message_group_id {
         item.insert(attributes::MESSAGE_GROUP_ID.into(), s(group));
+    }
+    if let Some(traceparent) = &event.traceparent {
+        item.insert(attributes::TRACEPARENT.into(), s(traceparent));
     }
     item.insert(attributes::STATUS.into(), s(Status::Pending.as_str()));
     item.insert(attributes::PENDING.into(), s(Status::Pending.as_str()));
@@ -228,6 +233,8 @@ impl OutboxRecord {
             destination: required(attributes::DESTINATION)?,
             correlation_id: text(attributes::CORRELATION_ID)?,
             message_group_id: text(attributes::MESSAGE_GROUP_ID)?,
+            // A trace context never fails an event: one that is not a string is left out.
+            traceparent: text(attributes::TRACEPARENT).ok().flatten(),
             event_id,
         };
         Ok(Some(Self {
@@ -283,6 +290,32 @@ mod tests {
         assert_eq!(record.status(), Status::Pending);
         assert_eq!(record.created_at_ms(), 1_700_000_000_123);
         assert_eq!(record.keys(), &key());
+    }
+
+    #[test]
+    fn the_trace_context_is_stored_and_read_back() {
+        let written_in = sqsafe_telemetry::TraceContext::from_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .expect("valid");
+        let traced = event().with_trace_context(&written_in);
+        let item = new_item(&traced, key(), 1);
+        assert_eq!(
+            item.get(attributes::TRACEPARENT),
+            Some(&AttributeValue::S(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()
+            ))
+        );
+        let back = OutboxRecord::from_item(key(), &item)
+            .expect("valid")
+            .expect("an outbox item");
+        assert_eq!(back.event().trace_context(), Some(written_in));
+        assert!(
+            back.event().same_content(&event()),
+            "a trace is not content"
+        );
+        // Without one, nothing is stored.
+        assert!(!new_item(&event(), key(), 1).contains_key(attributes::TRACEPARENT));
     }
 
     #[test]

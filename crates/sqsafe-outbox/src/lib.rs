@@ -14,7 +14,9 @@ pub use event::{
 };
 pub use item::{ENTITY, OutboxRecord, PENDING_INDEX, Status, attributes};
 pub use outbox::{MAX_BUSINESS_WRITES, Outbox, RESERVATION_ENTITY, Written};
-pub use relay::{EVENT_ID_ATTRIBUTE, EVENT_TYPE_ATTRIBUTE, Marked, Relay, Relayed};
+pub use relay::{
+    EVENT_ID_ATTRIBUTE, EVENT_TYPE_ATTRIBUTE, Marked, Relay, Relayed, TRACEPARENT_ATTRIBUTE,
+};
 pub use sweeper::{Sweeper, Swept};
 
 /// The clock the writer and the relay stamp items with (tests pass a [`ManualClock`] or a closure).

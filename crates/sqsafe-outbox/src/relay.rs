@@ -9,8 +9,9 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_sqs::types::MessageAttributeValue;
 use sqsafe_idempotency::{Clock, SystemClock};
-use sqsafe_telemetry::CorrelationId;
 use sqsafe_telemetry::correlation;
+use sqsafe_telemetry::{CorrelationId, TraceContext};
+use tracing::Instrument as _;
 
 use crate::error::{Error, Result};
 use crate::item::{OutboxRecord, Status, attributes};
@@ -20,6 +21,9 @@ pub const EVENT_ID_ATTRIBUTE: &str = "eventId";
 
 /// The message attribute that carries the event type.
 pub const EVENT_TYPE_ATTRIBUTE: &str = "eventType";
+
+/// The message attribute that carries the trace context on (W3C), which sqsafe's consumers read first.
+pub const TRACEPARENT_ATTRIBUTE: &str = sqsafe_telemetry::trace::TRACEPARENT_ATTRIBUTE;
 
 /// What [`Relay::mark_sent`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +134,9 @@ impl Relay {
     }
 
     /// Sends the event to its destination: the payload as the body, the event id, event type and correlation id
-    /// as message attributes (`eventId`, `eventType`, `correlationId`, the one sqsafe's consumers read); on a FIFO
+    /// as message attributes (`eventId`, `eventType`, `correlationId`, the one sqsafe's consumers read), and the
+    /// trace context as `traceparent` (the stored one continued; with traces exported, from this publish's own
+    /// span, `outbox publish`, a child of the stored one); on a FIFO
     /// queue the event id as `MessageDeduplicationId` and the event's group as `MessageGroupId`. Returns the SQS
     /// message id.
     ///
@@ -149,6 +155,16 @@ impl Relay {
             });
         }
         event.validate()?;
+        let span = tracing::info_span!(
+            target: "sqsafe_outbox::relay",
+            "outbox publish",
+            event_id,
+            destination = event.destination(),
+        );
+        let trace = match event.trace_context() {
+            Some(parent) => Some(sqsafe_telemetry::traces::continue_from(&span, &parent)),
+            None => sqsafe_telemetry::traces::span_context(&span),
+        };
         let correlation_id = CorrelationId::new(event.correlation_id());
         let mut send = self
             .sqs
@@ -161,6 +177,9 @@ impl Relay {
                 correlation::DEFAULT_ATTRIBUTE,
                 correlation::sqs_attribute(&correlation_id),
             );
+        if let Some(traceparent) = trace.as_ref().and_then(TraceContext::traceparent) {
+            send = send.message_attributes(TRACEPARENT_ATTRIBUTE, string_attribute(&traceparent));
+        }
         if event.is_fifo() {
             send = send
                 .message_deduplication_id(event_id)
@@ -168,6 +187,7 @@ impl Relay {
         }
         let sent = send
             .send()
+            .instrument(span)
             .await
             .map_err(|e| Error::aws("SendMessage", event_id, e))?;
         sent.message_id

@@ -443,6 +443,47 @@ async fn a_fifo_event_without_a_group_is_refused_before_any_call() {
     assert!(fx.counter.take().is_empty(), "nothing was sent");
 }
 
+/// The trace an event was written in goes on with it: the item stores its traceparent, and the relayed message
+/// carries it as the `traceparent` attribute, which the next consumer reads as its producer's context. An event
+/// written without one is published without one (with traces off, the relay starts none).
+#[tokio::test]
+async fn the_relay_carries_the_writers_trace_on() {
+    let fx = fixture().await;
+    let queue = create_queue(&fx.sqs, "outbox-trace", false).await;
+    let writer = sqsafe_telemetry::TraceContext::from_traceparent(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    )
+    .expect("valid");
+    let traced = event(&queue).with_trace_context(&writer);
+    fx.outbox
+        .write(&fx.dynamodb, fx.order("o-1", 1), &traced)
+        .await
+        .expect("write");
+    let record = fx.record(&traced).await;
+    assert_eq!(record.event().trace_context(), Some(writer.clone()));
+    fx.relay().relay(&record).await.expect("relay");
+    let messages = fx.receive(&queue).await;
+    assert_eq!(
+        attribute(&messages[0], sqsafe_outbox::TRACEPARENT_ATTRIBUTE),
+        writer.traceparent().expect("a parent")
+    );
+
+    let untraced = event(&queue).with_event_id("order-o-2/placed");
+    fx.outbox
+        .write(&fx.dynamodb, fx.order("o-2", 1), &untraced)
+        .await
+        .expect("write");
+    let record = fx.record(&untraced).await;
+    fx.relay().relay(&record).await.expect("relay");
+    let messages = fx.receive(&queue).await;
+    assert!(
+        messages[0]
+            .message_attributes()
+            .is_none_or(|a| !a.contains_key(sqsafe_outbox::TRACEPARENT_ATTRIBUTE)),
+        "{messages:?}"
+    );
+}
+
 #[tokio::test]
 async fn the_relay_publishes_with_the_ids_and_marks_the_item_sent_once() {
     let fx = fixture().await;

@@ -1,3 +1,5 @@
+use crate::traces::Traces;
+
 /// The level used when neither `AWS_LAMBDA_LOG_LEVEL` nor `RUST_LOG` is set.
 pub(crate) const DEFAULT_LEVEL: &str = "info";
 
@@ -16,7 +18,7 @@ pub enum LogFormat {
 ///
 /// # Default
 ///
-/// Level `info`, [`LogFormat::Json`], no function name.
+/// Level `info`, [`LogFormat::Json`], no function name, [`Traces::Off`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogConfig {
     /// A `tracing-subscriber` filter directive: `info`, `warn,sqsafe_batch=debug`, ...
@@ -25,6 +27,8 @@ pub struct LogConfig {
     pub format: LogFormat,
     /// The Lambda function's name; [`init_with`](crate::init_with) puts it on every invocation span.
     pub function_name: Option<String>,
+    /// Whether spans are exported with OpenTelemetry ([`Traces::from_vars`]).
+    pub traces: Traces,
 }
 
 impl Default for LogConfig {
@@ -33,6 +37,7 @@ impl Default for LogConfig {
             level: DEFAULT_LEVEL.to_owned(),
             format: LogFormat::Json,
             function_name: None,
+            traces: Traces::Off,
         }
     }
 }
@@ -53,6 +58,7 @@ impl LogConfig {
     /// - **format**: `AWS_LAMBDA_LOG_FORMAT`: `Text` (any case) gives [`LogFormat::Text`]; `JSON`, unset or anything
     ///   else gives [`LogFormat::Json`].
     /// - **function_name**: `AWS_LAMBDA_FUNCTION_NAME`.
+    /// - **traces**: `SQSAFE_TRACES` and OpenTelemetry's endpoint variables, as [`Traces::from_vars`] reads them.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Self {
         let var = |name: &str| {
             get(name)
@@ -72,6 +78,7 @@ impl LogConfig {
             level,
             format,
             function_name: var("AWS_LAMBDA_FUNCTION_NAME"),
+            traces: Traces::from_vars(&get),
         }
     }
 }

@@ -20,6 +20,19 @@ pub enum Error {
         #[source]
         source: tracing_subscriber::filter::ParseError,
     },
+    /// `SQSAFE_TRACES` is neither `off` nor `otlp`.
+    #[error("SQSAFE_TRACES={value:?}: expected `off` (the default) or `otlp`")]
+    InvalidTraces {
+        /// The value as configured.
+        value: String,
+    },
+    /// Spans cannot be exported as configured: the OTLP endpoint is not an `http://` URL, or this build has no
+    /// OpenTelemetry (`sqsafe-telemetry` without its `otel` feature).
+    #[error("SQSAFE_TRACES=otlp: {reason}")]
+    TracesUnavailable {
+        /// Why, in words.
+        reason: String,
+    },
 }
 
 impl Error {

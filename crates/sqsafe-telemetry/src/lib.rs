@@ -10,6 +10,7 @@ pub mod metrics;
 mod spans;
 mod timestamp;
 pub mod trace;
+pub mod traces;
 
 pub use config::{LogConfig, LogFormat};
 pub use correlation::{CorrelationId, CorrelationOrigin, CorrelationSource};
@@ -18,3 +19,4 @@ pub use logging::{init, init_with, layer, layer_with_writer};
 pub use metrics::{BatchMetrics, Metric};
 pub use spans::{RecordFields, invocation_span, queue_name, record_span};
 pub use trace::{TraceContext, TraceOrigin};
+pub use traces::Traces;

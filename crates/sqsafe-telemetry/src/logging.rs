@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::json::JsonLayer;
 use crate::spans::SPAN_TARGET;
 use crate::timestamp::Rfc3339Millis;
+use crate::traces::Traces;
 
 /// The function name given to [`init_with`], for [`invocation_span`](crate::invocation_span).
 static FUNCTION_NAME: OnceLock<String> = OnceLock::new();
@@ -37,13 +38,46 @@ pub fn init() -> Result<()> {
 /// - [`Error::InvalidLevel`] when `config.level` is not a valid filter directive; nothing is installed.
 /// - [`Error::AlreadyInitialised`] when a global subscriber is already installed (by an earlier call or by
 ///   another library); the existing one stays.
+/// - [`Error::InvalidTraces`] when `config.traces` is [`Traces::Invalid`]; [`Error::TracesUnavailable`] when spans
+///   cannot be exported as it says (not an `http://` endpoint, or a build without the `otel` feature). Nothing is
+///   installed.
+///
+/// With [`Traces::Otlp`], the subscriber also has OpenTelemetry's layer, and [`flush`](crate::traces::flush) sends
+/// the spans.
 pub fn init_with(config: LogConfig) -> Result<()> {
     filter(&config.level).map_err(|source| Error::InvalidLevel {
         directive: config.level.clone(),
         source,
     })?;
     let subscriber = tracing_subscriber::registry().with(layer(&config));
-    tracing::subscriber::set_global_default(subscriber).map_err(|_| Error::AlreadyInitialised)?;
+    match &config.traces {
+        Traces::Off => tracing::subscriber::set_global_default(subscriber),
+        Traces::Invalid(value) => {
+            return Err(Error::InvalidTraces {
+                value: value.clone(),
+            });
+        }
+        #[cfg(feature = "otel")]
+        Traces::Otlp {
+            endpoint,
+            service_name,
+        } => {
+            let service_name = service_name.as_deref().or(config.function_name.as_deref());
+            let (otel, export) = crate::traces::install(endpoint, service_name)
+                .map_err(|reason| Error::TracesUnavailable { reason })?;
+            tracing::subscriber::set_global_default(subscriber.with(otel))
+                .map(|()| crate::traces::activate(export))
+        }
+        #[cfg(not(feature = "otel"))]
+        Traces::Otlp { .. } => {
+            return Err(Error::TracesUnavailable {
+                reason: "this build has no OpenTelemetry (sqsafe-telemetry's feature `otel`, on by default in \
+                         sqsafe)"
+                    .to_owned(),
+            });
+        }
+    }
+    .map_err(|_| Error::AlreadyInitialised)?;
     if let Some(name) = config.function_name {
         // Only the call that installed the subscriber gets here, so the cell is still empty.
         let _ = FUNCTION_NAME.set(name);

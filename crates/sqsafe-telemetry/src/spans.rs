@@ -38,7 +38,7 @@ pub(crate) fn invocation_span_with(
     // Outside the macro: span field values are only evaluated when a subscriber wants the span, and the flag must
     // flip on the first invocation either way.
     let cold_start = cold_start.swap(false, Ordering::Relaxed);
-    tracing::info_span!(
+    let span = tracing::info_span!(
         target: SPAN_TARGET,
         "invocation",
         request_id = ctx.request_id.as_str(),
@@ -46,7 +46,9 @@ pub(crate) fn invocation_span_with(
         function_name,
         xray_trace_id = ctx.xray_trace_id.as_deref(),
         tenant_id = ctx.tenant_id.as_deref(),
-    )
+    );
+    crate::traces::follow_lambda(&span, ctx.xray_trace_id.as_deref());
+    span
 }
 
 /// The fields of one SQS record that [`record_span`] puts on every line logged while handling it.

@@ -17,6 +17,9 @@ pub enum TraceOrigin {
     Traceparent,
     /// The `AWSTraceHeader` system attribute (X-Ray: `Root=1-…;Parent=…;Sampled=…`).
     XRay,
+    /// Made here: a span of this function ([`TraceContext::child_of`]) or a trace it started
+    /// ([`TraceContext::new_root`]).
+    Local,
 }
 
 /// A producer's trace context: its trace id and, when it said, its span and sampling decision.
@@ -120,6 +123,13 @@ impl TraceContext {
         self.sampled
     }
 
+    /// The same context, marked as made here ([`TraceOrigin::Local`]).
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    pub(crate) fn local(mut self) -> Self {
+        self.origin = TraceOrigin::Local;
+        self
+    }
+
     /// Which header it came from.
     pub fn origin(&self) -> TraceOrigin {
         self.origin
@@ -129,6 +139,73 @@ impl TraceContext {
     pub fn xray_trace_id(&self) -> String {
         format!("1-{}-{}", &self.trace_id[..8], &self.trace_id[8..])
     }
+
+    /// A trace started here, for a record whose producer sent none: a random trace id, no parent, sampled.
+    pub fn new_root() -> Self {
+        Self {
+            trace_id: random_trace_id(),
+            parent_id: None,
+            sampled: Some(true),
+            origin: TraceOrigin::Local,
+        }
+    }
+
+    /// This trace continued from the span `span_id` (16 hex digits, not all zero): what a call or a message sent
+    /// from inside that span carries on. `None` when `span_id` is not a span id.
+    pub fn child_of(&self, span_id: &str) -> Option<Self> {
+        valid_id(span_id, 16).then(|| Self {
+            trace_id: self.trace_id.clone(),
+            parent_id: Some(span_id.to_ascii_lowercase()),
+            sampled: self.sampled,
+            origin: TraceOrigin::Local,
+        })
+    }
+
+    /// This trace continued from a new span of this function (a random span id): the context a record carries on
+    /// when no OpenTelemetry span stands for it.
+    pub fn child(&self) -> Self {
+        Self {
+            trace_id: self.trace_id.clone(),
+            parent_id: Some(random_span_id()),
+            sampled: self.sampled,
+            origin: TraceOrigin::Local,
+        }
+    }
+
+    /// The W3C `traceparent` to send on (`00-<trace id>-<parent id>-<flags>`): `None` without a parent span. The
+    /// sampled flag is the producer's, and set when it said nothing (a downstream that samples decides again).
+    pub fn traceparent(&self) -> Option<String> {
+        let parent = self.parent_id.as_deref()?;
+        let flags = if self.sampled == Some(false) {
+            "00"
+        } else {
+            "01"
+        };
+        Some(format!("00-{}-{parent}-{flags}", self.trace_id))
+    }
+
+    /// The X-Ray trace header to send on (`Root=1-…;Parent=…;Sampled=…`, the keys it has).
+    pub fn xray_header(&self) -> String {
+        let mut header = format!("Root={}", self.xray_trace_id());
+        if let Some(parent) = &self.parent_id {
+            header.push_str(";Parent=");
+            header.push_str(parent);
+        }
+        if let Some(sampled) = self.sampled {
+            header.push_str(if sampled { ";Sampled=1" } else { ";Sampled=0" });
+        }
+        header
+    }
+}
+
+/// A random trace id: 32 lower-case hex digits, not all zero.
+fn random_trace_id() -> String {
+    format!("{:032x}", fastrand::u128(1..))
+}
+
+/// A random span id: 16 lower-case hex digits, not all zero.
+fn random_span_id() -> String {
+    format!("{:016x}", fastrand::u64(1..))
 }
 
 fn is_hex(s: &str) -> bool {
@@ -234,5 +311,54 @@ mod tests {
             "a bad traceparent falls back to the X-Ray header"
         );
         assert_eq!(TraceContext::of_message(&SqsMessage::default()), None);
+    }
+
+    #[test]
+    fn a_context_goes_on_as_a_traceparent_and_an_xray_header() {
+        let producer = TraceContext::from_traceparent(W3C).expect("valid");
+        assert_eq!(producer.traceparent().as_deref(), Some(W3C));
+        let child = producer.child();
+        assert_eq!(child.trace_id(), producer.trace_id());
+        assert_ne!(child.parent_id(), producer.parent_id(), "a span of its own");
+        assert_eq!(child.origin(), TraceOrigin::Local);
+        let sent = child.traceparent().expect("a parent");
+        assert_eq!(
+            TraceContext::from_traceparent(&sent),
+            Some(child.clone()).map(|c| TraceContext {
+                origin: TraceOrigin::Traceparent,
+                ..c
+            })
+        );
+
+        let xray = TraceContext::from_xray_header(XRAY).expect("valid");
+        assert_eq!(
+            xray.xray_header(),
+            XRAY,
+            "an X-Ray header reads back as written"
+        );
+        let unsampled = TraceContext::from_traceparent(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+        )
+        .expect("valid")
+        .child_of("00f067aa0ba902b7")
+        .expect("a span id");
+        assert_eq!(
+            unsampled.traceparent().as_deref(),
+            Some("00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00"),
+            "the producer's decision not to sample goes on"
+        );
+        assert!(producer.child_of("0000000000000000").is_none());
+        assert!(producer.child_of("xyz").is_none());
+    }
+
+    #[test]
+    fn a_new_root_is_a_valid_sampled_trace_without_a_parent() {
+        let root = TraceContext::new_root();
+        assert!(valid_id(root.trace_id(), 32), "{root:?}");
+        assert_eq!((root.parent_id(), root.sampled()), (None, Some(true)));
+        assert_eq!(root.traceparent(), None, "no span to name as the parent");
+        assert_ne!(TraceContext::new_root().trace_id(), root.trace_id());
+        let sent = root.child().traceparent().expect("a parent");
+        assert!(TraceContext::from_traceparent(&sent).is_some(), "{sent}");
     }
 }

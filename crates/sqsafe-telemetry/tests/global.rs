@@ -36,6 +36,7 @@ fn init_once_then_invocations_carry_function_name_and_cold_start_once() {
         level: "info".to_owned(),
         format: LogFormat::Json,
         function_name: Some("charge-payment".to_owned()),
+        ..Default::default()
     };
     sqsafe_telemetry::init_with(config.clone()).expect("the first init installs the subscriber");
     let again = sqsafe_telemetry::init_with(config.clone()).expect_err("a second init is refused");

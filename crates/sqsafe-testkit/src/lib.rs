@@ -22,6 +22,7 @@ mod downstream;
 mod fixtures;
 mod lambda;
 mod lost_answer;
+mod otlp;
 mod project;
 mod server;
 
@@ -34,5 +35,6 @@ pub use fixtures::{
 };
 pub use lambda::{event_file, events_dir, invocation, with_binary_attribute};
 pub use lost_answer::LostAnswer;
+pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use project::{TEMPLATE_FILE, project_root, project_root_from, search_start};
 pub use server::{ServerSettings, ServerTask};

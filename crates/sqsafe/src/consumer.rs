@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqsafe_batch::{Envelope, Record, RecordError};
 use sqsafe_idempotency::IdempotencyKey;
-use sqsafe_telemetry::CorrelationId;
+use sqsafe_telemetry::{CorrelationId, TraceContext};
 
 use crate::app::Setup;
 
@@ -233,6 +233,13 @@ impl<'a> Context<'a> {
     /// The invocation's deadline.
     pub fn deadline(&self) -> Option<SystemTime> {
         self.record.deadline()
+    }
+
+    /// The trace context to send on: the producer's trace, continued from this record
+    /// ([`Record::trace_context`]). `sqsafe::http` sends it as `traceparent`; put it on an outbox event with
+    /// `sqsafe_outbox::OutboxEvent::with_trace_context`.
+    pub fn trace_context(&self) -> &TraceContext {
+        self.record.trace_context()
     }
 
     /// The whole record (attributes, raw message, span).

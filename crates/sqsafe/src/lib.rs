@@ -20,6 +20,8 @@ pub use settings::{ConfigError, Env, Settings};
 pub use sqsafe_batch::RecordError;
 /// What a message body wraps ([`Consumer::ENVELOPE`]), and the payload of an S3 object notification.
 pub use sqsafe_batch::{Envelope, S3Object};
+/// The trace context a record carries on ([`Context::trace_context`]): the producer's trace, continued.
+pub use sqsafe_telemetry::TraceContext;
 
 /// What [`App::handle_report`] says of each record: a consumer's tests assert [`Processed::Applied`] on the first
 /// delivery, [`Processed::Replayed`] on a redelivery, and [`Disposition::DeadLettered`] for poison.

@@ -4,11 +4,14 @@
 
 use std::time::{Duration, SystemTime};
 
-use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
 use serde::{Deserialize, Serialize};
 use sqsafe::http::HttpClient;
 use sqsafe::layers::batch::ErrorClass;
-use sqsafe::{Consumer, Context, Disposition, Effect, Env, Intent, Processed, RecordError, Setup};
+use sqsafe::{
+    Consumer, Context, Disposition, Effect, Env, Intent, Processed, RecordError, Setup,
+    TraceContext,
+};
 use sqsafe_testkit::{
     FakeDownstream, Reply, create_queue, create_table, invocation, sdk_config, unique_name,
 };
@@ -203,6 +206,10 @@ async fn the_headers_sent_are_the_intents_downstream_key_and_the_records_correla
     assert_eq!(call.idempotency_key.as_deref(), Some(expected.as_str()));
     let correlation = call.correlation_id.clone().expect("x-correlation-id");
     assert!(!correlation.is_empty());
+    // The message carried no trace context: the call starts one (a valid traceparent, sampled).
+    let traceparent = call.headers.get("traceparent").expect("traceparent");
+    let started = TraceContext::from_traceparent(traceparent).expect("a W3C traceparent");
+    assert_eq!(started.sampled(), Some(true), "{traceparent}");
     // The consumer kept what its context said: the same key and correlation id as were sent.
     let table = &fx.env[0].1;
     let dynamodb = aws_sdk_dynamodb::Client::new(&fx.aws);
@@ -216,6 +223,44 @@ async fn the_headers_sent_are_the_intents_downstream_key_and_the_records_correla
     assert!(
         stored.contains(&expected) && stored.contains(&correlation),
         "{stored}"
+    );
+}
+
+/// The producer's trace goes on to the API: the call's `traceparent` has the producer's trace id and its
+/// sampling, and a parent of its own (the consumer's span, not the producer's).
+#[tokio::test]
+async fn the_call_carries_the_producers_trace_on() {
+    let fx = fixture().await;
+    let producer = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+    let mut message = SqsMessage::default();
+    message.message_id = Some(unique_name("m"));
+    message.body = Some(r#"{"tenant":"acme","id":"o-traced"}"#.to_owned());
+    message.event_source_arn = Some("arn:aws:sqs:us-east-1:123456789012:http".to_owned());
+    let mut attribute = SqsMessageAttribute::default();
+    attribute.string_value = Some(producer.to_owned());
+    attribute.data_type = Some("String".to_owned());
+    message
+        .message_attributes
+        .insert("traceparent".to_owned(), attribute);
+    let mut event = SqsEvent::default();
+    event.records = vec![message];
+    fx.app(&[])
+        .handle_report(invocation(event, "req-traced"))
+        .await
+        .expect("batch");
+    let call = &fx.api.calls()[0];
+    let sent = call.headers.get("traceparent").expect("traceparent");
+    let sent = TraceContext::from_traceparent(sent).expect("a W3C traceparent");
+    assert_eq!(sent.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(
+        sent.sampled(),
+        Some(false),
+        "the producer's sampling decision"
+    );
+    assert_ne!(
+        sent.parent_id(),
+        Some("00f067aa0ba902b7"),
+        "a span of the consumer"
     );
 }
 

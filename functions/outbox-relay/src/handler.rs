@@ -203,9 +203,13 @@ impl OutboxRelay {
     ) -> Result<DynamoDbEventResponse, HandlerError> {
         let span = sqsafe_telemetry::invocation_span(&event.context);
         let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
-        self.batch(&event.payload.records, deadline)
+        let answer = self
+            .batch(&event.payload.records, deadline)
             .instrument(span)
-            .await
+            .await;
+        // The spans of this invocation (its own, each publish), when exported: before Lambda freezes the process.
+        sqsafe_telemetry::traces::flush().await;
+        answer
     }
 
     async fn batch(

@@ -119,7 +119,9 @@ impl OutboxSweeper {
         event: LambdaEvent<serde_json::Value>,
     ) -> Result<SweepSummary, SweepError> {
         let span = sqsafe_telemetry::invocation_span(&event.context);
-        self.run().instrument(span).await
+        let summary = self.run().instrument(span).await;
+        sqsafe_telemetry::traces::flush().await;
+        summary
     }
 
     /// One sweep: publishes what is due, logs each event, emits the metrics.

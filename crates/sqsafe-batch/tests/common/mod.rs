@@ -124,6 +124,7 @@ impl Logs {
             level: level.into(),
             format: sqsafe_telemetry::LogFormat::Json,
             function_name: None,
+            ..Default::default()
         };
         let subscriber = tracing_subscriber::registry()
             .with(sqsafe_telemetry::layer_with_writer(&config, logs.clone()));

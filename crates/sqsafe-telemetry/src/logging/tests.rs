@@ -58,6 +58,7 @@ fn config(level: &str, format: LogFormat) -> LogConfig {
         level: level.to_owned(),
         format,
         function_name: None,
+        ..Default::default()
     }
 }
 
@@ -541,4 +542,37 @@ fn the_producers_trace_id_is_on_every_line_of_the_record() {
         );
     }
     assert!(lines[2].get("producer_trace_id").is_none(), "{}", lines[2]);
+}
+
+#[test]
+fn a_traces_setting_that_cannot_be_honoured_is_refused_and_nothing_is_installed() {
+    let invalid = LogConfig {
+        traces: crate::Traces::Invalid("xray".into()),
+        ..LogConfig::default()
+    };
+    let err = crate::init_with(invalid).expect_err("an unknown SQSAFE_TRACES");
+    assert!(
+        matches!(&err, Error::InvalidTraces { value } if value == "xray"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("`off` (the default) or `otlp`"),
+        "{err}"
+    );
+    let tls = LogConfig {
+        traces: crate::Traces::Otlp {
+            endpoint: "https://otlp.eu-west-1.amazonaws.com/v1/traces".into(),
+            service_name: None,
+        },
+        ..LogConfig::default()
+    };
+    let err = crate::init_with(tls).expect_err("spans are not sent over TLS");
+    assert!(matches!(err, Error::TracesUnavailable { .. }), "{err:?}");
+    let why = if cfg!(feature = "otel") {
+        "must be an http:// URL"
+    } else {
+        "feature `otel`"
+    };
+    assert!(err.to_string().contains(why), "{err}");
+    assert!(!crate::traces::exporting(), "nothing installed");
 }

@@ -1,5 +1,6 @@
 //! An HTTP effect in a few lines (feature `http`): a client for the API a consumer calls, which sends every request
-//! with the intent's `Idempotency-Key`, the record's correlation id and a time bound taken from the invocation's
+//! with the intent's `Idempotency-Key`, the record's correlation id, its trace context (`traceparent`, continuing the
+//! producer's trace; with traces exported, from the call's own span) and a time bound taken from the invocation's
 //! deadline, and maps the answer to a [`RecordError`] that the batch processor acts on.
 //!
 //! ```
@@ -97,6 +98,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 use sqsafe_batch::RecordError;
+use sqsafe_telemetry::TraceContext;
+use tracing::Instrument as _;
 
 use crate::consumer::Context;
 
@@ -116,6 +119,9 @@ pub const DEFAULT_DEADLINE_RESERVE: Duration = sqsafe_batch::DEFAULT_DEADLINE_RE
 
 /// The header that carries [`Context::downstream_key`].
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+
+/// The W3C trace context header: [`Context::trace_context`], continued from the call's span.
+pub const TRACEPARENT: &str = "traceparent";
 
 /// A client for one HTTP API, built once per process (in [`Consumer::new`](crate::Consumer::new)) and cheap to clone.
 /// See the [module docs](self) for what each answer means.
@@ -219,7 +225,8 @@ impl HttpClient {
     }
 
     /// `POST path` (joined to the base URL) with `body` as JSON, and the headers `Idempotency-Key:
-    /// cx.downstream_key()`, the correlation header (`x-correlation-id`) and `Content-Type: application/json`.
+    /// cx.downstream_key()`, the correlation header (`x-correlation-id`), `traceparent` and `Content-Type:
+    /// application/json`.
     /// The request is bounded in time (see the [module docs](self)); a 2xx is `Ok`, anything else the error of the
     /// status mapping.
     pub async fn post_json<B: Serialize + ?Sized>(
@@ -271,8 +278,20 @@ impl HttpClient {
                 ),
             ));
         };
-        let request = self.request(method, path, body, cx)?;
-        match tokio::time::timeout(budget, self.exchange(request)).await {
+        // The call's own span (exported with the record's when traces are on); its context goes out as traceparent.
+        let span = tracing::info_span!(
+            target: "sqsafe::http",
+            "http call",
+            downstream = %inner.name,
+            method = %method,
+            path,
+        );
+        let trace = sqsafe_telemetry::traces::continue_from(&span, cx.trace_context());
+        let request = self.request(method, path, body, cx, &trace)?;
+        match tokio::time::timeout(budget, self.exchange(request))
+            .instrument(span)
+            .await
+        {
             Ok(answer) => answer,
             Err(_elapsed) => Err(RecordError::transient(
                 "downstream_timeout",
@@ -291,24 +310,28 @@ impl HttpClient {
         path: &str,
         body: Vec<u8>,
         cx: &Context<'_>,
+        trace: &TraceContext,
     ) -> Result<Request<Full<Bytes>>, RecordError> {
         let inner = &self.inner;
         let slash = if path.starts_with('/') { "" } else { "/" };
         let (correlation, correlation_id) =
             sqsafe_telemetry::correlation::http_header(cx.correlation_id());
-        Request::builder()
+        let request = Request::builder()
             .method(method)
             .uri(format!("{}{slash}{path}", inner.base_url))
             .header(CONTENT_TYPE, "application/json")
             .header(&inner.key_header, cx.downstream_key())
-            .header(correlation, correlation_id)
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| {
-                RecordError::permanent(
-                    "downstream_bad_request",
-                    format!("{}: the request could not be built ({e})", inner.name),
-                )
-            })
+            .header(correlation, correlation_id);
+        let request = match trace.traceparent() {
+            Some(traceparent) => request.header(TRACEPARENT, traceparent),
+            None => request,
+        };
+        request.body(Full::new(Bytes::from(body))).map_err(|e| {
+            RecordError::permanent(
+                "downstream_bad_request",
+                format!("{}: the request could not be built ({e})", inner.name),
+            )
+        })
     }
 
     /// Sends and reads the whole answer (up to the cap), then maps it.
