@@ -20,7 +20,8 @@
 5. `sqsafe new consumer --fifo --transact --envelope eventbridge` run a second time, from a folder inside the project
    (it finds the workspace and the template upward), and 3 and 4 again for the new consumer (the first one is
    rendered behind an SNS subscription, `envelope: sns`: both consumers' sample events, tests and deliveries go
-   through an envelope);
+   through an envelope); then `sqsafe new consumer --envelope s3` a third time, and 3 for it (its payload is the
+   object notification's `sqsafe::S3Object`);
 6. the local pipeline on the project's template with both consumers under `cargo lambda watch`
    (`sqsafe local up --watch`, the sqsafe a team installs: no test servers): each sample message sent twice, one effect per intent, and the standard queue's second
    delivery answered from the record (replayed or skipped by the cache), not applied again;
@@ -63,6 +64,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "probe-shop"
 NAME = "ship-order"
 NAME_TRANSACT = "book-shipment"
+NAME_S3 = "scan-upload"
 # Each generated handler's effect broken on purpose, as a real effect could be: (how it is broken, the text replaced,
 # its replacement, a test that must then fail). A plain consumer's effect is one call to its API (sqsafe::http); a
 # transactional one's is a write committed with the record. Its tests must fail for each.
@@ -637,6 +639,9 @@ def main() -> int:
         template_checks(project, env)
         step("both consumers under cargo lambda watch behind the local SQS pipeline; each sample twice")
         pipeline(project, env)
+        step(f"sqsafe new consumer {NAME_S3} --envelope s3: built, tested, its tests fail when its effect breaks (after the pipeline, which runs the first two)")
+        run(SQSAFE, "new", "consumer", NAME_S3, "--envelope", "s3", cwd=project, env=env)
+        crate_checks(project, env, NAME_S3)
         step("binary size")
         sizes(inside)
         step(f"make build {pascal(NAME)}Function: its end (it ran beside the steps since the render)")
@@ -652,7 +657,7 @@ def main() -> int:
         if PROJECT_TARGET != TARGET:
             # A folder of the project's own (make test's): all of it is the project's.
             shutil.rmtree(PROJECT_TARGET, ignore_errors=True)
-        for name in (NAME, NAME_TRANSACT):
+        for name in (NAME, NAME_TRANSACT, NAME_S3):
             for leftover in (PROJECT_TARGET / "debug").glob(f"{name}*"):
                 if leftover.is_file():
                     leftover.unlink()

@@ -58,7 +58,7 @@ def resources_of(template: str, name: str) -> str:
 
 
 # Each envelope the template offers (cookiecutter.json's `envelope`, `sqsafe new consumer --envelope`).
-@pytest.fixture(scope="module", params=["sqs", "sns", "eventbridge"])
+@pytest.fixture(scope="module", params=["sqs", "sns", "eventbridge", "s3"])
 def projects(tmp_path_factory, request) -> tuple[Path, Path]:
     rendered = render(tmp_path_factory.mktemp("rendered"), NAME, request.param)
     added = render(tmp_path_factory.mktemp("added"), "first-one")

@@ -29,7 +29,7 @@ enum Task {
         /// The effect is DynamoDB writes committed with the record in one transaction (adds a table for them).
         #[arg(long)]
         transact: bool,
-        /// What the queue's bodies wrap: sqs, sns or eventbridge.
+        /// What the queue's bodies wrap: sqs, sns, eventbridge or s3.
         #[arg(long, value_enum, default_value = "sqs")]
         envelope: sqsafe_cli::ConsumerEnvelope,
         /// The workspace root (default: found upward from the current folder).

@@ -80,8 +80,9 @@ pub struct NewConsumerArgs {
     #[arg(long)]
     pub transact: bool,
     /// What the queue's bodies wrap: `sqs` (producers send to it; an SNS subscription with raw delivery), `sns` (an
-    /// SNS topic's subscription: each body a notification), `eventbridge` (a rule's target: each body an event). The
-    /// consumer's ENVELOPE and its sample event follow it.
+    /// SNS topic's subscription: each body a notification), `eventbridge` (a rule's target: each body an event), `s3`
+    /// (a bucket's event notifications: the payload is `sqsafe::S3Object`). The consumer's ENVELOPE and its sample
+    /// event follow it.
     #[arg(long, value_enum, default_value = "sqs")]
     pub envelope: crate::ConsumerEnvelope,
     /// The workspace root (default: found upward from the current folder, as cargo finds a workspace; the

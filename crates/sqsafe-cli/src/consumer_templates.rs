@@ -65,7 +65,7 @@ pub(crate) struct ConsumerVars {
     pub(crate) fifo: bool,
     /// The effect is DynamoDB writes committed with the record (else one HTTP call).
     pub(crate) transact: bool,
-    /// What the queue's bodies wrap: `sqs` (nothing), `sns`, `eventbridge`.
+    /// What the queue's bodies wrap: `sqs` (nothing), `sns`, `eventbridge`, `s3`.
     pub(crate) envelope: &'static str,
     /// The child template's file name in `sqsafe/`.
     pub(crate) child: String,
@@ -111,7 +111,7 @@ pub(crate) fn render(
 mod tests {
     use super::*;
 
-    fn vars(fifo: bool, transact: bool) -> ConsumerVars {
+    fn vars(fifo: bool, transact: bool, envelope: &'static str) -> ConsumerVars {
         ConsumerVars {
             name: "send-invoice".into(),
             pascal: "SendInvoice".into(),
@@ -120,13 +120,7 @@ mod tests {
             dlq: "send-invoice-dlq".into(),
             fifo,
             transact,
-            envelope: if fifo {
-                "sns"
-            } else if transact {
-                "eventbridge"
-            } else {
-                "sqs"
-            },
+            envelope,
             child: "consumer.yaml".into(),
         }
     }
@@ -138,14 +132,18 @@ mod tests {
             lints: true,
             hack: true,
         };
-        for (fifo, transact) in [(false, false), (true, false), (false, true), (true, true)] {
+        let variants = [(false, false), (true, false), (false, true), (true, true)];
+        for ((fifo, transact), envelope) in variants
+            .into_iter()
+            .flat_map(|v| ["sqs", "sns", "eventbridge", "s3"].map(|e| (v, e)))
+        {
             for (name, _) in FILES {
-                let text = render(name, &vars(fifo, transact), &workspace)
+                let text = render(name, &vars(fifo, transact, envelope), &workspace)
                     .unwrap_or_else(|e| panic!("{e}"));
                 for delimiter in ["{{", "{%", "{#", "#}", "%}"] {
                     assert!(
                         !text.contains(delimiter),
-                        "{name} ({fifo}, {transact}) keeps {delimiter}:\n{text}"
+                        "{name} ({fifo}, {transact}, {envelope}) keeps {delimiter}:\n{text}"
                     );
                 }
                 assert!(
@@ -154,7 +152,7 @@ mod tests {
                 );
                 assert!(
                     !text.contains("\n\n\n"),
-                    "{name}: no run of blank lines:\n{text}"
+                    "{name} ({fifo}, {transact}, {envelope}): no run of blank lines:\n{text}"
                 );
             }
         }
@@ -164,7 +162,7 @@ mod tests {
     fn an_undefined_variable_is_an_error_naming_the_template() {
         let err = render(
             "consumer/nope.jinja",
-            &vars(false, false),
+            &vars(false, false, "sqs"),
             &WorkspaceVars::default(),
         )
         .expect_err("unknown");

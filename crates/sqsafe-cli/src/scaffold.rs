@@ -43,15 +43,18 @@ pub enum ConsumerEnvelope {
     /// An EventBridge rule targeting the queue: each body is an event, its `detail` the payload.
     #[value(name = "eventbridge")]
     EventBridge,
+    /// A bucket's event notifications: each body is one object's notification, its `sqsafe::S3Object` the payload.
+    S3,
 }
 
 impl ConsumerEnvelope {
-    /// As the templates name it: `sqs`, `sns`, `eventbridge`.
+    /// As the templates name it: `sqs`, `sns`, `eventbridge`, `s3`.
     pub fn as_str(self) -> &'static str {
         match self {
             ConsumerEnvelope::Sqs => "sqs",
             ConsumerEnvelope::Sns => "sns",
             ConsumerEnvelope::EventBridge => "eventbridge",
+            ConsumerEnvelope::S3 => "s3",
         }
     }
 }
