@@ -30,6 +30,9 @@ pub use record::{Completion, IdempotencyRecord, Status, StoredResult};
 #[cfg(feature = "dynamodb")]
 pub use store::dynamodb::{AttributeNames, DynamoDbStore, DynamoDbStoreBuilder};
 pub use store::memory::InMemoryStore;
+/// DynamoDB's item size and capacity units, by its sizing rules.
+#[cfg(feature = "dynamodb")]
+pub use store::size;
 #[cfg(feature = "dynamodb")]
 pub use store::transact::{MAX_EFFECT_ITEMS, TransactOutcome};
 pub use store::{ClaimAttempt, FencedWrite, IdempotencyStore};

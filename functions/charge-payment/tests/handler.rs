@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 
 struct Fixture {
     sqs: aws_sdk_sqs::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
+    idempotency_table: String,
     app: App<ChargePayment>,
     next: App<NextBuild>,
     payments: RunningPayments,
@@ -56,6 +58,8 @@ async fn fixture() -> Fixture {
     let setup = Setup::new(env, aws).expect("setup");
     Fixture {
         sqs,
+        dynamodb,
+        idempotency_table: setup.settings.idempotency_table.clone(),
         app: sqsafe::consumer::<ChargePayment>()
             .build(&setup)
             .expect("consumer"),
@@ -475,5 +479,65 @@ async fn a_transient_failure_comes_back_after_a_backoff_set_on_the_function_s_ow
             .map(String::as_str),
         Some("1"),
         "still in the queue, waiting for its retry"
+    );
+}
+
+/// What a completed record of charge-payment costs, by DynamoDB's sizing rules (`sqsafe_idempotency::size`): its
+/// bytes, names and values, and the write units one write of it consumes. Printed (`--nocapture`) and held: at most
+/// 1 KB, one write unit (a record that grows past it costs a second unit on every write of it).
+#[tokio::test]
+async fn a_completed_record_is_measured_by_dynamodbs_sizing_rules() {
+    use sqsafe_idempotency::size;
+    let fx = fixture().await;
+    let mut event = event_file("charge-payment-batch.json");
+    event.records.truncate(1);
+    assert!(fx.invoke(event).await.is_empty());
+    let items = fx
+        .dynamodb
+        .scan()
+        .table_name(&fx.idempotency_table)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    let completed: Vec<_> = items
+        .iter()
+        .filter(|i| {
+            i.get("status")
+                .and_then(|s| s.as_s().ok())
+                .map(String::as_str)
+                == Some("COMPLETED")
+        })
+        .collect();
+    assert_eq!(completed.len(), 1, "{items:?}");
+    let item = completed[0];
+    let bytes = size::item_bytes(item);
+    let mut parts: Vec<(usize, &str)> = item
+        .iter()
+        .map(|(name, value)| {
+            (
+                size::item_bytes(&std::collections::HashMap::from([(
+                    name.clone(),
+                    value.clone(),
+                )])),
+                name.as_str(),
+            )
+        })
+        .collect();
+    parts.sort_unstable_by(|a, b| b.cmp(a));
+    println!(
+        "charge-payment's completed record: {bytes} bytes, {} write unit(s), {} read unit(s) consistent; by attribute (name and value): {parts:?}",
+        size::write_units(bytes),
+        size::consistent_read_units(bytes)
+    );
+    assert!(
+        bytes > 100,
+        "a record has its key, token, fingerprint and result: {bytes}"
+    );
+    assert_eq!(
+        size::write_units(bytes),
+        1,
+        "one write unit: {bytes} bytes, {parts:?}"
     );
 }

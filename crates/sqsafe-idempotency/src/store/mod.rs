@@ -5,6 +5,8 @@
 pub(crate) mod dynamodb;
 pub(crate) mod memory;
 #[cfg(feature = "dynamodb")]
+pub mod size;
+#[cfg(feature = "dynamodb")]
 pub(crate) mod transact;
 
 use std::future::Future;
