@@ -145,6 +145,33 @@ pub fn extend_lands(existing: Option<&Seen>, new_lease_ms: u64) -> bool {
     owns(existing) && existing.is_some_and(|seen| seen.lease_ms.is_none_or(|l| l < new_lease_ms))
 }
 
+/// The condition of a keyed completion (the mode for effects behind a downstream key: no claim, one `PutItem` of the
+/// completed record after the effect): does it land over `existing`? No record, an expired one, or an in-progress
+/// record of the same content (an older attempt's claim, whose effect went under the same downstream key). A live
+/// completed record, or a live record of other content, is left alone: the write is refused and
+/// [`keyed_completion_refused`] says what the old record means.
+///
+/// DynamoDB: `KEYED_COMPLETION_CONDITION` in `store/dynamodb.rs`.
+pub fn keyed_completion_lands(existing: Option<&Seen>, now_ms: u64) -> bool {
+    existing.is_none_or(|seen| {
+        is_expired(seen.expiration_s, now_ms)
+            || (seen.same_fingerprint && seen.status == Status::InProgress)
+    })
+}
+
+/// What a refused keyed completion means, from the old record the same write returned: other content is a payload
+/// mismatch; the same content completed (by a concurrent delivery, or by this write's own first try) is a replay of
+/// its stored result; anything else means the store disagrees with [`keyed_completion_lands`].
+pub fn keyed_completion_refused(existing: &Seen, now_ms: u64) -> ClaimRefused {
+    if keyed_completion_lands(Some(existing), now_ms) {
+        ClaimRefused::Inconsistent
+    } else if !existing.same_fingerprint {
+        ClaimRefused::PayloadMismatch
+    } else {
+        ClaimRefused::Replay
+    }
+}
+
 /// What a refused completion means: already completed under this token (a retried write whose first try landed) is
 /// done; anything else is a lost claim.
 pub fn complete_refused(found: Option<&Seen>) -> FencedRefused {
@@ -254,5 +281,53 @@ mod tests {
         assert!(!extend_lands(Some(&seen), 10_000));
         assert!(extend_lands(Some(&seen), 10_001));
         assert!(!extend_lands(Some(&in_progress(1, false)), 10_001));
+    }
+
+    #[test]
+    fn a_keyed_completion_lands_on_nothing_the_expired_and_an_older_claim_of_its_content() {
+        let now_ms = 1_000_000;
+        let seen = |status, expiration_s, same_fingerprint| Seen {
+            status,
+            expiration_s,
+            lease_ms: None,
+            own_token: false,
+            same_fingerprint,
+        };
+        let live = now_ms / 1000 + 60;
+        let expired = now_ms / 1000 - 1;
+        assert!(keyed_completion_lands(None, now_ms));
+        assert!(keyed_completion_lands(
+            Some(&seen(Status::Completed, expired, false)),
+            now_ms
+        ));
+        assert!(keyed_completion_lands(
+            Some(&seen(Status::InProgress, live, true)),
+            now_ms
+        ));
+        for (refused, meaning) in [
+            (seen(Status::Completed, live, true), ClaimRefused::Replay),
+            (
+                seen(Status::Completed, live, false),
+                ClaimRefused::PayloadMismatch,
+            ),
+            (
+                seen(Status::InProgress, live, false),
+                ClaimRefused::PayloadMismatch,
+            ),
+        ] {
+            assert!(
+                !keyed_completion_lands(Some(&refused), now_ms),
+                "{refused:?}"
+            );
+            assert_eq!(
+                keyed_completion_refused(&refused, now_ms),
+                meaning,
+                "{refused:?}"
+            );
+        }
+        assert_eq!(
+            keyed_completion_refused(&seen(Status::InProgress, live, true), now_ms),
+            ClaimRefused::Inconsistent
+        );
     }
 }

@@ -57,6 +57,7 @@ on_dynamodb!(
     a_live_claim_with_other_content_is_a_mismatch,
     a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover,
     an_extension_keeps_the_record_alive_past_its_lease,
+    keyed_completions_land_once_and_what_refuses_them_says_replay_or_mismatch,
 );
 
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -48,6 +48,7 @@ in_memory!(
     a_live_claim_with_other_content_is_a_mismatch,
     a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover,
     an_extension_keeps_the_record_alive_past_its_lease,
+    keyed_completions_land_once_and_what_refuses_them_says_replay_or_mismatch,
 );
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -498,6 +499,26 @@ impl IdempotencyStore for ThrottledCompletions {
         token: &str,
     ) -> sqsafe_idempotency::Result<sqsafe_idempotency::FencedWrite> {
         self.inner.release(key, token).await
+    }
+
+    async fn get_many(
+        &self,
+        keys: &[sqsafe_idempotency::IdempotencyKey],
+    ) -> sqsafe_idempotency::Result<
+        std::collections::HashMap<
+            sqsafe_idempotency::IdempotencyKey,
+            sqsafe_idempotency::IdempotencyRecord,
+        >,
+    > {
+        self.inner.get_many(keys).await
+    }
+
+    async fn put_completed(
+        &self,
+        record: &sqsafe_idempotency::IdempotencyRecord,
+        now: SystemTime,
+    ) -> sqsafe_idempotency::Result<sqsafe_idempotency::FencedWrite> {
+        self.inner.put_completed(record, now).await
     }
 
     async fn get(

@@ -6,7 +6,9 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, ReturnValuesOnConditionCheckFailure,
+};
 
 use super::{ClaimAttempt, FencedWrite, IdempotencyStore};
 use crate::clock::epoch_secs;
@@ -210,6 +212,17 @@ pub(crate) fn n(v: impl ToString) -> AttributeValue {
 /// payload mismatch. Same rule as `protocol::claim_lands`.
 pub(crate) const CLAIM_CONDITION: &str = "attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND #lease < :now_ms AND #fingerprint = :fingerprint)";
 
+/// The keyed mode's completion lands on no record, an expired one, or an in-progress one of the same content. Same
+/// rule as `protocol::keyed_completion_lands`.
+pub(crate) const KEYED_COMPLETION_CONDITION: &str = "attribute_not_exists(#pk) OR #expiration < :now_s OR (#status = :in_progress AND #fingerprint = :fingerprint)";
+
+/// `BatchGetItem` takes at most this many keys a request.
+const BATCH_GET_KEYS: usize = 100;
+/// Rounds of `BatchGetItem` for the keys DynamoDB left unprocessed (throttled) before the read fails as transient.
+const BATCH_GET_ROUNDS: u32 = 5;
+/// The pause before the first round again; doubled each round.
+const BATCH_GET_BACKOFF: Duration = Duration::from_millis(25);
+
 // Placeholders are fixed; attribute names are bound to them, so configured names need no escaping.
 const OWNED_BY_TOKEN: &str = "#token = :token AND #status = :in_progress";
 
@@ -361,6 +374,15 @@ impl ConditionFailed for UpdateItemError {
     fn old_item(&self) -> Option<Option<&Item>> {
         match self {
             UpdateItemError::ConditionalCheckFailedException(e) => Some(e.item()),
+            _ => None,
+        }
+    }
+}
+
+impl ConditionFailed for PutItemError {
+    fn old_item(&self) -> Option<Option<&Item>> {
+        match self {
+            PutItemError::ConditionalCheckFailedException(e) => Some(e.item()),
             _ => None,
         }
     }
@@ -579,6 +601,113 @@ impl IdempotencyStore for DynamoDbStore {
             .sum();
         let result_name = self.names.result.len();
         Some(MAX_ITEM_BYTES.saturating_sub(used + result_name + ITEM_SLACK_BYTES))
+    }
+
+    async fn get_many(
+        &self,
+        keys: &[IdempotencyKey],
+    ) -> Result<HashMap<IdempotencyKey, IdempotencyRecord>> {
+        // BatchGetItem refuses a request that names a key twice: each key once, in the order first given.
+        let mut unique: Vec<&IdempotencyKey> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if !unique.contains(&key) {
+                unique.push(key);
+            }
+        }
+        let by_pk: HashMap<&str, &IdempotencyKey> =
+            unique.iter().map(|k| (k.as_str(), *k)).collect();
+        let mut found = HashMap::with_capacity(unique.len());
+        for chunk in unique.chunks(BATCH_GET_KEYS) {
+            let mut pending = KeysAndAttributes::builder()
+                .set_keys(Some(chunk.iter().map(|k| self.key_item(k)).collect()))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| {
+                    Error::store_with_detail(
+                        "get_many",
+                        chunk[0].as_str(),
+                        format!("the BatchGetItem request could not be built: {e}"),
+                        BoxError::from(e),
+                    )
+                })?;
+            let mut backoff = BATCH_GET_BACKOFF;
+            for round in 1..=BATCH_GET_ROUNDS {
+                let answer = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, pending.clone())
+                    .send()
+                    .await
+                    .map_err(|e| store_error("get_many", chunk[0], e))?;
+                for item in answer
+                    .responses()
+                    .and_then(|r| r.get(&self.table))
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
+                    let pk = item
+                        .get(&self.names.partition_key)
+                        .and_then(|v| v.as_s().ok());
+                    let Some(key) = pk.and_then(|pk| by_pk.get(pk.as_str())) else {
+                        return Err(Error::Inconsistent {
+                            key: chunk[0].to_string(),
+                            detail: "BatchGetItem answered an item whose key was not asked for"
+                                .into(),
+                        });
+                    };
+                    found.insert((*key).clone(), self.parse_item(key, item)?);
+                }
+                match answer
+                    .unprocessed_keys()
+                    .and_then(|u| u.get(&self.table))
+                    .filter(|u| !u.keys().is_empty())
+                {
+                    None => break,
+                    Some(_) if round == BATCH_GET_ROUNDS => {
+                        return Err(Error::store_with_detail(
+                            "get_many",
+                            chunk[0].as_str(),
+                            format!(
+                                "DynamoDB left keys unprocessed after {BATCH_GET_ROUNDS} rounds of BatchGetItem (throttled)"
+                            ),
+                            BoxError::from("unprocessed keys"),
+                        ));
+                    }
+                    Some(unprocessed) => {
+                        pending = unprocessed.clone();
+                        tokio::time::sleep(backoff).await;
+                        backoff *= 2;
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn put_completed(
+        &self,
+        record: &IdempotencyRecord,
+        now: SystemTime,
+    ) -> Result<FencedWrite> {
+        let mut names = self.claim_names();
+        names.remove("#lease");
+        let values = HashMap::from([
+            (":now_s".to_owned(), n(epoch_secs(now))),
+            (":in_progress".to_owned(), s(Status::InProgress.as_str())),
+            (":fingerprint".to_owned(), s(record.fingerprint.as_str())),
+        ]);
+        let outcome = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.record_item(record)))
+            .condition_expression(KEYED_COMPLETION_CONDITION)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        self.fenced("put_completed", &record.key, outcome)
     }
 
     async fn get(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>> {

@@ -137,4 +137,31 @@ impl IdempotencyStore for InMemoryStore {
     async fn get(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>> {
         Ok(self.lock().get(key).cloned())
     }
+
+    async fn get_many(
+        &self,
+        keys: &[IdempotencyKey],
+    ) -> Result<HashMap<IdempotencyKey, IdempotencyRecord>> {
+        let records = self.lock();
+        Ok(keys
+            .iter()
+            .filter_map(|k| records.get(k).map(|r| (k.clone(), r.clone())))
+            .collect())
+    }
+
+    async fn put_completed(
+        &self,
+        record: &IdempotencyRecord,
+        now: SystemTime,
+    ) -> Result<FencedWrite> {
+        let mut records = self.lock();
+        let seen = records
+            .get(&record.key)
+            .map(|r| r.seen_by(&record.token, &record.fingerprint));
+        if !protocol::keyed_completion_lands(seen.as_ref(), epoch_millis(now)) {
+            return Ok(Self::refused(&records, &record.key));
+        }
+        records.insert(record.key.clone(), record.clone());
+        Ok(FencedWrite::Written)
+    }
 }

@@ -9,6 +9,7 @@ pub mod size;
 #[cfg(feature = "dynamodb")]
 pub(crate) mod transact;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
@@ -98,4 +99,23 @@ pub trait IdempotencyStore: Send + Sync + 'static {
         &self,
         key: &IdempotencyKey,
     ) -> impl Future<Output = Result<Option<IdempotencyRecord>>> + Send;
+
+    /// Reads the records of `keys` as stored (expired or not), strongly consistent, in as few requests as the store
+    /// allows: the keyed mode reads a whole batch's records at once (DynamoDB: `BatchGetItem`, up to 100 keys a
+    /// request, unprocessed keys read again). A key given twice is read once; a key without a record is absent.
+    fn get_many(
+        &self,
+        keys: &[IdempotencyKey],
+    ) -> impl Future<Output = Result<HashMap<IdempotencyKey, IdempotencyRecord>>> + Send;
+
+    /// The keyed mode's only write: puts `record` (status `COMPLETED`, its result) if
+    /// [`protocol::keyed_completion_lands`](crate::protocol::keyed_completion_lands) at `now`: no record, an expired
+    /// one, or an in-progress one of the same content. Otherwise the record as the same write found it
+    /// ([`FencedWrite::Refused`]), for [`protocol::keyed_completion_refused`](crate::protocol::keyed_completion_refused)
+    /// to judge.
+    fn put_completed(
+        &self,
+        record: &IdempotencyRecord,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<FencedWrite>> + Send;
 }

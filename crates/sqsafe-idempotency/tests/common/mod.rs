@@ -118,4 +118,23 @@ impl<S: IdempotencyStore> IdempotencyStore for Retried<S> {
     async fn get(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>> {
         self.inner.get(key).await
     }
+
+    async fn get_many(
+        &self,
+        keys: &[IdempotencyKey],
+    ) -> Result<std::collections::HashMap<IdempotencyKey, IdempotencyRecord>> {
+        self.inner.get_many(keys).await
+    }
+
+    async fn put_completed(
+        &self,
+        record: &IdempotencyRecord,
+        now: SystemTime,
+    ) -> Result<FencedWrite> {
+        let first = self.inner.put_completed(record, now).await?;
+        if self.take("PutItem") && first == FencedWrite::Written {
+            return self.inner.put_completed(record, now).await;
+        }
+        Ok(first)
+    }
 }

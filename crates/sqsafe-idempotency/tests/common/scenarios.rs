@@ -32,6 +32,11 @@ impl Requests {
         self.0.as_ref().map(RequestCounter::take)
     }
 
+    /// Forgets what was sent so far.
+    fn take_all(&self) {
+        let _ = self.sent();
+    }
+
     fn assert_sent(&self, expected: &[&str], what: &str) {
         if let Some(sent) = self.sent() {
             assert_eq!(sent, expected, "requests sent for {what}");
@@ -937,4 +942,138 @@ pub async fn an_extension_keeps_the_record_alive_past_its_lease<S: IdempotencySt
     let err = idempotency_error(charge(&idem, "p-27", 1, &effects).await);
     assert!(err.is_in_progress(), "{err}");
     assert_eq!(effects.load(Ordering::SeqCst), 0);
+}
+
+/// A completed record of `id` with `fp` and `result`, written by the keyed mode's attempt `token`.
+fn completed(
+    id: &str,
+    fp: &str,
+    token: &str,
+    expiration: u64,
+) -> sqsafe_idempotency::IdempotencyRecord {
+    sqsafe_idempotency::IdempotencyRecord {
+        key: key(id),
+        status: Status::Completed,
+        expiration,
+        lease_expires_at: None,
+        token: token.to_owned(),
+        fingerprint: sqsafe_idempotency::Fingerprint::from_stored(fp),
+        result: Some(StoredResult::Json(format!("\"ch_{token}\""))),
+        consumer: "charge-payment".to_owned(),
+        consumer_version: 1,
+        attempt: 1,
+        created_at: T0_MS,
+        correlation_id: None,
+    }
+}
+
+/// The keyed mode's primitives: one read for a whole batch (a key given twice read once, a key without a record
+/// absent), and one conditional put of the completed record. It lands on nothing, on an expired record and on an
+/// older attempt's in-progress claim of the same content; it is refused by a live completed record (the same
+/// content: a replay, also for its own retry whose first try landed; other content: a mismatch) and by a live claim
+/// of other content (a mismatch).
+pub async fn keyed_completions_land_once_and_what_refuses_them_says_replay_or_mismatch<
+    S: IdempotencyStore,
+>(
+    fx: Fixture<S>,
+) {
+    use sqsafe_idempotency::protocol::{self, ClaimRefused};
+    use sqsafe_idempotency::{FencedWrite, IdempotencyRecord};
+    let now = UNIX_EPOCH + Duration::from_millis(T0_MS);
+    let live = T0_MS / 1000 + 3600;
+    let judge = |write: FencedWrite, mine: &IdempotencyRecord| match write {
+        FencedWrite::Written => None,
+        FencedWrite::Refused(Some(old)) => Some(protocol::keyed_completion_refused(
+            &old.seen_by(&mine.token, &mine.fingerprint),
+            T0_MS,
+        )),
+        FencedWrite::Refused(None) => panic!("refused with no old record"),
+    };
+
+    // Fresh: lands. Its retry (the answer lost) meets its own record: a replay.
+    let first = completed("k-1", "fp-a", "t1", live);
+    (fx.lose_answer)("PutItem");
+    let retried = fx.store.put_completed(&first, now).await.expect("put");
+    assert_eq!(
+        judge(retried, &first),
+        Some(ClaimRefused::Replay),
+        "its own retry"
+    );
+    fx.requests
+        .assert_sent(&["PutItem", "PutItem"], "a put and its retry");
+    // Another delivery of the same content: a replay; of other content: a mismatch. Nothing overwritten.
+    let again = completed("k-1", "fp-a", "t2", live);
+    let write = fx.store.put_completed(&again, now).await.expect("put");
+    assert_eq!(judge(write, &again), Some(ClaimRefused::Replay));
+    let other = completed("k-1", "fp-b", "t3", live);
+    let write = fx.store.put_completed(&other, now).await.expect("put");
+    assert_eq!(judge(write, &other), Some(ClaimRefused::PayloadMismatch));
+    fx.requests
+        .assert_sent(&["PutItem", "PutItem"], "two refused puts");
+    let stored = fx
+        .store
+        .get(&key("k-1"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(
+        (stored.token.as_str(), stored.status),
+        ("t1", Status::Completed)
+    );
+
+    // An older attempt's in-progress claim of the same content is completed over; of other content, refused.
+    let mut claim = completed("k-2", "fp-a", "t4", live);
+    claim.status = Status::InProgress;
+    claim.result = None;
+    claim.lease_expires_at = Some(T0_MS + 60_000);
+    fx.store.put_completed(&claim, now).await.expect("seed");
+    let over = completed("k-2", "fp-a", "t5", live);
+    assert_eq!(
+        judge(
+            fx.store.put_completed(&over, now).await.expect("put"),
+            &over
+        ),
+        None
+    );
+    let mut foreign = claim.clone();
+    foreign.key = key("k-3");
+    foreign.fingerprint = sqsafe_idempotency::Fingerprint::from_stored("fp-b");
+    fx.store.put_completed(&foreign, now).await.expect("seed");
+    let mine = completed("k-3", "fp-a", "t6", live);
+    let write = fx.store.put_completed(&mine, now).await.expect("put");
+    assert_eq!(judge(write, &mine), Some(ClaimRefused::PayloadMismatch));
+    // An expired completed record of other content no longer counts.
+    let stale = completed("k-4", "fp-b", "t7", T0_MS / 1000 - 1);
+    fx.store.put_completed(&stale, now).await.expect("seed");
+    let fresh = completed("k-4", "fp-a", "t8", live);
+    assert_eq!(
+        judge(
+            fx.store.put_completed(&fresh, now).await.expect("put"),
+            &fresh
+        ),
+        None
+    );
+    fx.requests.take_all();
+
+    // One read for the batch: k-1 twice, k-2, k-9 (no record).
+    let read = fx
+        .store
+        .get_many(&[key("k-1"), key("k-2"), key("k-1"), key("k-9")])
+        .await
+        .expect("get_many");
+    fx.requests
+        .assert_sent(&["BatchGetItem"], "one read for the batch");
+    let mut found: Vec<(String, String)> = read
+        .iter()
+        .map(|(k, r)| (k.as_str().to_owned(), r.token.clone()))
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            (key("k-1").as_str().to_owned(), "t1".to_owned()),
+            (key("k-2").as_str().to_owned(), "t5".to_owned()),
+        ]
+    );
+    assert_eq!(read[&key("k-1")].result, first.result, "read as stored");
 }
