@@ -572,15 +572,15 @@ impl BatchProcessor {
         None
     }
 
-    /// The record's span, with its correlation id (`carried`: the one the envelope carried) and the trace context it
-    /// carries on (a child of the producer's, when the message had one).
+    /// The record's span, with its correlation id (`carried`: the one the envelope carried) and its producer's trace
+    /// context, when the message carried one.
     fn record_span(
         &self,
         message: &SqsMessage,
         message_id: &str,
         receive_count: u32,
         carried: Option<&str>,
-    ) -> (Span, CorrelationId, TraceContext) {
+    ) -> (Span, CorrelationId, Option<TraceContext>) {
         let correlation = self.correlation.extract_with(message, carried);
         let arn = message.event_source_arn.as_deref().unwrap_or_default();
         let trace = TraceContext::of_message(message);
@@ -592,8 +592,7 @@ impl BatchProcessor {
             group_id: group_id(message),
             producer_trace_id: trace.as_ref().map(TraceContext::trace_id),
         });
-        let context = sqsafe_telemetry::traces::record_context(&span, trace.as_ref());
-        (span, correlation, context)
+        (span, correlation, trace)
     }
 
     /// A `deadline` error when less than the reserve is left before `deadline`.

@@ -1,5 +1,5 @@
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use aws_lambda_events::sqs::SqsMessage;
@@ -54,8 +54,11 @@ pub struct Record {
     span: Span,
     /// The payload taken out of its envelope (none: the body is the payload).
     payload: Option<Arc<OpenedPayload>>,
-    /// The trace context this record carries on (see [`Record::trace_context`]).
-    trace: TraceContext,
+    /// The producer's trace context, as the message carried it.
+    producer: Option<Arc<TraceContext>>,
+    /// The trace context this record carries on (see [`Record::trace_context`]): made when first asked for, so a
+    /// record that sends nothing on costs nothing; with spans exported, made with the span.
+    trace: Arc<OnceLock<TraceContext>>,
 }
 
 impl Record {
@@ -66,8 +69,16 @@ impl Record {
         receive_count: u32,
         deadline: Option<SystemTime>,
         span: Span,
-        trace: TraceContext,
+        producer: Option<TraceContext>,
     ) -> Self {
+        let trace = Arc::new(OnceLock::new());
+        if sqsafe_telemetry::traces::exporting() {
+            // The span must be parented on the producer before it starts: now, not when first asked for.
+            let _ = trace.set(sqsafe_telemetry::traces::record_context(
+                &span,
+                producer.as_ref(),
+            ));
+        }
         Self {
             message,
             message_id,
@@ -76,6 +87,7 @@ impl Record {
             deadline,
             span,
             payload: None,
+            producer: producer.map(Arc::new),
             trace,
         }
     }
@@ -85,7 +97,9 @@ impl Record {
     /// ([`sqsafe_telemetry::traces::record_context`]). Its [`traceparent`](TraceContext::traceparent) is what
     /// `sqsafe::http` sends and what an outbox event stores.
     pub fn trace_context(&self) -> &TraceContext {
-        &self.trace
+        self.trace.get_or_init(|| {
+            sqsafe_telemetry::traces::record_context(&self.span, self.producer.as_deref())
+        })
     }
 
     pub(crate) fn with_payload(mut self, payload: Option<Arc<OpenedPayload>>) -> Self {
@@ -250,4 +264,50 @@ pub(crate) fn group_id(message: &SqsMessage) -> Option<&str> {
 fn short_type_name<T>() -> &'static str {
     let full = std::any::type_name::<T>();
     full.rsplit("::").next().unwrap_or(full)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(producer: Option<TraceContext>) -> Record {
+        Record::new(
+            Arc::new(SqsMessage::default()),
+            "m-1".to_owned(),
+            CorrelationId::new("c-1"),
+            1,
+            None,
+            Span::none(),
+            producer,
+        )
+    }
+
+    #[test]
+    fn the_trace_context_is_made_once_per_record_and_shared_by_its_clones() {
+        let producer = TraceContext::from_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .expect("valid");
+        let r = record(Some(producer.clone()));
+        let clone = r.clone();
+        let first = r.trace_context().clone();
+        assert_eq!(
+            first.trace_id(),
+            producer.trace_id(),
+            "the producer's trace"
+        );
+        assert_ne!(
+            first.parent_id(),
+            producer.parent_id(),
+            "a span of the record"
+        );
+        assert_eq!(r.trace_context(), &first, "the same span on every call");
+        assert_eq!(clone.trace_context(), &first, "and in a clone made before");
+        let unsent = record(None);
+        assert_ne!(
+            unsent.trace_context().trace_id(),
+            producer.trace_id(),
+            "a new trace"
+        );
+    }
 }
