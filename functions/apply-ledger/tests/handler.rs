@@ -441,3 +441,46 @@ async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_b
         "only the changed amount is a mismatch"
     );
 }
+
+/// What a completed record of apply-ledger costs, by DynamoDB's sizing rules (`sqsafe_idempotency::size`), as
+/// charge-payment's test measures its own: at most 1 KB, one write unit (it is written in the same
+/// `TransactWriteItems` as the ledger entry; a transaction consumes two units per item of it).
+#[tokio::test]
+async fn a_completed_record_is_measured_by_dynamodbs_sizing_rules() {
+    use sqsafe::layers::idempotency::size;
+    let fx = fixture().await;
+    let response = fx
+        .consumer()
+        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-size"))
+        .await
+        .expect("batch");
+    assert!(response.batch_item_failures.is_empty());
+    let items = fx
+        .dynamodb
+        .scan()
+        .table_name(&fx.idempotency_table)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    let sizes: Vec<usize> = items
+        .iter()
+        .filter(|i| {
+            i.get("status")
+                .and_then(|s| s.as_s().ok())
+                .map(String::as_str)
+                == Some("COMPLETED")
+        })
+        .map(size::item_bytes)
+        .collect();
+    assert!(!sizes.is_empty(), "{items:?}");
+    let largest = sizes.iter().copied().max().unwrap_or_default();
+    println!(
+        "apply-ledger's completed records: {sizes:?} bytes; the largest takes {} write unit(s) written alone, {} in a transaction",
+        size::write_units(largest),
+        2 * size::write_units(largest)
+    );
+    assert!(sizes.iter().all(|&b| b > 100), "{sizes:?}");
+    assert_eq!(size::write_units(largest), 1, "one write unit: {sizes:?}");
+}
