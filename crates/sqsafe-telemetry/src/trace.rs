@@ -17,7 +17,7 @@ pub enum TraceOrigin {
     Traceparent,
     /// The `AWSTraceHeader` system attribute (X-Ray: `Root=1-…;Parent=…;Sampled=…`).
     XRay,
-    /// Made here: a span of this function ([`TraceContext::child_of`]) or a trace it started
+    /// Made here: a span of this function ([`TraceContext::child`]) or a trace it started
     /// ([`TraceContext::new_root`]).
     Local,
 }
@@ -123,11 +123,15 @@ impl TraceContext {
         self.sampled
     }
 
-    /// The same context, marked as made here ([`TraceOrigin::Local`]).
+    /// The context of a span of this function, from OpenTelemetry's ids (already lower-case hex, valid).
     #[cfg_attr(not(feature = "otel"), allow(dead_code))]
-    pub(crate) fn local(mut self) -> Self {
-        self.origin = TraceOrigin::Local;
-        self
+    pub(crate) fn of_local_span(trace_id: String, span_id: String, sampled: bool) -> Self {
+        Self {
+            trace_id,
+            parent_id: Some(span_id),
+            sampled: Some(sampled),
+            origin: TraceOrigin::Local,
+        }
     }
 
     /// Which header it came from.
@@ -148,17 +152,6 @@ impl TraceContext {
             sampled: Some(true),
             origin: TraceOrigin::Local,
         }
-    }
-
-    /// This trace continued from the span `span_id` (16 hex digits, not all zero): what a call or a message sent
-    /// from inside that span carries on. `None` when `span_id` is not a span id.
-    pub fn child_of(&self, span_id: &str) -> Option<Self> {
-        valid_id(span_id, 16).then(|| Self {
-            trace_id: self.trace_id.clone(),
-            parent_id: Some(span_id.to_ascii_lowercase()),
-            sampled: self.sampled,
-            origin: TraceOrigin::Local,
-        })
     }
 
     /// This trace continued from a new span of this function (a random span id): the context a record carries on
@@ -182,19 +175,6 @@ impl TraceContext {
             "01"
         };
         Some(format!("00-{}-{parent}-{flags}", self.trace_id))
-    }
-
-    /// The X-Ray trace header to send on (`Root=1-…;Parent=…;Sampled=…`, the keys it has).
-    pub fn xray_header(&self) -> String {
-        let mut header = format!("Root={}", self.xray_trace_id());
-        if let Some(parent) = &self.parent_id {
-            header.push_str(";Parent=");
-            header.push_str(parent);
-        }
-        if let Some(sampled) = self.sampled {
-            header.push_str(if sampled { ";Sampled=1" } else { ";Sampled=0" });
-        }
-        header
     }
 }
 
@@ -314,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn a_context_goes_on_as_a_traceparent_and_an_xray_header() {
+    fn a_context_goes_on_as_a_traceparent() {
         let producer = TraceContext::from_traceparent(W3C).expect("valid");
         assert_eq!(producer.traceparent().as_deref(), Some(W3C));
         let child = producer.child();
@@ -330,25 +310,16 @@ mod tests {
             })
         );
 
-        let xray = TraceContext::from_xray_header(XRAY).expect("valid");
-        assert_eq!(
-            xray.xray_header(),
-            XRAY,
-            "an X-Ray header reads back as written"
-        );
         let unsampled = TraceContext::from_traceparent(
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
         )
         .expect("valid")
-        .child_of("00f067aa0ba902b7")
-        .expect("a span id");
-        assert_eq!(
-            unsampled.traceparent().as_deref(),
-            Some("00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00"),
-            "the producer's decision not to sample goes on"
+        .child();
+        let sent = unsampled.traceparent().expect("a parent");
+        assert!(
+            sent.starts_with("00-0af7651916cd43dd8448eb211c80319c-") && sent.ends_with("-00"),
+            "the producer's decision not to sample goes on: {sent}"
         );
-        assert!(producer.child_of("0000000000000000").is_none());
-        assert!(producer.child_of("xyz").is_none());
     }
 
     #[test]

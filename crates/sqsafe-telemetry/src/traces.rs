@@ -278,13 +278,11 @@ mod imp {
         if !own.is_valid() {
             return None;
         }
-        let sampled = if own.is_sampled() { "01" } else { "00" };
-        TraceContext::from_traceparent(&format!(
-            "00-{}-{}-{sampled}",
-            own.trace_id(),
-            own.span_id()
+        Some(TraceContext::of_local_span(
+            own.trace_id().to_string(),
+            own.span_id().to_string(),
+            own.is_sampled(),
         ))
-        .map(|t| t.local())
     }
 
     pub(super) async fn flush() {
