@@ -152,6 +152,66 @@ pub async fn create_queue(client: &aws_sdk_sqs::Client, prefix: &str, fifo: bool
         .expect("queue url")
 }
 
+/// The queue's ARN (what an event source mapping puts in each record's `eventSourceARN`).
+///
+/// # Panics
+/// When moto does not answer it.
+pub async fn queue_arn(client: &aws_sdk_sqs::Client, queue_url: &str) -> String {
+    client
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("queue attributes")
+        .attributes
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .expect("queue arn")
+}
+
+/// Up to 10 messages of the queue, with every message and system attribute, as an event source mapping reads them
+/// (`sqsafe_local::esm::sqs_event` turns them into the Lambda event).
+///
+/// # Panics
+/// When moto does not answer.
+pub async fn receive(
+    client: &aws_sdk_sqs::Client,
+    queue_url: &str,
+) -> Vec<aws_sdk_sqs::types::Message> {
+    client
+        .receive_message()
+        .queue_url(queue_url)
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default()
+}
+
+/// The `COMPLETED` idempotency records of `table` (one scan: a test's few records), as DynamoDB holds them.
+///
+/// # Panics
+/// When moto does not answer.
+pub async fn completed_records(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+    client
+        .scan()
+        .table_name(table)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|item| item_string(item, "status") == "COMPLETED")
+        .collect()
+}
+
 /// A message attribute's string value, if the message has it.
 pub fn message_attribute(message: &aws_sdk_sqs::types::Message, name: &str) -> Option<String> {
     message

@@ -29,9 +29,9 @@ mod server;
 pub use counter::RequestCounter;
 pub use downstream::{Call, FakeDownstream, Reply};
 pub use fixtures::{
-    binary_attribute, create_queue, create_table, dlq_context, dynamodb, dynamodb_at,
-    dynamodb_losing, endpoint, item_string, message_attribute, sdk_config, sdk_config_at, sqs,
-    unique_name,
+    binary_attribute, completed_records, create_queue, create_table, dlq_context, dynamodb,
+    dynamodb_at, dynamodb_losing, endpoint, item_string, message_attribute, queue_arn, receive,
+    sdk_config, sdk_config_at, sqs, unique_name,
 };
 pub use lambda::{event_file, events_dir, invocation, with_binary_attribute};
 pub use lost_answer::LostAnswer;

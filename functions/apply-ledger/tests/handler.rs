@@ -455,26 +455,9 @@ async fn a_completed_record_is_measured_by_dynamodbs_sizing_rules() {
         .await
         .expect("batch");
     assert!(response.batch_item_failures.is_empty());
-    let items = fx
-        .dynamodb
-        .scan()
-        .table_name(&fx.idempotency_table)
-        .send()
-        .await
-        .expect("scan")
-        .items
-        .unwrap_or_default();
-    let sizes: Vec<usize> = items
-        .iter()
-        .filter(|i| {
-            i.get("status")
-                .and_then(|s| s.as_s().ok())
-                .map(String::as_str)
-                == Some("COMPLETED")
-        })
-        .map(size::item_bytes)
-        .collect();
-    assert!(!sizes.is_empty(), "{items:?}");
+    let completed = sqsafe_testkit::completed_records(&fx.dynamodb, &fx.idempotency_table).await;
+    let sizes: Vec<usize> = completed.iter().map(size::item_bytes).collect();
+    assert!(!sizes.is_empty(), "{completed:?}");
     let largest = sizes.iter().copied().max().unwrap_or_default();
     println!(
         "apply-ledger's completed records: {sizes:?} bytes; the largest takes {} write unit(s) written alone, {} in a transaction",

@@ -492,26 +492,9 @@ async fn a_completed_record_is_measured_by_dynamodbs_sizing_rules() {
     let mut event = event_file("charge-payment-batch.json");
     event.records.truncate(1);
     assert!(fx.invoke(event).await.is_empty());
-    let items = fx
-        .dynamodb
-        .scan()
-        .table_name(&fx.idempotency_table)
-        .send()
-        .await
-        .expect("scan")
-        .items
-        .unwrap_or_default();
-    let completed: Vec<_> = items
-        .iter()
-        .filter(|i| {
-            i.get("status")
-                .and_then(|s| s.as_s().ok())
-                .map(String::as_str)
-                == Some("COMPLETED")
-        })
-        .collect();
-    assert_eq!(completed.len(), 1, "{items:?}");
-    let item = completed[0];
+    let completed = sqsafe_testkit::completed_records(&fx.dynamodb, &fx.idempotency_table).await;
+    assert_eq!(completed.len(), 1, "{completed:?}");
+    let item = &completed[0];
     let bytes = size::item_bytes(item);
     let mut parts: Vec<(usize, &str)> = item
         .iter()

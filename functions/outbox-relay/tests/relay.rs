@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
-use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
 use lambda_runtime::LambdaEvent;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -123,30 +123,11 @@ impl Fixture {
     }
 
     async fn receive(&self, queue: &str) -> Vec<Message> {
-        self.sqs
-            .receive_message()
-            .queue_url(queue)
-            .max_number_of_messages(10)
-            .message_attribute_names("All")
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .send()
-            .await
-            .expect("receive")
-            .messages
-            .unwrap_or_default()
+        sqsafe_testkit::receive(&self.sqs, queue).await
     }
 
     async fn queue_arn(&self, queue: &str) -> String {
-        self.sqs
-            .get_queue_attributes()
-            .queue_url(queue)
-            .attribute_names(QueueAttributeName::QueueArn)
-            .send()
-            .await
-            .expect("attributes")
-            .attributes
-            .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-            .expect("arn")
+        sqsafe_testkit::queue_arn(&self.sqs, queue).await
     }
 }
 

@@ -9,7 +9,6 @@ mod stream;
 use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
 use aws_sdk_dynamodb::types::TransactWriteItem;
-use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 
@@ -18,8 +17,8 @@ use sqsafe::{Clients, Consumer, Context, Effect, Env, Intent, RecordError, Setup
 use sqsafe_outbox::{Outbox, OutboxEvent};
 use sqsafe_telemetry::{LogConfig, Traces};
 use sqsafe_testkit::{
-    OtlpReceiver, ReceivedSpan, create_queue, create_table, event_file, invocation, sdk_config,
-    unique_name,
+    OtlpReceiver, ReceivedSpan, create_queue, create_table, event_file, invocation, queue_arn,
+    receive, sdk_config, unique_name,
 };
 use stream::{Stream, create_outbox_table};
 
@@ -182,27 +181,9 @@ async fn one_trace_from_the_producer_through_the_relay_to_the_payment() {
     assert!(relayed.batch_item_failures.is_empty());
 
     // 3. charge-payment, on the published message as the event source mapping hands it over.
-    let received = sqs
-        .receive_message()
-        .queue_url(&payments_queue)
-        .message_attribute_names("All")
-        .message_system_attribute_names(MessageSystemAttributeName::All)
-        .send()
-        .await
-        .expect("receive")
-        .messages
-        .unwrap_or_default();
+    let received = receive(&sqs, &payments_queue).await;
     assert_eq!(received.len(), 1);
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&payments_queue)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .expect("attributes")
-        .attributes
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-        .expect("arn");
+    let arn = queue_arn(&sqs, &payments_queue).await;
     let charge_payment = sqsafe::consumer::<charge_payment::ChargePayment>()
         .build(
             &Setup::new(

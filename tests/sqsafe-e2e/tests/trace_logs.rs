@@ -12,6 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use sqsafe_e2e::harness::depth;
 use sqsafe_e2e::workspace_root;
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
 use sqsafe_test_servers::PaymentsApi;
@@ -93,19 +94,6 @@ fn sqs_record(message_id: &str, body: &str, queue_arn: &str) -> Value {
 
 fn logs(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-async fn depth(sqs: &aws_sdk_sqs::Client, queue: &str) -> usize {
-    sqs.receive_message()
-        .queue_url(queue)
-        .max_number_of_messages(10)
-        .visibility_timeout(60)
-        .send()
-        .await
-        .expect("receive")
-        .messages
-        .unwrap_or_default()
-        .len()
 }
 
 #[test]
