@@ -607,15 +607,10 @@ impl IdempotencyStore for DynamoDbStore {
         &self,
         keys: &[IdempotencyKey],
     ) -> Result<HashMap<IdempotencyKey, IdempotencyRecord>> {
-        // BatchGetItem refuses a request that names a key twice: each key once, in the order first given.
-        let mut unique: Vec<&IdempotencyKey> = Vec::with_capacity(keys.len());
-        for key in keys {
-            if !unique.contains(&key) {
-                unique.push(key);
-            }
-        }
-        let by_pk: HashMap<&str, &IdempotencyKey> =
-            unique.iter().map(|k| (k.as_str(), *k)).collect();
+        // BatchGetItem refuses a request that names a key twice: each key once (a batch of up to 10,000 records
+        // often holds copies of one intent). The map also finds each answered item's key.
+        let by_pk: HashMap<&str, &IdempotencyKey> = keys.iter().map(|k| (k.as_str(), k)).collect();
+        let unique: Vec<&IdempotencyKey> = by_pk.values().copied().collect();
         let mut found = HashMap::with_capacity(unique.len());
         for chunk in unique.chunks(BATCH_GET_KEYS) {
             let mut pending = KeysAndAttributes::builder()
