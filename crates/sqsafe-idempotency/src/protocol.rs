@@ -159,6 +159,32 @@ pub fn keyed_completion_lands(existing: Option<&Seen>, now_ms: u64) -> bool {
     })
 }
 
+/// What the keyed mode does with the record it read (strongly consistent, before the effect): run the effect with
+/// the downstream key, replay a completed record of the same content, or refuse other content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyedRead {
+    /// No record that counts, or an older attempt's in-progress claim of the same content (its effect went under the
+    /// same downstream key): run the effect, then write the completion.
+    Run,
+    /// Completed with the same content: replay the stored result, no write.
+    Replay,
+    /// Same key, other content, in a record that still counts: a permanent error, no effect.
+    PayloadMismatch,
+}
+
+/// What the keyed mode does with the record it read at `now_ms` (`None`: there was none). A live record of other
+/// content, completed or in progress, is a mismatch whatever its lease says, as with a claim
+/// ([`claim_lands`] does not take over a passed claim of other content either).
+pub fn keyed_read(existing: Option<&Seen>, now_ms: u64) -> KeyedRead {
+    match existing {
+        None => KeyedRead::Run,
+        Some(seen) if is_expired(seen.expiration_s, now_ms) => KeyedRead::Run,
+        Some(seen) if !seen.same_fingerprint => KeyedRead::PayloadMismatch,
+        Some(seen) if seen.status == Status::Completed => KeyedRead::Replay,
+        Some(_) => KeyedRead::Run,
+    }
+}
+
 /// What a refused keyed completion means, from the old record the same write returned: other content is a payload
 /// mismatch; the same content completed (by a concurrent delivery, or by this write's own first try) is a replay of
 /// its stored result; anything else means the store disagrees with [`keyed_completion_lands`].
@@ -281,6 +307,56 @@ mod tests {
         assert!(!extend_lands(Some(&seen), 10_000));
         assert!(extend_lands(Some(&seen), 10_001));
         assert!(!extend_lands(Some(&in_progress(1, false)), 10_001));
+    }
+
+    #[test]
+    fn a_keyed_read_runs_on_nothing_the_expired_and_an_older_claim_replays_the_completed_and_refuses_other_content()
+     {
+        let now_ms = 50_000;
+        let seen = |status, expiration_s, same_fingerprint| Seen {
+            status,
+            expiration_s,
+            lease_ms: (status == Status::InProgress).then_some(10_000),
+            own_token: false,
+            same_fingerprint,
+        };
+        assert_eq!(keyed_read(None, now_ms), KeyedRead::Run);
+        for status in [Status::InProgress, Status::Completed] {
+            for same in [true, false] {
+                // Expired at 49 s: it no longer counts, whatever it says.
+                assert_eq!(
+                    keyed_read(Some(&seen(status, 49, same)), now_ms),
+                    KeyedRead::Run
+                );
+                // At 50 s exactly it still counts (expiry is strictly after).
+                let live = keyed_read(Some(&seen(status, 50, same)), now_ms);
+                let expected = match (status, same) {
+                    (_, false) => KeyedRead::PayloadMismatch,
+                    (Status::Completed, true) => KeyedRead::Replay,
+                    (Status::InProgress, true) => KeyedRead::Run,
+                };
+                assert_eq!(live, expected, "{status:?} same={same}");
+            }
+        }
+        // The read and the completion agree: what the read runs, the completion lands on; what it replays or
+        // refuses, the completion is refused for, with the same meaning.
+        for status in [Status::InProgress, Status::Completed] {
+            for expiration_s in [49, 50] {
+                for same in [true, false] {
+                    let s = seen(status, expiration_s, same);
+                    match keyed_read(Some(&s), now_ms) {
+                        KeyedRead::Run => assert!(keyed_completion_lands(Some(&s), now_ms)),
+                        KeyedRead::Replay => {
+                            assert_eq!(keyed_completion_refused(&s, now_ms), ClaimRefused::Replay);
+                        }
+                        KeyedRead::PayloadMismatch => assert_eq!(
+                            keyed_completion_refused(&s, now_ms),
+                            ClaimRefused::PayloadMismatch
+                        ),
+                    }
+                }
+            }
+        }
     }
 
     #[test]
