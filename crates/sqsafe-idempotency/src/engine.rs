@@ -1,4 +1,5 @@
 use futures::future::FusedFuture;
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -17,7 +18,7 @@ use crate::config::{CompletionRetry, Heartbeat, IdempotencyBuilder};
 use crate::error::{Error, Result, RunError};
 use crate::fingerprint::{Fingerprint, FingerprintFields, sha256_hex};
 use crate::key::IdempotencyKey;
-use crate::protocol::{self, ClaimRefused, FencedRefused};
+use crate::protocol::{self, ClaimRefused, FencedRefused, KeyedRead};
 use crate::record::{Completion, IdempotencyRecord, Status, StoredResult};
 use crate::store::{ClaimAttempt, FencedWrite, IdempotencyStore};
 
@@ -111,7 +112,8 @@ impl Request {
 /// Where a replayed result came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplaySource {
-    /// The store's completed record (one conditional write, no read).
+    /// The store's completed record: returned by the refused claim (claim mode: one conditional write, no read), or
+    /// read with the batch's records (keyed mode: no write).
     Store,
     /// The local cache of completed keys (no request).
     Cache,
@@ -386,6 +388,204 @@ impl<S: IdempotencyStore> Idempotency<S> {
         }
     }
 
+    /// The keyed mode's read: the records of `keys`, strongly consistent, in as few requests as the store allows
+    /// (DynamoDB: one `BatchGetItem` per 100 keys, unprocessed keys read again). Keys the local cache holds as
+    /// completed are not read (their requests replay from the cache). The read is cut at the `deadline` less the
+    /// completion's reserve, as a store error: nothing ran, so the records come back.
+    ///
+    /// Hand each request's record to [`execute_keyed`](Self::execute_keyed).
+    pub async fn read_keyed(
+        &self,
+        keys: &[IdempotencyKey],
+        deadline: Option<SystemTime>,
+    ) -> Result<HashMap<IdempotencyKey, IdempotencyRecord>> {
+        let now = self.inner.clock.now();
+        let unread: Vec<IdempotencyKey> = match &self.inner.cache {
+            Some(cache) => keys
+                .iter()
+                .filter(|k| cache.get(k, now).is_none())
+                .cloned()
+                .collect(),
+            None => keys.to_vec(),
+        };
+        if unread.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let read = self.inner.store.get_many(&unread);
+        let Some(deadline) = deadline else {
+            return read.await;
+        };
+        let left = deadline
+            .duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .saturating_sub(self.inner.completion_retry.reserve);
+        tokio::time::timeout(left, read).await.unwrap_or_else(|_| {
+            Err(Error::store(
+                "get_many",
+                unread[0].as_str(),
+                format!(
+                    "timed out reading {} keys: no time left before the invocation's deadline reserve",
+                    unread.len()
+                ),
+            ))
+        })
+    }
+
+    /// The keyed mode, for an effect whose downstream applies its `Idempotency-Key` (derived from the key) at most
+    /// once within the idempotency window: no claim, no in-progress record. `read` is the request's record as
+    /// [`read_keyed`](Self::read_keyed) found it (`None`: there was none).
+    ///
+    /// - completed with the same content (in the read, or in the local cache): replays, no write, the effect does not
+    ///   run.
+    /// - a record of other content that still counts: [`Error::PayloadMismatch`], the effect does not run.
+    /// - otherwise the effect runs (under the downstream key), then one conditional write puts the completed record
+    ///   (absent, expired, or an older claim of the same content: see
+    ///   [`protocol::keyed_completion_lands`](crate::protocol::keyed_completion_lands)), retried like a claim's
+    ///   completion within the deadline. Refused because a concurrent delivery completed the same content: the
+    ///   stored result replays. Refused for other content: [`Error::PayloadMismatch`].
+    /// - the effect fails: `RunError::Effect`, nothing was written (a panic resumes).
+    ///
+    /// Two deliveries of one intent that read before either completed both run the effect: the downstream key is
+    /// what keeps it to one. Use the claim mode ([`execute`](Self::execute)) for any effect without one.
+    pub async fn execute_keyed<T, E, F, Fut>(
+        &self,
+        request: &Request,
+        read: Option<&IdempotencyRecord>,
+        effect: F,
+    ) -> Result<Outcome<T>, RunError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let now = self.inner.clock.now();
+        if let Some(result) = self.replay_from_cache(request, now)? {
+            return Ok(Outcome::Replayed {
+                result,
+                source: ReplaySource::Cache,
+            });
+        }
+        let key = &request.key;
+        let seen = read.map(|r| r.seen_by("", &request.fingerprint));
+        match protocol::keyed_read(seen.as_ref(), epoch_millis(now)) {
+            KeyedRead::Run => {}
+            KeyedRead::Replay => {
+                let found = read.expect("a replay is of a record read");
+                self.remember(
+                    key,
+                    &found.fingerprint,
+                    found.result.clone(),
+                    found.expiration,
+                    now,
+                );
+                return Ok(Outcome::Replayed {
+                    result: decode(key, found.result.as_ref()),
+                    source: ReplaySource::Store,
+                });
+            }
+            KeyedRead::PayloadMismatch => {
+                let found = read.expect("a mismatch is of a record read");
+                check_fingerprint(key, &found.fingerprint, &request.fingerprint)?;
+                return Err(Error::Inconsistent {
+                    key: key.to_string(),
+                    detail: format!(
+                        "the read said other content, yet the fingerprints agree: {found:?}"
+                    ),
+                }
+                .into());
+            }
+        }
+        let outcome = AssertUnwindSafe(effect()).catch_unwind().await;
+        let value = match outcome {
+            Ok(Ok(value)) => value,
+            Ok(Err(e)) => return Err(RunError::Effect(e)),
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        crash_point!(AfterEffect, key);
+        let done = self.complete_keyed(request, &value).await?;
+        crash_point!(AfterComplete, key);
+        Ok(match done {
+            None => Outcome::Executed(value),
+            Some(result) => Outcome::Replayed {
+                result,
+                source: ReplaySource::Store,
+            },
+        })
+    }
+
+    /// Puts the completed record after a keyed effect ran. `None`: it landed (or its own first try had); `Some`: a
+    /// concurrent delivery of the same content completed first, whose stored result replays.
+    async fn complete_keyed<T: Serialize + DeserializeOwned>(
+        &self,
+        request: &Request,
+        value: &T,
+    ) -> Result<Option<Replayed<T>>> {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let key = &request.key;
+        let mut record = self.new_record(request, now, inner.tokens.token());
+        record.status = Status::Completed;
+        record.lease_expires_at = None;
+        record.expiration = protocol::completed_expiration_s(
+            epoch_millis(now),
+            duration_millis(inner.idempotency_window),
+        );
+        record.result = self.encode_result(&record, value);
+        let then = "the message comes back and runs again under the same downstream key";
+        let written = write_completion(inner, key, request.deadline, now, then, || {
+            inner.store.put_completed(&record, now)
+        })
+        .await?;
+        let found = match written {
+            FencedWrite::Written => None,
+            FencedWrite::Refused(Some(found)) if found.token == record.token => {
+                // The SDK retried a put whose first try landed: the record it met is this one.
+                ambiguous_write_resolved("put_completed", key);
+                None
+            }
+            FencedWrite::Refused(Some(found)) => Some(found),
+            FencedWrite::Refused(None) => {
+                return Err(Error::Inconsistent {
+                    key: key.to_string(),
+                    detail: "keyed completion refused, yet the key had no record".to_owned(),
+                });
+            }
+        };
+        let Some(found) = found else {
+            self.remember(
+                key,
+                &record.fingerprint,
+                record.result,
+                record.expiration,
+                now,
+            );
+            return Ok(None);
+        };
+        let seen = found.seen_by(&record.token, &record.fingerprint);
+        match protocol::keyed_completion_refused(&seen, epoch_millis(now)) {
+            ClaimRefused::Replay => {
+                tracing::info!(idempotency_key = %key,
+                    "completed by a concurrent delivery of the same content; replaying its result");
+                self.remember(
+                    key,
+                    &found.fingerprint,
+                    found.result.clone(),
+                    found.expiration,
+                    now,
+                );
+                Ok(Some(decode(key, found.result.as_ref())))
+            }
+            ClaimRefused::PayloadMismatch => {
+                tracing::error!(idempotency_key = %key,
+                    "another content completed this key while the effect ran; the downstream key kept it to one \
+                     effect there. Failing as a payload mismatch");
+                check_fingerprint(key, &found.fingerprint, &record.fingerprint)?;
+                Err(inconsistent_put(key, &found))
+            }
+            _ => Err(inconsistent_put(key, &found)),
+        }
+    }
+
     fn guard(&self, record: IdempotencyRecord, deadline: Option<SystemTime>) -> Guard<S> {
         Guard {
             idem: self.clone(),
@@ -570,70 +770,11 @@ impl<S: IdempotencyStore> Guard<S> {
         };
         let key = &self.record.key;
         let token = self.record.token.as_str();
-        let retry = inner.completion_retry;
-        let mut policy = ExponentialBuilder::default()
-            .with_min_delay(retry.first_delay)
-            .with_max_delay(retry.max_delay)
-            .with_max_times(retry.attempts.saturating_sub(1) as usize)
-            .with_jitter();
-        if let Some(deadline) = self.deadline {
-            let left = deadline.duration_since(now).unwrap_or(Duration::ZERO);
-            policy = policy.with_total_delay(Some(left.saturating_sub(retry.reserve)));
-        }
-        // Each try is cut at the time left before the deadline's reserve, and no retry starts after it: a write that
-        // hangs until the SDK's timeout must not carry the invocation past its deadline (the policy above bounds
-        // only the sleeps). The first try is always made, with at least half the reserve: a completion that lands
-        // saves a second run of the effect, and the other half is left to report the batch.
-        let budget_end = self.deadline.map(|d| d - retry.reserve);
-        let time_left = || {
-            budget_end.map(|end| {
-                end.duration_since(inner.clock.now())
-                    .unwrap_or(Duration::ZERO)
-            })
-        };
-        let tries = AtomicU64::new(0);
-        let written = (|| {
-            let first = tries.fetch_add(1, Ordering::Relaxed) == 0;
-            let left = time_left().map(|left| {
-                if first {
-                    left.max(retry.reserve / 2)
-                } else {
-                    left
-                }
-            });
-            let write = inner.store.complete(key, token, &completion);
-            async move {
-                match left {
-                    None => write.await,
-                    Some(left) if left.is_zero() => Err(out_of_time(key)),
-                    Some(left) => tokio::time::timeout(left, write)
-                        .await
-                        .unwrap_or_else(|_| Err(out_of_time(key))),
-                }
-            }
+        let then = "the key stays in progress until its lease ends";
+        let written = write_completion(inner, key, self.deadline, now, then, || {
+            inner.store.complete(key, token, &completion)
         })
-        .retry(policy)
-        .sleep(tokio::time::sleep)
-        .when(|e| e.is_store() && time_left().is_none_or(|left| !left.is_zero()))
-        .notify(|e, delay| {
-            tracing::warn!(idempotency_key = %key, error = %e, retry_in_ms = duration_millis(delay),
-                "completion failed after the effect ran; retrying");
-        })
-        .await;
-        let written = match written {
-            Ok(written) => written,
-            Err(e) if e.is_store() => {
-                let attempts = u32::try_from(tries.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
-                tracing::error!(idempotency_key = %key, error = %e, attempts,
-                    "completion failed after the effect ran; the key stays in progress until its lease ends");
-                return Err(Error::CompletionFailed {
-                    key: key.to_string(),
-                    attempts,
-                    source: Box::new(e),
-                });
-            }
-            Err(e) => return Err(e),
-        };
+        .await?;
         match written {
             FencedWrite::Written => {}
             FencedWrite::Refused(found) => {
@@ -797,6 +938,88 @@ impl<S: IdempotencyStore> Guard<S> {
     }
 }
 
+/// Writes a completion after its effect ran: `write` is tried, and retried on a store error (throttling, a timeout)
+/// with jittered exponential backoff while the `deadline` allows ([`CompletionRetry`]), then gives up with
+/// [`Error::CompletionFailed`]. A refused write is returned as it is, for the caller to judge.
+///
+/// Each try is cut at the time left before the deadline's reserve, and no retry starts after it: a write that hangs
+/// until the SDK's timeout must not carry the invocation past its deadline (the backoff policy bounds only the
+/// sleeps). The first try is always made, with at least half the reserve: a completion that lands saves a second run
+/// of the effect, and the other half is left to report the batch.
+async fn write_completion<S, W, Fut>(
+    inner: &Inner<S>,
+    key: &IdempotencyKey,
+    deadline: Option<SystemTime>,
+    now: SystemTime,
+    then: &'static str,
+    write: W,
+) -> Result<FencedWrite>
+where
+    W: Fn() -> Fut,
+    Fut: Future<Output = Result<FencedWrite>>,
+{
+    let retry = inner.completion_retry;
+    let mut policy = ExponentialBuilder::default()
+        .with_min_delay(retry.first_delay)
+        .with_max_delay(retry.max_delay)
+        .with_max_times(retry.attempts.saturating_sub(1) as usize)
+        .with_jitter();
+    if let Some(deadline) = deadline {
+        let left = deadline.duration_since(now).unwrap_or(Duration::ZERO);
+        policy = policy.with_total_delay(Some(left.saturating_sub(retry.reserve)));
+    }
+    let budget_end = deadline.map(|d| d - retry.reserve);
+    let time_left = || {
+        budget_end.map(|end| {
+            end.duration_since(inner.clock.now())
+                .unwrap_or(Duration::ZERO)
+        })
+    };
+    let tries = AtomicU64::new(0);
+    let written = (|| {
+        let first = tries.fetch_add(1, Ordering::Relaxed) == 0;
+        let left = time_left().map(|left| {
+            if first {
+                left.max(retry.reserve / 2)
+            } else {
+                left
+            }
+        });
+        let write = write();
+        async move {
+            match left {
+                None => write.await,
+                Some(left) if left.is_zero() => Err(out_of_time(key)),
+                Some(left) => tokio::time::timeout(left, write)
+                    .await
+                    .unwrap_or_else(|_| Err(out_of_time(key))),
+            }
+        }
+    })
+    .retry(policy)
+    .sleep(tokio::time::sleep)
+    .when(|e| e.is_store() && time_left().is_none_or(|left| !left.is_zero()))
+    .notify(|e, delay| {
+        tracing::warn!(idempotency_key = %key, error = %e, retry_in_ms = duration_millis(delay),
+            "completion failed after the effect ran; retrying");
+    })
+    .await;
+    match written {
+        Ok(written) => Ok(written),
+        Err(e) if e.is_store() => {
+            let attempts = u32::try_from(tries.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
+            tracing::error!(idempotency_key = %key, error = %e, attempts,
+                "completion failed after the effect ran; {then}");
+            Err(Error::CompletionFailed {
+                key: key.to_string(),
+                attempts,
+                source: Box::new(e),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
 fn check_fingerprint(
     key: &IdempotencyKey,
     stored: &Fingerprint,
@@ -849,6 +1072,14 @@ fn inconsistent_claim(
         detail: format!(
             "claim refused although the stored record is claimable at {now:?}: {existing:?}"
         ),
+    }
+}
+
+/// A refused keyed completion that the protocol's rules say should have landed.
+fn inconsistent_put(key: &IdempotencyKey, found: &IdempotencyRecord) -> Error {
+    Error::Inconsistent {
+        key: key.to_string(),
+        detail: format!("keyed completion refused although the stored record allows it: {found:?}"),
     }
 }
 

@@ -58,6 +58,8 @@ on_dynamodb!(
     a_passed_claim_with_other_content_is_a_mismatch_not_a_takeover,
     an_extension_keeps_the_record_alive_past_its_lease,
     keyed_completions_land_once_and_what_refuses_them_says_replay_or_mismatch,
+    keyed_mode_reads_once_writes_once_and_replays_duplicates_without_a_write,
+    keyed_mode_skips_the_read_for_keys_the_cache_holds,
 );
 
 use std::sync::atomic::{AtomicU32, Ordering};

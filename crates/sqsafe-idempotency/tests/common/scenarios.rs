@@ -1077,3 +1077,214 @@ pub async fn keyed_completions_land_once_and_what_refuses_them_says_replay_or_mi
     );
     assert_eq!(read[&key("k-1")].result, first.result, "read as stored");
 }
+
+/// Runs a keyed charge of `id` with the record `read` found: the effect counts itself and returns `ch_<n>`.
+async fn keyed_charge<S: IdempotencyStore>(
+    idem: &Idempotency<S>,
+    read: &std::collections::HashMap<IdempotencyKey, sqsafe_idempotency::IdempotencyRecord>,
+    id: &str,
+    amount: u64,
+    effects: &AtomicU32,
+) -> Result<Outcome<String>, RunError<String>> {
+    let request = idem
+        .request(key(id), &payment(id, amount))
+        .expect("request");
+    idem.execute_keyed(&request, read.get(&key(id)), || async {
+        let n = effects.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok::<_, String>(format!("ch_{n}"))
+    })
+    .await
+}
+
+/// The keyed mode end to end on the engine: a fresh intent costs the batch's read and one write; a duplicate that
+/// arrives after the completion replays from the read with no write; other content is a mismatch before any effect;
+/// a failed effect writes nothing; two deliveries that read before either completed both call, and the second
+/// replays the first's result (the downstream key kept the call to one effect); a put whose answer was lost is
+/// still this delivery's execution; an older claim of the same content is completed over.
+pub async fn keyed_mode_reads_once_writes_once_and_replays_duplicates_without_a_write<
+    S: IdempotencyStore,
+>(
+    fx: Fixture<S>,
+) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let idem = builder(fx.store, &clock).build().expect("config");
+    let effects = AtomicU32::new(0);
+    let read = |keys: Vec<IdempotencyKey>| {
+        let idem = idem.clone();
+        async move { idem.read_keyed(&keys, None).await.expect("read") }
+    };
+
+    // Fresh: one read for the batch, then one write per record.
+    let batch = read(vec![key("k-1"), key("k-2")]).await;
+    assert!(batch.is_empty(), "nothing stored yet: {batch:?}");
+    fx.requests
+        .assert_sent(&["BatchGetItem"], "the batch's read");
+    let first = keyed_charge(&idem, &batch, "k-1", 100, &effects)
+        .await
+        .expect("fresh");
+    assert_eq!(first, Outcome::Executed("ch_1".to_owned()));
+    fx.requests
+        .assert_sent(&["PutItem"], "a fresh keyed record");
+    let stored = idem
+        .store()
+        .get(&key("k-1"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(stored.status, Status::Completed);
+    assert_eq!(stored.lease_expires_at, None, "no lease in the keyed mode");
+    assert_eq!(
+        stored.result,
+        Some(StoredResult::Json("\"ch_1\"".to_owned()))
+    );
+    fx.requests.take_all();
+
+    // A duplicate after the completion: the read replays it, no write, no effect.
+    let batch = read(vec![key("k-1")]).await;
+    let dup = keyed_charge(&idem, &batch, "k-1", 100, &effects)
+        .await
+        .expect("duplicate");
+    assert_eq!(
+        dup,
+        Outcome::Replayed {
+            result: Replayed::Value("ch_1".to_owned()),
+            source: ReplaySource::Store
+        }
+    );
+    // Other content under the same key: a mismatch, before any effect.
+    let err = idempotency_error(keyed_charge(&idem, &batch, "k-1", 5, &effects).await);
+    assert!(err.is_payload_mismatch(), "{err}");
+    fx.requests.assert_sent(
+        &["BatchGetItem"],
+        "a duplicate and a mismatch: the read alone",
+    );
+    assert_eq!(effects.load(Ordering::SeqCst), 1, "neither ran the effect");
+
+    // A failed effect writes nothing: the message comes back and runs again.
+    let empty = std::collections::HashMap::new();
+    let request = idem
+        .request(key("k-3"), &payment("k-3", 1))
+        .expect("request");
+    let failed = idem
+        .execute_keyed(&request, None, || async {
+            Err::<String, _>("payments API down".to_owned())
+        })
+        .await;
+    assert!(matches!(failed, Err(RunError::Effect(_))), "{failed:?}");
+    fx.requests.assert_sent(&[], "a failed keyed effect");
+    assert_eq!(idem.store().get(&key("k-3")).await.expect("get"), None);
+    fx.requests.take_all();
+
+    // Two deliveries read before either completed: both call (the downstream key keeps it to one effect there); the
+    // second's put is refused and it replays the first's stored result. With other content, a mismatch.
+    let a = keyed_charge(&idem, &empty, "k-4", 100, &effects)
+        .await
+        .expect("a");
+    assert_eq!(a, Outcome::Executed("ch_2".to_owned()));
+    let b = keyed_charge(&idem, &empty, "k-4", 100, &effects)
+        .await
+        .expect("b");
+    assert_eq!(
+        b,
+        Outcome::Replayed {
+            result: Replayed::Value("ch_2".to_owned()),
+            source: ReplaySource::Store
+        },
+        "the concurrent delivery's result, not its own call's ch_3"
+    );
+    let err = idempotency_error(keyed_charge(&idem, &empty, "k-4", 7, &effects).await);
+    assert!(err.is_payload_mismatch(), "{err}");
+    fx.requests
+        .assert_sent(&["PutItem", "PutItem", "PutItem"], "three keyed puts");
+
+    // A put that landed but lost its answer: its retry meets its own record, and the delivery executed.
+    (fx.lose_answer)("PutItem");
+    let lost = keyed_charge(&idem, &empty, "k-5", 100, &effects)
+        .await
+        .expect("lost answer");
+    assert_eq!(lost, Outcome::Executed("ch_5".to_owned()));
+    fx.requests
+        .assert_sent(&["PutItem", "PutItem"], "a put and its retry");
+
+    // An older claim of the same content (the claim mode's, its owner gone) is completed over.
+    let claimed = idem
+        .claim::<String>(
+            &idem
+                .request(key("k-6"), &payment("k-6", 100))
+                .expect("request"),
+        )
+        .await
+        .expect("claim");
+    let Claim::Acquired(guard) = claimed else {
+        panic!("fresh key")
+    };
+    let batch = read(vec![key("k-6")]).await;
+    assert_eq!(batch[&key("k-6")].status, Status::InProgress);
+    let over = keyed_charge(&idem, &batch, "k-6", 100, &effects)
+        .await
+        .expect("over a claim");
+    assert_eq!(over, Outcome::Executed("ch_6".to_owned()));
+    let late = guard
+        .complete(&"ch_late".to_owned())
+        .await
+        .expect_err("fenced");
+    assert!(late.is_lease_lost(), "{late}");
+    let stored = idem
+        .store()
+        .get(&key("k-6"))
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(
+        stored.result,
+        Some(StoredResult::Json("\"ch_6\"".to_owned()))
+    );
+
+    // The record expires after the window: then the intent runs again (the downstream key's own window decides).
+    clock.advance(idem.idempotency_window() + Duration::from_secs(2));
+    let batch = read(vec![key("k-1")]).await;
+    let again = keyed_charge(&idem, &batch, "k-1", 100, &effects)
+        .await
+        .expect("after the window");
+    assert!(again.is_executed(), "{again:?}");
+}
+
+/// With the local cache, the keyed mode's duplicates of a completed key cost no request at all: the read skips the
+/// key and the replay comes from the cache (the fingerprint checked there too).
+pub async fn keyed_mode_skips_the_read_for_keys_the_cache_holds<S: IdempotencyStore>(
+    fx: Fixture<S>,
+) {
+    let clock = ManualClock::at_millis(T0_MS);
+    let cache = CacheConfig {
+        max_entries: 100,
+        ttl: Duration::from_secs(60),
+        ..CacheConfig::default()
+    };
+    let idem = builder(fx.store, &clock)
+        .cache(cache)
+        .build()
+        .expect("config");
+    let effects = AtomicU32::new(0);
+    let empty = std::collections::HashMap::new();
+    keyed_charge(&idem, &empty, "c-1", 100, &effects)
+        .await
+        .expect("fresh");
+    fx.requests.take_all();
+    let batch = idem.read_keyed(&[key("c-1")], None).await.expect("read");
+    assert!(batch.is_empty());
+    fx.requests.assert_sent(&[], "a read of a cached key");
+    let hit = keyed_charge(&idem, &batch, "c-1", 100, &effects)
+        .await
+        .expect("hit");
+    assert_eq!(
+        hit,
+        Outcome::Replayed {
+            result: Replayed::Value("ch_1".to_owned()),
+            source: ReplaySource::Cache
+        }
+    );
+    let err = idempotency_error(keyed_charge(&idem, &batch, "c-1", 9, &effects).await);
+    assert!(err.is_payload_mismatch(), "{err}");
+    fx.requests.assert_sent(&[], "cache answers");
+    assert_eq!(effects.load(Ordering::SeqCst), 1);
+}
