@@ -9,6 +9,7 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use futures::future::FusedFuture;
 use futures::{FutureExt, StreamExt, stream};
 use lambda_runtime::LambdaEvent;
+use serde::de::DeserializeOwned;
 use sqsafe_idempotency::{BoxError, Clock, SystemClock};
 use sqsafe_telemetry::{
     BatchMetrics, CorrelationId, CorrelationSource, Metric, RecordFields, TraceContext,
@@ -396,6 +397,32 @@ impl BatchProcessor {
         // After the invocation's span has closed, so it goes too; Lambda may freeze the process once we answer.
         sqsafe_telemetry::traces::flush().await;
         report
+    }
+
+    /// Parses a message's payload as a record of this processor would ([`Record::parse_with_raw`], behind the
+    /// envelope): for a handler that reads a batch's payloads before its records run (the keyed mode keys them all
+    /// to read their idempotency records in one request). `Ok(None)`: not an event for the handler. Errors are the
+    /// record's own (`bad_envelope`, `bad_payload`, `missing_body`), which it reports again when it runs.
+    pub fn parse_message<T: DeserializeOwned>(
+        &self,
+        message: &SqsMessage,
+    ) -> Result<Option<(T, serde_json::Value)>, RecordError> {
+        let body = || {
+            message.body.as_deref().ok_or_else(|| {
+                RecordError::permanent(RecordError::MISSING_BODY, "the message has no body")
+            })
+        };
+        match self
+            .envelope
+            .open(body()?, self.correlation.attribute_name())
+        {
+            Ok(None) => crate::record::parse_with_raw(None, body).map(Some),
+            Ok(Some(Opened::Payload { payload, .. })) => {
+                crate::record::parse_with_raw(Some(&payload), body).map(Some)
+            }
+            Ok(Some(Opened::NotAnEvent(_))) => Ok(None),
+            Err(BadEnvelope(why)) => Err(RecordError::permanent(RecordError::BAD_ENVELOPE, why)),
+        }
     }
 
     fn new_metrics(&self) -> BatchMetrics {

@@ -193,16 +193,7 @@ impl Record {
     pub fn parse_with_raw<T: DeserializeOwned>(
         &self,
     ) -> Result<(T, serde_json::Value), RecordError> {
-        match self.payload.as_deref() {
-            None => crate::parse::from_json_with_raw(self.body()?, short_type_name::<T>()),
-            Some(OpenedPayload::Text(text)) => {
-                crate::parse::from_json_with_raw(text, short_type_name::<T>())
-            }
-            Some(OpenedPayload::Json(value)) => {
-                crate::parse::from_value(value, short_type_name::<T>()).map(|t| (t, value.clone()))
-            }
-        }
-        .map_err(|message| RecordError::permanent(RecordError::BAD_PAYLOAD, message))
+        parse_with_raw(self.payload.as_deref(), || self.body())
     }
 
     /// An idempotency request for `key` carrying this record's deadline, receive count and correlation id.
@@ -259,6 +250,23 @@ pub(crate) fn receive_count(message: &SqsMessage) -> u32 {
 
 pub(crate) fn group_id(message: &SqsMessage) -> Option<&str> {
     message.attributes.get("MessageGroupId").map(String::as_str)
+}
+
+/// [`Record::parse_with_raw`] of a payload taken out of an envelope (`None`: the body is the payload).
+pub(crate) fn parse_with_raw<'a, T: DeserializeOwned>(
+    payload: Option<&OpenedPayload>,
+    body: impl FnOnce() -> Result<&'a str, RecordError>,
+) -> Result<(T, serde_json::Value), RecordError> {
+    match payload {
+        None => crate::parse::from_json_with_raw(body()?, short_type_name::<T>()),
+        Some(OpenedPayload::Text(text)) => {
+            crate::parse::from_json_with_raw(text, short_type_name::<T>())
+        }
+        Some(OpenedPayload::Json(value)) => {
+            crate::parse::from_value(value, short_type_name::<T>()).map(|t| (t, value.clone()))
+        }
+    }
+    .map_err(|message| RecordError::permanent(RecordError::BAD_PAYLOAD, message))
 }
 
 fn short_type_name<T>() -> &'static str {

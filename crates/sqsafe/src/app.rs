@@ -1,7 +1,9 @@
 //! The entry point: settings, telemetry, clients, the batch processor, the idempotency layer and the runtime loop.
 
+use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{LambdaEvent, service_fn};
@@ -10,13 +12,13 @@ use sqsafe_batch::{
     Record, RecordError, SqsDeadLetterQueue, SqsVisibility,
 };
 use sqsafe_idempotency::{
-    DynamoDbStore, Fingerprint, FingerprintFields, Idempotency, IdempotencyBuilder, ReplaySource,
-    TransactOutcome,
+    DynamoDbStore, Fingerprint, FingerprintFields, Idempotency, IdempotencyBuilder, IdempotencyKey,
+    IdempotencyRecord, ReplaySource, TransactOutcome,
 };
 
 use crate::consumer::{Consumer, Context, EffectKind};
 use crate::error::Error;
-use crate::settings::{ConfigError, Env, Settings};
+use crate::settings::{ConfigError, Env, IdempotencyMode, MODE_VARIABLE, Settings};
 
 /// What a consumer is built from: the settings, the environment (for settings of its own), and the AWS clients
 /// (configured with timeouts, endpoints from the environment).
@@ -155,6 +157,18 @@ impl<C> ConsumerBuilder<C> {
 impl<C: Consumer> ConsumerBuilder<C> {
     /// Builds the consumer from `setup`, without running it (for tests and custom runtimes).
     pub fn build(self, setup: &Setup) -> Result<App<C>, Error> {
+        let mode = setup.settings.idempotency_mode;
+        if mode == IdempotencyMode::Keyed && !C::DOWNSTREAM_KEYED {
+            return Err(Error::Config(ConfigError {
+                variable: MODE_VARIABLE.to_owned(),
+                value: Some(mode.as_str().to_owned()),
+                reason: format!(
+                    "{} does not declare Consumer::DOWNSTREAM_KEYED: the keyed mode is only safe when the downstream \
+                     applies the Idempotency-Key at most once (use `claim`, the default)",
+                    C::NAME
+                ),
+            }));
+        }
         let (processor, idem) = self.layers(C::NAME, C::EFFECT_VERSION, C::ENVELOPE, setup)?;
         let fields = FingerprintFields::only(C::INTENT_FIELDS.iter().map(|p| (*p).to_owned()));
         let consumer = C::new(setup)?;
@@ -165,6 +179,7 @@ impl<C: Consumer> ConsumerBuilder<C> {
                     consumer,
                     idem,
                     fields,
+                    mode,
                 },
             )),
         })
@@ -266,7 +281,10 @@ impl<C: Consumer> App<C> {
         event: LambdaEvent<SqsEvent>,
     ) -> Result<SqsBatchResponse, BatchError> {
         let (processor, runner) = &*self.inner;
-        processor.handle(event, &|record| runner.run(record)).await
+        let batch = runner.keyed_batch(processor, &event.payload);
+        processor
+            .handle(event, &|record| runner.run(record, batch.as_ref()))
+            .await
     }
 
     /// Handles one invocation and returns each record's disposition with the response (see
@@ -277,8 +295,9 @@ impl<C: Consumer> App<C> {
         event: LambdaEvent<SqsEvent>,
     ) -> Result<BatchReport, BatchError> {
         let (processor, runner) = &*self.inner;
+        let batch = runner.keyed_batch(processor, &event.payload);
         processor
-            .handle_report(event, &|record| runner.run(record))
+            .handle_report(event, &|record| runner.run(record, batch.as_ref()))
             .await
     }
 
@@ -303,6 +322,56 @@ struct Runner<C> {
     consumer: C,
     idem: Idempotency<DynamoDbStore>,
     fields: FingerprintFields,
+    mode: IdempotencyMode,
+}
+
+/// The keyed mode's view of one batch: its payloads, parsed once before any record runs so that their keys are
+/// known, and their records, read in one request when the first record needs them.
+struct KeyedBatch<P> {
+    /// Parsed payloads (and bodies as sent) by message id, taken by their records when they run. A record whose
+    /// payload did not parse or validate is not here: it parses again when it runs and reports its own error.
+    parsed: Mutex<HashMap<String, (P, serde_json::Value)>>,
+    /// The keys of the batch, each once, in the batch's order.
+    keys: Vec<IdempotencyKey>,
+    /// The same keys, to look one up.
+    known: HashSet<IdempotencyKey>,
+    /// The records read, once, by the first record that needs them (a failed read is tried again by the next).
+    read: tokio::sync::OnceCell<HashMap<IdempotencyKey, IdempotencyRecord>>,
+    /// Keys a record of this batch has used the read for: a later record of the same key (a duplicate in the batch;
+    /// in a FIFO group, after the first completed) reads its record again rather than trust the batch's read.
+    used: Mutex<HashSet<IdempotencyKey>>,
+}
+
+impl<P> KeyedBatch<P> {
+    fn take(&self, message_id: &str) -> Option<(P, serde_json::Value)> {
+        self.parsed.lock().ok()?.remove(message_id)
+    }
+
+    /// The record of `key` as read for this batch, or read now when a record of this batch already used that read.
+    async fn record<C>(
+        &self,
+        runner: &Runner<C>,
+        key: &IdempotencyKey,
+        deadline: Option<SystemTime>,
+    ) -> Result<Option<IdempotencyRecord>, sqsafe_idempotency::Error> {
+        let first = self
+            .used
+            .lock()
+            .map(|mut used| used.insert(key.clone()))
+            .unwrap_or(false);
+        if !first || !self.known.contains(key) {
+            let mut read = runner
+                .idem
+                .read_keyed(std::slice::from_ref(key), deadline)
+                .await?;
+            return Ok(read.remove(key));
+        }
+        let read = self
+            .read
+            .get_or_try_init(|| runner.idem.read_keyed(&self.keys, deadline))
+            .await?;
+        Ok(read.get(key).cloned())
+    }
 }
 
 /// One line per record handled (a failure gets the batch processor's `record failed` line instead).
@@ -312,11 +381,61 @@ fn handled(processed: Processed) -> Processed {
 }
 
 impl<C: Consumer> Runner<C> {
+    /// In the keyed mode, the batch's payloads parsed and keyed before any record runs; `None` in the claim mode.
+    fn keyed_batch(
+        &self,
+        processor: &BatchProcessor,
+        event: &SqsEvent,
+    ) -> Option<KeyedBatch<C::Payload>> {
+        if self.mode != IdempotencyMode::Keyed {
+            return None;
+        }
+        let mut parsed = HashMap::with_capacity(event.records.len());
+        let mut keys = Vec::with_capacity(event.records.len());
+        let mut known = HashSet::with_capacity(event.records.len());
+        for message in &event.records {
+            let Some(id) = message.message_id.as_deref() else {
+                continue;
+            };
+            // Errors are left for the record to report when it runs (within its span, to the DLQ if permanent).
+            let Ok(Some((payload, raw))) = processor.parse_message::<C::Payload>(message) else {
+                continue;
+            };
+            if C::validate(&payload).is_err() {
+                continue;
+            }
+            let Ok(key) = C::intent(&payload).key(C::NAME, C::EFFECT_VERSION) else {
+                continue;
+            };
+            if known.insert(key.clone()) {
+                keys.push(key);
+            }
+            parsed.insert(id.to_owned(), (payload, raw));
+        }
+        Some(KeyedBatch {
+            parsed: Mutex::new(parsed),
+            keys,
+            known,
+            read: tokio::sync::OnceCell::new(),
+            used: Mutex::new(HashSet::new()),
+        })
+    }
+
     /// Parses the record, keys it, builds its idempotency request (the key goes on the record's span), then makes
-    /// the effect the payload asks for: a call once the intent is claimed, or writes committed with its record.
-    async fn run(&self, record: Record) -> Result<Processed, RecordError> {
-        // One parse: the typed payload, and the body as sent, whose intent fields the fingerprint reads.
-        let (payload, raw): (C::Payload, _) = record.parse_with_raw()?;
+    /// the effect the payload asks for: a call once the intent is claimed (claim mode) or under its downstream key
+    /// (keyed mode, with the record read for the batch), or writes committed with its record.
+    async fn run(
+        &self,
+        record: Record,
+        batch: Option<&KeyedBatch<C::Payload>>,
+    ) -> Result<Processed, RecordError> {
+        // One parse: the typed payload, and the body as sent, whose intent fields the fingerprint reads. In the keyed
+        // mode it was made with the batch's.
+        let (payload, raw): (C::Payload, _) = match batch.and_then(|b| b.take(record.message_id()))
+        {
+            Some(parsed) => parsed,
+            None => record.parse_with_raw()?,
+        };
         C::validate(&payload)?;
         let key = C::intent(&payload).key(C::NAME, C::EFFECT_VERSION)?;
         record.record_idempotency_key(&key);
@@ -331,7 +450,15 @@ impl<C: Consumer> Runner<C> {
         let cx = Context::new(&record, &key);
         match self.consumer.effect(payload, &cx)?.kind {
             EffectKind::Call(call) => {
-                let outcome = self.idem.execute(&request, || call).await?;
+                let outcome = match batch {
+                    None => self.idem.execute(&request, || call).await?,
+                    Some(batch) => {
+                        let found = batch.record(self, &key, record.deadline()).await?;
+                        self.idem
+                            .execute_keyed(&request, found.as_ref(), || call)
+                            .await?
+                    }
+                };
                 Ok(handled(Processed::of(&outcome)))
             }
             EffectKind::Writes {

@@ -44,6 +44,13 @@ pub trait Consumer: Sized + Send + Sync + 'static {
     /// effect. See the book's Envelopes page.
     const ENVELOPE: Envelope = Envelope::Sqs;
 
+    /// `true` states that this consumer's calls go to a downstream that applies the `Idempotency-Key` it is sent
+    /// ([`Context::downstream_key`]; `sqsafe::http` sends it) at most once within the idempotency window, as a
+    /// payments API does. That permits the keyed mode (`SQSAFE_IDEMPOTENCY_MODE=keyed`: one write per fresh message
+    /// instead of two, none per duplicate), which relies on it: two deliveries that read before either completed
+    /// both make the call. Default `false`: the keyed mode is refused at start.
+    const DOWNSTREAM_KEYED: bool = false;
+
     /// The typed, versioned payload: a body that does not parse is a permanent `bad_payload` error, before any effect.
     type Payload: DeserializeOwned + Send + Sync;
     /// What the effect returns; kept with the record and replayed to duplicates.

@@ -13,7 +13,7 @@ pub use app::{App, ConsumerBuilder, Setup, consumer, main, run, runtime};
 pub use clients::Clients;
 pub use consumer::{Consumer, Context, Effect, Intent};
 pub use error::{BoxError, Error};
-pub use settings::{ConfigError, Env, Settings};
+pub use settings::{ConfigError, Env, IdempotencyMode, Settings};
 
 /// The record-level error a consumer returns: [`RecordError::transient`] comes back, [`RecordError::permanent`] goes to
 /// the DLQ with its context.

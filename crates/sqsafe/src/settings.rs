@@ -144,6 +144,9 @@ fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
     }
 }
 
+/// The variable that chooses the [`IdempotencyMode`].
+pub(crate) const MODE_VARIABLE: &str = "SQSAFE_IDEMPOTENCY_MODE";
+
 /// What every sqsafe consumer reads from its environment (template.yaml sets each of these).
 ///
 /// # Default
@@ -158,6 +161,7 @@ fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
 /// | `BACKOFF_MAX_SECONDS` | 900 (1..=43200) | longest backoff delay |
 /// | `VISIBILITY_HEARTBEAT_SECONDS` | 20 (1..=43199) | how often a running record's visibility is extended |
 /// | `VISIBILITY_EXTEND_SECONDS` | 400 (2..=43200) | the visibility each extension sets |
+/// | `SQSAFE_IDEMPOTENCY_MODE` | `claim` | `claim`: claim the intent before the effect, complete it after (two writes per fresh message); `keyed`: read the batch's records at once, run the effect under its downstream key, then one write (see [`IdempotencyMode`]; only for a consumer that declares [`Consumer::DOWNSTREAM_KEYED`](crate::Consumer::DOWNSTREAM_KEYED)) |
 /// | `DLQ_MAX_MESSAGE_SIZE` | 262144 (1024..=1048576) | the DLQ's MaximumMessageSize, in bytes: a dead-letter copy (body, attributes and sqsafe's context) is fitted to it; template.yaml sets it from the queue's own attribute (SQS takes up to 1 MiB) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -179,6 +183,36 @@ pub struct Settings {
     pub visibility_heartbeat: VisibilityHeartbeat,
     /// `DLQ_MAX_MESSAGE_SIZE`, bytes.
     pub dlq_max_message_size: usize,
+    /// `SQSAFE_IDEMPOTENCY_MODE`.
+    pub idempotency_mode: IdempotencyMode,
+}
+
+/// How a consumer keeps its effects to one per intent (`SQSAFE_IDEMPOTENCY_MODE`). The book's How it works compares
+/// them, with what each costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdempotencyMode {
+    /// `claim`, the default: one conditional write claims the intent before the effect, a second completes it after
+    /// (a duplicate costs one refused write). Safe for any effect.
+    #[default]
+    Claim,
+    /// `keyed`: the records of a whole batch are read in one strongly consistent request; a completed intent replays
+    /// with no write; otherwise the effect runs under its downstream `Idempotency-Key` and one conditional write
+    /// completes it. One write and one read unit per fresh message, no write per duplicate. Safe only when the
+    /// downstream applies that key at most once within the idempotency window: two deliveries that read before either
+    /// completed both make the call. A consumer opts in with [`Consumer::DOWNSTREAM_KEYED`](crate::Consumer::DOWNSTREAM_KEYED).
+    /// Effects made of DynamoDB writes ([`Effect::writes`](crate::Effect::writes)) commit with their record as in the
+    /// claim mode.
+    Keyed,
+}
+
+impl IdempotencyMode {
+    /// The setting's value: `claim` or `keyed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdempotencyMode::Claim => "claim",
+            IdempotencyMode::Keyed => "keyed",
+        }
+    }
 }
 
 impl Settings {
@@ -203,6 +237,13 @@ impl Settings {
                 262_144usize,
                 1_024..=1_048_576,
             )?,
+            idempotency_mode: match env.get(MODE_VARIABLE).as_deref().map(str::trim) {
+                None | Some("claim") => IdempotencyMode::Claim,
+                Some("keyed") => IdempotencyMode::Keyed,
+                Some(other) => {
+                    return Err(invalid(MODE_VARIABLE, other, "`claim` or `keyed`"));
+                }
+            },
         };
         if settings.backoff_base > settings.backoff_max {
             return Err(ConfigError {
@@ -247,6 +288,24 @@ mod tests {
                 every: Duration::from_secs(20),
                 extend_to: Duration::from_secs(400)
             }
+        );
+        assert_eq!(s.idempotency_mode, IdempotencyMode::Claim);
+    }
+
+    #[test]
+    fn the_idempotency_mode_is_claim_unless_it_says_keyed() {
+        let mode = |value: &str| {
+            let mut pairs = BASE.to_vec();
+            pairs.push(("SQSAFE_IDEMPOTENCY_MODE", value));
+            Settings::from_env(&Env::from_pairs(pairs)).map(|s| s.idempotency_mode)
+        };
+        assert_eq!(mode("claim"), Ok(IdempotencyMode::Claim));
+        assert_eq!(mode(" keyed "), Ok(IdempotencyMode::Keyed));
+        assert_eq!(mode(""), Ok(IdempotencyMode::Claim), "blank is unset");
+        let err = mode("Keyed").expect_err("case matters");
+        assert_eq!(
+            err.to_string(),
+            "environment variable SQSAFE_IDEMPOTENCY_MODE = \"Keyed\": expected `claim` or `keyed`"
         );
     }
 

@@ -214,6 +214,26 @@ async fn a_consumer_that_misses_its_own_setting_names_it() {
     );
 }
 
+/// The keyed mode relies on the downstream applying its key once: a consumer that does not say so cannot run in it.
+#[tokio::test]
+async fn the_keyed_mode_is_refused_at_start_for_a_consumer_that_does_not_declare_a_downstream_key()
+{
+    let (setup, _) = setup(&[
+        ("GREETING_STYLE", "warm"),
+        ("SQSAFE_IDEMPOTENCY_MODE", "keyed"),
+    ])
+    .await;
+    let err = sqsafe::consumer::<Greeter>()
+        .build(&setup)
+        .err()
+        .expect("Greeter does not declare DOWNSTREAM_KEYED");
+    let said = err.to_string();
+    assert!(
+        said.starts_with("environment variable SQSAFE_IDEMPOTENCY_MODE = \"keyed\": greeter does not declare Consumer::DOWNSTREAM_KEYED"),
+        "{said}"
+    );
+}
+
 struct Ledger {
     table: String,
 }

@@ -26,6 +26,9 @@ impl Consumer for ChargePayment {
         "/currency",
         "/customer_id",
     ];
+    // The payments API applies an `Idempotency-Key` once (as Stripe-style APIs do), and every charge sends the
+    // intent's: the keyed mode (`SQSAFE_IDEMPOTENCY_MODE=keyed`, one write per fresh payment) is safe for it.
+    const DOWNSTREAM_KEYED: bool = true;
     type Payload = PaymentRequested;
     type Output = Charge;
 

@@ -9,7 +9,7 @@ use sqsafe::{App, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
 use sqsafe_idempotency::KeyBuilder;
 use sqsafe_local::stack::{LocalStack, StackOptions};
 use sqsafe_test_servers::{Fault, PaymentsApi, RunningPayments};
-use sqsafe_testkit::{event_file, invocation, sdk_config, unique_name};
+use sqsafe_testkit::{RequestCounter, event_file, invocation, sdk_config, unique_name};
 use std::collections::BTreeMap;
 
 struct Fixture {
@@ -21,9 +21,16 @@ struct Fixture {
     payments: RunningPayments,
     dlq_url: String,
     queue_url: String,
+    /// The DynamoDB requests the function sent, by operation.
+    requests: RequestCounter,
 }
 
 async fn fixture() -> Fixture {
+    fixture_in("claim").await
+}
+
+/// charge-payment with `SQSAFE_IDEMPOTENCY_MODE` = `mode`.
+async fn fixture_in(mode: &str) -> Fixture {
     let aws = sdk_config().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
@@ -54,8 +61,11 @@ async fn fixture() -> Fixture {
         .expect("queue")
         .url
         .clone();
-    let env = Env::from_pairs(stack.function_env("charge-payment"));
-    let setup = Setup::new(env, aws).expect("setup");
+    let mut env = stack.function_env("charge-payment");
+    env.push(("SQSAFE_IDEMPOTENCY_MODE".to_owned(), mode.to_owned()));
+    let mut setup = Setup::new(Env::from_pairs(env), aws).expect("setup");
+    let requests = RequestCounter::default();
+    setup.dynamodb = sqsafe_testkit::dynamodb(&requests).await;
     Fixture {
         sqs,
         dynamodb,
@@ -69,6 +79,7 @@ async fn fixture() -> Fixture {
         payments,
         dlq_url,
         queue_url,
+        requests,
     }
 }
 
@@ -181,6 +192,7 @@ impl Consumer for NextBuild {
     const NAME: &'static str = ChargePayment::NAME;
     const EFFECT_VERSION: u32 = ChargePayment::EFFECT_VERSION;
     const INTENT_FIELDS: &'static [&'static str] = ChargePayment::INTENT_FIELDS;
+    const DOWNSTREAM_KEYED: bool = ChargePayment::DOWNSTREAM_KEYED;
     type Payload = PaymentRequestedNext;
     type Output = Charge;
 
@@ -224,7 +236,102 @@ const POISON: &str = "0b1e6c4a-0004-4e7a-9c1d-000000000004";
 
 #[tokio::test]
 async fn the_sample_batch_charges_each_payment_once_and_dead_letters_the_poison() {
-    let fx = fixture().await;
+    sample_batch(fixture().await).await;
+}
+
+#[tokio::test]
+async fn the_sample_batch_charges_each_payment_once_and_dead_letters_the_poison_in_the_keyed_mode()
+{
+    sample_batch(fixture_in("keyed").await).await;
+}
+
+/// In the keyed mode a fresh payment costs the batch's one read and one write; a redelivery after the charge is the
+/// read alone, no write and no call; other content under the same payment is refused before any call.
+#[tokio::test]
+async fn the_keyed_mode_reads_the_batch_once_writes_once_per_payment_and_replays_without_a_write() {
+    let fx = fixture_in("keyed").await;
+    let fresh = || {
+        let mut event = event_file("charge-payment-batch.json");
+        event
+            .records
+            .retain(|r| [Some(FIRST), Some(SECOND)].contains(&r.message_id.as_deref()));
+        event
+    };
+    let dynamodb_requests = || {
+        let mut sent = fx.requests.take();
+        sent.sort();
+        sent
+    };
+    dynamodb_requests();
+    let report = fx
+        .app
+        .handle_report(invocation(fresh(), "req-keyed-1"))
+        .await
+        .expect("batch");
+    assert!(report.response.batch_item_failures.is_empty());
+    assert!(
+        report.records.iter().all(|r| matches!(
+            r.disposition,
+            sqsafe::Disposition::Succeeded(sqsafe::Processed::Applied)
+        )),
+        "{:?}",
+        report.records
+    );
+    assert_eq!(
+        dynamodb_requests(),
+        ["BatchGetItem", "PutItem", "PutItem"],
+        "one read for the batch, one write per payment"
+    );
+    assert_eq!(fx.payments.charges().len(), 2);
+    let completed = sqsafe_testkit::completed_records(&fx.dynamodb, &fx.idempotency_table).await;
+    assert_eq!(completed.len(), 2, "{completed:?}");
+    assert!(
+        completed
+            .iter()
+            .all(|item| !item.contains_key("lease_expires_at")),
+        "no lease in the keyed mode: {completed:?}"
+    );
+    dynamodb_requests();
+
+    // The same batch again (SQS redelivered it): replayed from the read, no write, no call.
+    let report = fx
+        .app
+        .handle_report(invocation(fresh(), "req-keyed-2"))
+        .await
+        .expect("batch");
+    assert!(
+        report.records.iter().all(|r| matches!(
+            r.disposition,
+            sqsafe::Disposition::Succeeded(sqsafe::Processed::Replayed)
+        )),
+        "{:?}",
+        report.records
+    );
+    assert_eq!(dynamodb_requests(), ["BatchGetItem"], "the read alone");
+    assert_eq!(fx.payments.stats().requests, 2, "no call for a replay");
+
+    // Another amount for p-1001: refused from the read, before any call, and dead-lettered.
+    let failed = fx.invoke(event_file("charge-payment-mismatch.json")).await;
+    assert!(
+        failed.is_empty(),
+        "permanent: acknowledged after the DLQ took it"
+    );
+    assert_eq!(dynamodb_requests(), ["BatchGetItem"], "the read alone");
+    assert_eq!(
+        fx.payments.stats().requests,
+        2,
+        "the payments API was not called"
+    );
+    assert_eq!(
+        fx.dead_letters().await,
+        [(
+            "payload_mismatch".to_owned(),
+            "0b1e6c4a-0005-4e7a-9c1d-000000000005".to_owned()
+        )]
+    );
+}
+
+async fn sample_batch(fx: Fixture) {
     let failed = fx.invoke(event_file("charge-payment-batch.json")).await;
     // p-1001 arrives twice in one batch. Records run concurrently, so one copy either replays the completed charge
     // or loses the claim race, finds the key in progress (transient) and comes back: never a second charge.
