@@ -1,5 +1,6 @@
-//! `make demo`: the same deliveries to three consumers (naive, downstream key only, sqsafe) over real local queues,
-//! every figure counted from the run: the payments APIs' ledgers, the queues, the functions' own metrics.
+//! `make demo`: the same deliveries to four consumers (naive, downstream key only, sqsafe in its claim mode and in its
+//! keyed mode) over real local queues, every figure counted from the run: the payments APIs' ledgers, the queues, the
+//! functions' own metrics, and the DynamoDB requests each sqsafe function sent (counted by a proxy in front of moto).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +13,9 @@ use sqsafe_local::moto::{MotoServer, venv_bin};
 use sqsafe_local::stack::{
     LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, template_path,
 };
-use sqsafe_test_servers::{Fault, PaymentsApi, RunningPayments};
+use sqsafe_test_servers::{
+    Fault, FaultProxy, FaultProxyConfig, PaymentsApi, RunningPayments, RunningProxy,
+};
 use tokio::sync::watch;
 
 use crate::consumers::{InProcessConsumer, Protection};
@@ -21,8 +24,16 @@ use crate::harness::{
 };
 use crate::workspace_root;
 
-/// The three consumers.
-pub const CONSUMERS: [&str; 3] = ["naive", "downstream key only", "sqsafe"];
+/// The four consumers: the last two are charge-payment, in `SQSAFE_IDEMPOTENCY_MODE` `claim` and `keyed`.
+pub const CONSUMERS: [&str; 4] = [
+    "naive",
+    "downstream key only",
+    "sqsafe claim",
+    "sqsafe keyed",
+];
+
+/// charge-payment's idempotency mode in each lane (`None`: not sqsafe).
+const MODES: [Option<&str>; 4] = [None, None, Some("claim"), Some("keyed")];
 
 /// What one consumer did, counted from the run.
 #[derive(Debug, Clone, Default)]
@@ -45,6 +56,33 @@ pub struct ConsumerFigures {
     pub dead_lettered: u64,
     /// The DLQ's messages: (body, the fields of sqsafe's context and the correlation id).
     pub dead_letters: Vec<(String, BTreeMap<String, String>)>,
+    /// DynamoDB requests by operation (`PutItem`, ...), for an sqsafe consumer; empty for the others.
+    pub dynamodb: BTreeMap<String, u64>,
+}
+
+/// DynamoDB's read operations; the others write.
+fn is_read(operation: &str) -> bool {
+    matches!(operation, "GetItem" | "BatchGetItem" | "Query" | "Scan")
+}
+
+impl ConsumerFigures {
+    /// DynamoDB write requests.
+    pub fn dynamodb_writes(&self) -> u64 {
+        self.dynamodb
+            .iter()
+            .filter(|(op, _)| !is_read(op))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// DynamoDB read requests.
+    pub fn dynamodb_reads(&self) -> u64 {
+        self.dynamodb
+            .iter()
+            .filter(|(op, _)| is_read(op))
+            .map(|(_, n)| n)
+            .sum()
+    }
 }
 
 /// The demo's result.
@@ -78,6 +116,8 @@ struct Lane {
     queue: String,
     dlq: String,
     stats: Arc<MappingStats>,
+    /// The proxy in front of DynamoDB that counts an sqsafe function's requests.
+    proxy: Option<RunningProxy>,
 }
 
 /// Runs the scenario end to end and stops everything it started.
@@ -102,7 +142,7 @@ pub async fn run() -> Result<DemoReport, String> {
     let (stop_tx, stop) = watch::channel(false);
     let mut lanes = Vec::new();
     let mut tasks = Vec::new();
-    for (i, name) in CONSUMERS.iter().enumerate() {
+    for (i, mode) in MODES.into_iter().enumerate() {
         let payments = PaymentsApi::builder()
             .start("127.0.0.1:0".parse().map_err(|e| format!("{e}"))?)
             .await
@@ -136,12 +176,26 @@ pub async fn run() -> Result<DemoReport, String> {
             seed: 0,
         };
         let stats;
-        if *name == "sqsafe" {
+        let mut proxy = None;
+        if let Some(mode) = mode {
+            // No faults: the proxy only counts the function's DynamoDB requests by operation.
+            let counting = FaultProxy::start(FaultProxyConfig {
+                upstream: moto.endpoint(),
+                seed: 0,
+                throttle_rate: 0.0,
+                error_500_rate: 0.0,
+                after_write_500_rate: 0.0,
+                operations: None,
+            })
+            .await
+            .map_err(|e| e.to_string())?;
             let mut env = stack.function_env("charge-payment");
             // The queue's visibility timeout is 2 s here: the function's backoff and heartbeat follow it.
             env.extend(scaled_visibility_env(Duration::from_secs(2)));
             env.extend([
                 ("AWS_ENDPOINT_URL".to_owned(), moto.endpoint()),
+                ("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), counting.endpoint()),
+                ("SQSAFE_IDEMPOTENCY_MODE".to_owned(), mode.to_owned()),
                 ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
                 ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
                 ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
@@ -151,9 +205,10 @@ pub async fn run() -> Result<DemoReport, String> {
                 binary: binaries.join("charge-payment"),
                 env,
                 timeout: Duration::from_secs(10),
-                log_dir: log_dir.clone(),
+                log_dir: log_dir.join(mode),
                 init_timeout: INIT_TIMEOUT,
             };
+            proxy = Some(counting);
             let instance = FunctionInstance::start(function, 0)
                 .await
                 .map_err(|e| format!("{e:?}"))?;
@@ -190,6 +245,7 @@ pub async fn run() -> Result<DemoReport, String> {
             queue,
             dlq,
             stats,
+            proxy,
         });
     }
 
@@ -271,10 +327,18 @@ pub async fn run() -> Result<DemoReport, String> {
             skipped_before_call: skipped as u64,
             dead_lettered: dead.len() as u64,
             dead_letters,
+            dynamodb: lane
+                .proxy
+                .as_ref()
+                .map(|p| p.stats().by_operation)
+                .unwrap_or_default(),
         });
     }
     for lane in lanes {
         lane.payments.shutdown().await;
+        if let Some(proxy) = lane.proxy {
+            proxy.shutdown().await;
+        }
     }
     moto.shutdown().await;
     Ok(DemoReport {
@@ -287,22 +351,23 @@ pub async fn run() -> Result<DemoReport, String> {
 /// Prints the report as the demo shows it.
 pub fn print(report: &DemoReport) {
     println!(
-        "\nSame deliveries, three consumers: 3 payments (p-1 1250, p-2 990, p-3 4000); p-1 republished by the"
+        "\nSame deliveries, four consumers: 3 payments (p-1 1250, p-2 990, p-3 4000); p-1 republished by the"
     );
     println!(
         "publisher; p-2 charged but answered 503 so its message comes back; one poison message; p-1's id reused"
     );
     println!("with amount 9999. Every figure below was counted during this run.\n");
     println!(
-        "{:<34}{:>12}{:>22}{:>10}",
-        "", CONSUMERS[0], CONSUMERS[1], CONSUMERS[2]
+        "{:<36}{:>8}{:>22}{:>14}{:>14}",
+        "", CONSUMERS[0], CONSUMERS[1], CONSUMERS[2], CONSUMERS[3]
     );
     let row = |label: &str, f: &dyn Fn(&ConsumerFigures) -> String| {
         println!(
-            "{label:<34}{:>12}{:>22}{:>10}",
+            "{label:<36}{:>8}{:>22}{:>14}{:>14}",
             f(&report.consumers[0]),
             f(&report.consumers[1]),
-            f(&report.consumers[2])
+            f(&report.consumers[2]),
+            f(&report.consumers[3])
         );
     };
     row("deliveries (incl. redeliveries)", &|c| {
@@ -318,6 +383,24 @@ pub fn print(report: &DemoReport) {
         c.skipped_before_call.to_string()
     });
     row("sent to the DLQ", &|c| c.dead_lettered.to_string());
+    let sqsafe_only = |c: &ConsumerFigures, n: u64| {
+        if c.dynamodb.is_empty() {
+            "-".to_owned()
+        } else {
+            n.to_string()
+        }
+    };
+    row("DynamoDB write requests", &|c| {
+        sqsafe_only(c, c.dynamodb_writes())
+    });
+    row("DynamoDB read requests", &|c| {
+        sqsafe_only(c, c.dynamodb_reads())
+    });
+    for (name, c) in CONSUMERS.iter().zip(&report.consumers) {
+        if !c.dynamodb.is_empty() {
+            println!("  {name:<34}{:?}", c.dynamodb);
+        }
+    }
     println!(
         "\nintents: {} payments; charges per payment:",
         report.intents
@@ -353,5 +436,8 @@ pub fn print(report: &DemoReport) {
             }
         }
     }
-    println!("\nsqsafe's JSON logs: {}", report.log_dir.display());
+    println!(
+        "\nsqsafe's JSON logs: {} (claim/ and keyed/)",
+        report.log_dir.display()
+    );
 }

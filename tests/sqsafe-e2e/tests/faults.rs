@@ -90,9 +90,21 @@ struct Pipeline {
     sqs: aws_sdk_sqs::Client,
     dynamodb: aws_sdk_dynamodb::Client,
     stack: LocalStack,
+    /// `SQSAFE_IDEMPOTENCY_MODE` of the functions.
+    mode: &'static str,
 }
 
 async fn pipeline(seed: u64, prefix: &str, parameters: BTreeMap<String, String>) -> Pipeline {
+    pipeline_in(seed, prefix, parameters, "claim").await
+}
+
+/// The pipeline with its functions in `SQSAFE_IDEMPOTENCY_MODE` = `mode`.
+async fn pipeline_in(
+    seed: u64,
+    prefix: &str,
+    parameters: BTreeMap<String, String>,
+    mode: &'static str,
+) -> Pipeline {
     let moto = MotoServer::start(&venv_bin()).await.expect("moto server");
     let proxy = FaultProxy::start(FaultProxyConfig {
         upstream: moto.endpoint(),
@@ -101,10 +113,16 @@ async fn pipeline(seed: u64, prefix: &str, parameters: BTreeMap<String, String>)
         error_500_rate: 0.02,
         after_write_500_rate: 0.01,
         operations: Some(
-            ["PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
+            [
+                "PutItem",
+                "UpdateItem",
+                "DeleteItem",
+                "TransactWriteItems",
+                "BatchGetItem",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
         ),
     })
     .await
@@ -133,6 +151,7 @@ async fn pipeline(seed: u64, prefix: &str, parameters: BTreeMap<String, String>)
         sqs,
         dynamodb,
         stack,
+        mode,
     }
 }
 
@@ -168,6 +187,7 @@ impl Pipeline {
             ),
             ("SQSAFE_CRASH_RATE".to_owned(), "0.02".to_owned()),
             ("SQSAFE_CRASH_SEED".to_owned(), seed.to_string()),
+            ("SQSAFE_IDEMPOTENCY_MODE".to_owned(), self.mode.to_owned()),
         ]);
         env
     }
@@ -439,10 +459,10 @@ impl LogFindings {
             seen.1 = seen.1.max(count);
         }
         // Only the line that reports the failure once, as it happened (the batch's `record failed` repeats it).
-        if doc.get("message").and_then(|m| m.as_str())
-            == Some(
-                "completion failed after the effect ran; the key stays in progress until its lease ends",
-            )
+        if doc
+            .get("message")
+            .and_then(|m| m.as_str())
+            .is_some_and(|m| m.starts_with("completion failed after the effect ran; "))
             && let (Some(error), Some(key)) = (field("error"), field("idempotency_key"))
             && error.ends_with(DEADLINE_CUT)
         {
@@ -544,7 +564,8 @@ impl SelfConflicts {
         let mut out = Self::default();
         for write in &proxy.self_met {
             let names: &[&str] = match write.operation.as_str() {
-                "PutItem" => &["claim"],
+                // A claim, or the keyed mode's completion.
+                "PutItem" => &["claim", "put_completed"],
                 "UpdateItem" => &["complete", "extend"],
                 "DeleteItem" => &["release"],
                 _ => &[],
@@ -563,8 +584,7 @@ impl SelfConflicts {
             let resolved_at = lines
                 .iter()
                 .position(|(w, k)| *k == write.key && names.contains(&w.as_str()));
-            let cut_at = names
-                .contains(&"complete")
+            let cut_at = (names.contains(&"complete") || names.contains(&"put_completed"))
                 .then(|| cut.iter().position(|k| *k == write.key))
                 .flatten();
             match (resolved_at, cut_at) {
@@ -675,11 +695,23 @@ fn sum_faults(instances: &[InstanceStats]) -> BTreeMap<String, u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn charge_payment_applies_every_intent_once_under_faults() {
+    charge_payment_under_faults("claim").await;
+}
+
+/// The keyed mode under the same faults: no claim, so a duplicate delivered while another runs makes the call too,
+/// and the payments API's `Idempotency-Key` keeps it to one charge (its `409` for a key in flight brings the record
+/// back). The same verdict: one charge per intent, nothing lost, nothing in the DLQ but poison and reused keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn charge_payment_applies_every_intent_once_under_faults_in_the_keyed_mode() {
+    charge_payment_under_faults("keyed").await;
+}
+
+async fn charge_payment_under_faults(mode: &'static str) {
     let seed = seed();
     let intents = if heavy() { 4000 } else { 1000 };
     println!(
-        "fault injection (charge-payment): seed {seed} (replay with SQSAFE_FAULT_SEED={seed}), {intents} intents, \
-         backlog {}",
+        "fault injection (charge-payment, {mode} mode): seed {seed} (replay with SQSAFE_FAULT_SEED={seed}), \
+         {intents} intents, backlog {}",
         backlog()
     );
     // The test's own choices (which messages are duplicated, poisoned, slowed down) replay with the seed too.
@@ -702,10 +734,11 @@ async fn charge_payment_applies_every_intent_once_under_faults() {
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");
-    let p = pipeline(
+    let p = pipeline_in(
         seed,
-        "faults-pay",
+        &format!("faults-pay-{mode}"),
         BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
+        mode,
     )
     .await;
 

@@ -5,20 +5,25 @@ async fn main() -> std::process::ExitCode {
     match sqsafe_e2e::demo::run().await {
         Ok(report) => {
             sqsafe_e2e::demo::print(&report);
-            let sqsafe = &report.consumers[2];
             let naive = &report.consumers[0];
-            let once = sqsafe.charges == report.intents
-                && sqsafe.charges_by_payment.values().all(|n| *n == 1);
-            if once && naive.charges > report.intents {
+            let (claim, keyed) = (&report.consumers[2], &report.consumers[3]);
+            let once = |c: &sqsafe_e2e::demo::ConsumerFigures| {
+                c.charges == report.intents && c.charges_by_payment.values().all(|n| *n == 1)
+            };
+            if once(claim) && once(keyed) && naive.charges > report.intents {
                 println!(
-                    "\nsqsafe: exactly one charge per intent; the naive consumer charged {} times for {} intents.",
-                    naive.charges, report.intents
+                    "\nsqsafe: exactly one charge per intent in both modes ({} DynamoDB writes in the claim mode, {} \
+                     in the keyed mode); the naive consumer charged {} times for {} intents.",
+                    claim.dynamodb_writes(),
+                    keyed.dynamodb_writes(),
+                    naive.charges,
+                    report.intents
                 );
                 std::process::ExitCode::SUCCESS
             } else {
                 eprintln!(
-                    "\nunexpected: sqsafe made {} charges for {} intents (naive {})",
-                    sqsafe.charges, report.intents, naive.charges
+                    "\nunexpected: sqsafe made {} charges (claim mode) and {} (keyed mode) for {} intents (naive {})",
+                    claim.charges, keyed.charges, report.intents, naive.charges
                 );
                 std::process::ExitCode::FAILURE
             }
