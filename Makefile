@@ -13,7 +13,7 @@ help:
 	@echo "                   fault-injection suite, the template checks (sam validate, cfn-lint, sam build, rules,"
 	@echo "                   smoke deploy, the rules' mutation corpus against sqsafe check), a new project from templates/project"
 	@echo "                   outside the workspace, the book and its links"
-	@echo "  make demo        the main job end to end: naive, key-only and sqsafe consumers fed the same deliveries"
+	@echo "  make demo        the main job end to end: naive, key-only and sqsafe (claim and keyed mode) consumers fed the same deliveries"
 	@echo "  make book        the book (book/src) built into book/book/ with a pinned mdBook (installed into .tools/ once),"
 	@echo "                   its links and README.md's checked (scripts/book-check.py; a step of make test)"
 	@echo "  make local       the whole pipeline by hand: moto, template.yaml's stack, the functions and their pollers, until Ctrl-C"
