@@ -286,3 +286,35 @@ async fn a_result_that_would_overflow_the_item_is_kept_as_a_digest() {
     assert!(!replay.is_executed());
     assert_eq!(effects.load(Ordering::SeqCst), 1);
 }
+
+/// The keyed mode's read is cut at the invocation's deadline less the completion's reserve: a read that would carry
+/// the invocation past it is a store error (the records come back), not a late answer.
+#[tokio::test]
+async fn a_keyed_read_with_no_time_left_before_the_deadline_reserve_is_a_store_error() {
+    use sqsafe_idempotency::{Clock, Idempotency, ManualClock};
+    use std::time::Duration;
+    let fx = fixture().await;
+    let clock = ManualClock::at_millis(common::T0_MS);
+    let idem = Idempotency::builder(fx.store, "charge-payment", 1)
+        .clock(clock.clone())
+        .build()
+        .expect("config");
+    let keys = [scenarios::key("r-1"), scenarios::key("r-2")];
+    // 500 ms left, less than the 1 s reserve.
+    let deadline = clock.now() + Duration::from_millis(500);
+    let err = idem
+        .read_keyed(&keys, Some(deadline))
+        .await
+        .expect_err("no time left");
+    assert!(err.is_store(), "{err}");
+    assert!(
+        err.to_string().contains("timed out reading 2 keys"),
+        "{err}"
+    );
+    // With time left, the same read answers (nothing stored: no records).
+    let read = idem
+        .read_keyed(&keys, Some(clock.now() + Duration::from_secs(30)))
+        .await
+        .expect("read");
+    assert!(read.is_empty(), "{read:?}");
+}
