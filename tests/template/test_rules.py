@@ -304,6 +304,12 @@ MUTATIONS: list[Mutation] = [
      "maximum-concurrency", "ApplyLedgerFunction.Events.Queue"),
     ("batching window on the FIFO mapping", lambda d: event(d, "ApplyLedgerFunction").update(MaximumBatchingWindowInSeconds=5),
      "fifo-mapping", "ApplyLedgerFunction.Events.Queue"),
+    ("BatchGetItem missing while the mode may be keyed", lambda d: statement(d, "ChargePaymentRole", "IdempotencyRecords").update(
+        Action=["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]),
+     "permissions", "ChargePaymentRole"),
+    ("BatchGetItem granted to a consumer that only claims", lambda d: statement(d, "ApplyLedgerRole", "IdempotencyRecords").update(
+        Action=statement(d, "ApplyLedgerRole", "IdempotencyRecords")["Action"] + ["dynamodb:BatchGetItem"]),
+     "grant-only-what-is-used", "ApplyLedgerRole"),
     ("GetItem granted on the idempotency table", lambda d: statement(d, "ChargePaymentRole", "IdempotencyRecords").update(
         Action=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]),
      "grant-only-what-is-used", "ChargePaymentRole"),

@@ -39,6 +39,10 @@ const WIRED: [&str; 8] = [
     "FAILURE_QUEUE_URL",
 ];
 
+/// The idempotency table of a function whose `SQSAFE_IDEMPOTENCY_MODE` may be `keyed`: set, and not the literal
+/// `claim` (a parameter's reference may resolve to either).
+const KEYED_IDEMPOTENCY_TABLE: &str = "IDEMPOTENCY_TABLE, SQSAFE_IDEMPOTENCY_MODE keyed";
+
 /// What an environment-grants message suggests granting, by service (the actions depend on the code, not the
 /// template).
 fn grant_example(service: &str) -> (&'static str, &'static str) {
@@ -64,6 +68,8 @@ fn required(kind: &str) -> &'static [&'static str] {
         // Both kinds of consumer claim with a PutItem; UpdateItem and DeleteItem only serve the claim's
         // completion, extension and release (see `used`).
         "IDEMPOTENCY_TABLE" | "EFFECT_TABLE" => &["dynamodb:PutItem"],
+        // The keyed mode reads a batch's records before any effect, then completes with a PutItem.
+        KEYED_IDEMPOTENCY_TABLE => &["dynamodb:PutItem", "dynamodb:BatchGetItem"],
         "LEDGER_TABLE" => &["dynamodb:PutItem", "dynamodb:UpdateItem"],
         "(stream)" => &[
             "dynamodb:DescribeStream",
@@ -85,6 +91,12 @@ fn used(kind: &str) -> Option<&'static [&'static str]> {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
         ],
+        KEYED_IDEMPOTENCY_TABLE => &[
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:BatchGetItem",
+        ],
         "LEDGER_TABLE" => &["dynamodb:PutItem", "dynamodb:UpdateItem"],
         "EFFECT_TABLE" => &["dynamodb:PutItem"],
         // The relay marks items sent (a conditional UpdateItem) and publishes to its destinations.
@@ -94,6 +106,12 @@ fn used(kind: &str) -> Option<&'static [&'static str]> {
         "OUTBOX_TABLE (sweeper)" => &["dynamodb:Query", "dynamodb:UpdateItem"],
         _ => return None,
     })
+}
+
+/// Whether the function may run in the keyed mode: its `SQSAFE_IDEMPOTENCY_MODE` is set to anything but `claim`.
+fn may_be_keyed(c: &Consumer) -> bool {
+    c.var("SQSAFE_IDEMPOTENCY_MODE")
+        .is_some_and(|mode| mode.as_str().is_none_or(|m| m.trim() != "claim"))
 }
 
 /// Whether an IAM action (any case, wildcards allowed: `sqs:Change*`, `*`) allows ChangeMessageVisibility.
@@ -490,6 +508,8 @@ impl Checker<'_> {
                 if self.is_queue(&x) || self.is_table(&x) {
                     let kind = if var == "OUTBOX_TABLE" && c.schedule.is_some() {
                         "OUTBOX_TABLE (sweeper)"
+                    } else if var == "IDEMPOTENCY_TABLE" && may_be_keyed(c) {
+                        KEYED_IDEMPOTENCY_TABLE
                     } else {
                         var
                     };
