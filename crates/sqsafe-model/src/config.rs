@@ -19,17 +19,28 @@ pub enum Mutation {
     /// A claim's lease ignores the Lambda deadline and the engine's leases and never ends: a crashed owner holds the
     /// key for good (no liveness).
     LeaseNeverEnds,
+    /// The keyed mode judges every record read, and every refusal of its completion, as if it were of the same
+    /// content (`keyed_read` and `keyed_completion_refused` without the fingerprint).
+    KeyedIgnoresFingerprint,
+    /// The keyed mode's `PutItem` of the completed record lands whatever the table holds (no
+    /// `KEYED_COMPLETION_CONDITION`).
+    KeyedCompletionUnconditional,
+    /// The keyed mode for a downstream that does not honour the `Idempotency-Key`: the mode's assumption dropped.
+    KeyedWithoutDownstreamKey,
 }
 
 impl Mutation {
     /// Every mutant, in the order they are checked.
-    pub const ALL: [Mutation; 6] = [
+    pub const ALL: [Mutation; 9] = [
         Mutation::CompleteIgnoresToken,
         Mutation::LeaseMayShrink,
         Mutation::NoTakeoverMargin,
         Mutation::ExpiryIgnoresLease,
         Mutation::LeaseNeverEnds,
         Mutation::NoRedelivery,
+        Mutation::KeyedIgnoresFingerprint,
+        Mutation::KeyedCompletionUnconditional,
+        Mutation::KeyedWithoutDownstreamKey,
     ];
 
     /// The guard reverted, in words.
@@ -41,6 +52,11 @@ impl Mutation {
             Mutation::ExpiryIgnoresLease => "expiry >= lease + margin",
             Mutation::LeaseNeverEnds => "a lease that ends",
             Mutation::NoRedelivery => "redelivery after a failed attempt",
+            Mutation::KeyedIgnoresFingerprint => "the keyed mode's fingerprint check",
+            Mutation::KeyedCompletionUnconditional => "the condition of the keyed completion",
+            Mutation::KeyedWithoutDownstreamKey => {
+                "the keyed mode's downstream key (its assumption)"
+            }
         }
     }
 }
@@ -56,9 +72,18 @@ pub struct Config {
     /// The messages in the queue, all for the same key, by payload fingerprint: `[0, 0]` is a message and its
     /// duplicate; a `1` is the same key with other content.
     pub messages: Vec<Fp>,
-    /// The downstream honours an `Idempotency-Key` (derived from the key): a request with a key it saw is not applied
-    /// again. Its key retention is longer than the checked horizon.
+    /// The downstream honours an `Idempotency-Key` (derived from the key), as the IETF draft says: a request with a
+    /// key it saw is not applied again; with the content it first saw under the key it answers as the first time,
+    /// with other content it refuses the request (422, a permanent error for the sender). Its key retention is longer
+    /// than the checked horizon.
     pub downstream_key: bool,
+    /// The keyed mode instead of the claim protocol: no claim and no in-progress record; a delivery reads the record
+    /// (`protocol::keyed_read`), replays a completed one, refuses other content, or sends the effect under the
+    /// downstream key and then puts the completed record with one conditional write
+    /// (`protocol::keyed_completion_lands`, its refusal judged by `protocol::keyed_completion_refused`). Its
+    /// assumption is `downstream_key`; other steps may run between the read and the effect (the batch's read is made
+    /// before its records run).
+    pub keyed: bool,
     /// The function timeout: Lambda kills an invocation this long after it starts. Requests carry it as their
     /// deadline, so the lease runs to it.
     pub timeout: u8,
@@ -108,6 +133,7 @@ impl Config {
             instances: 2,
             messages: vec![0, 0],
             downstream_key: false,
+            keyed: false,
             timeout: 2,
             margin: 1,
             window: 4,
@@ -169,9 +195,26 @@ impl Config {
         }
     }
 
+    /// The keyed mode on the bounded check's world: a downstream that honours the key, 2 instances, a message and its
+    /// duplicate, a crash and a lost answer, clock skew.
+    pub fn keyed() -> Self {
+        Self {
+            keyed: true,
+            downstream_key: true,
+            ..Self::bounded()
+        }
+    }
+
     /// The configuration each mutant is checked with: the bounded one, or the one where its guard matters.
     pub fn for_mutant(mutation: Mutation) -> Self {
         let base = match mutation {
+            Mutation::KeyedIgnoresFingerprint => Self {
+                messages: vec![0, 1],
+                ..Self::keyed()
+            },
+            Mutation::KeyedCompletionUnconditional | Mutation::KeyedWithoutDownstreamKey => {
+                Self::keyed()
+            }
             Mutation::CompleteIgnoresToken
             | Mutation::NoTakeoverMargin
             | Mutation::LeaseNeverEnds => Self::bounded(),

@@ -10,6 +10,10 @@
 //! every refused write come from [`sqsafe_idempotency::protocol`], which the engine and the in-memory store call too.
 //! A [`Mutation`] reverts one guard at a time to show the checker catches it.
 //!
+//! [`Config::keyed`] checks the keyed mode instead of the claim protocol (no claim: a read, the effect under the
+//! downstream key, one conditional put of the completed record), under its assumption: the downstream applies a key
+//! at most once, and refuses the key with other content (the IETF draft's 422).
+//!
 //! ```
 //! use sqsafe_model::{Config, Stop, check};
 //!

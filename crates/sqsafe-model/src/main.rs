@@ -60,6 +60,24 @@ fn deep() -> Vec<(&'static str, Config)> {
             },
         ),
         ("short window", Config::short_window()),
+        (
+            "keyed mode: 3 instances, a message and its duplicate, crash + lost answer",
+            Config {
+                instances: 3,
+                ..Config::keyed()
+            },
+        ),
+        (
+            "keyed mode: contents 0, 0, 1, 2 crashes, 2 lost answers, a failing effect, cache",
+            Config {
+                messages: vec![0, 0, 1],
+                crashes: 2,
+                lost_writes: 2,
+                effect_failures: 1,
+                cache: true,
+                ..Config::keyed()
+            },
+        ),
     ]
 }
 

@@ -2,7 +2,7 @@
 //! API, the clock) is an action, and the checker tries them in every order.
 
 use sqsafe_idempotency::Status;
-use sqsafe_idempotency::protocol::{self, ClaimRefused, FencedRefused};
+use sqsafe_idempotency::protocol::{self, ClaimRefused, FencedRefused, KeyedRead, Seen};
 use stateright::{Model, Property};
 
 use crate::config::{Config, Mutation, TICK_MS, ms};
@@ -32,6 +32,11 @@ pub enum Action {
         instance: u8,
         /// The answer is lost.
         lost: bool,
+    },
+    /// The keyed mode: the instance reads the record (strongly consistent) and judges it.
+    Read {
+        /// The instance.
+        instance: u8,
     },
     /// The instance sends the effect's request downstream.
     Send {
@@ -202,7 +207,160 @@ impl ProtocolModel {
                 state.record = None;
                 Answer::Written
             }
+            Write::KeyedPut { record, now_ms } => {
+                let old = state.record.clone();
+                let seen = old.as_ref().map(|r| r.seen_by(record.token, record.fp));
+                let lands = match c.mutation {
+                    Some(Mutation::KeyedCompletionUnconditional) => true,
+                    _ => protocol::keyed_completion_lands(seen.as_ref(), *now_ms),
+                };
+                if !lands {
+                    return Answer::Refused(old);
+                }
+                if let Some(r) = &old
+                    && r.status == Status::Completed
+                    && r.token != record.token
+                    && !protocol::is_expired(r.expiration_s, *now_ms)
+                {
+                    // Another delivery's live completed record replaced.
+                    state.ghost.ran_after_completed = true;
+                }
+                state.record = Some(record.clone());
+                state.ghost.completed = true;
+                Answer::Written
+            }
         }
+    }
+
+    /// The record as a keyed delivery of content `fp` judges it (under [`Mutation::KeyedIgnoresFingerprint`], as if
+    /// it were of the same content).
+    fn keyed_seen(
+        &self,
+        record: &Record,
+        token: crate::state::Token,
+        fp: crate::config::Fp,
+    ) -> Seen {
+        let mut seen = record.seen_by(token, fp);
+        if self.config.mutation == Some(Mutation::KeyedIgnoresFingerprint) {
+            seen.same_fingerprint = true;
+        }
+        seen
+    }
+
+    /// The keyed mode's read: replay a completed record of the same content, refuse other content, or go on to the
+    /// effect. What the record says is fixed here; the effect may be sent much later.
+    fn read(&self, state: &mut State, i: usize) {
+        let c = &self.config;
+        let Some(job) = state.instances[i].job.clone() else {
+            return;
+        };
+        let fp = state.messages[usize::from(job.msg)].fp;
+        let now_ms = Self::local_ms(state, i);
+        if c.cache
+            && let Some(hit) = state.instances[i].cache
+            && !protocol::is_expired(hit.expiration_s, now_ms)
+        {
+            let end = if hit.fp == fp {
+                End::Replayed
+            } else {
+                End::DeadLetterWithContext
+            };
+            Self::finish(state, job.msg, end);
+            Self::end_job(state, i, false);
+            return;
+        }
+        let old = state.record.clone();
+        let seen = old.as_ref().map(|r| self.keyed_seen(r, job.token, fp));
+        let decision = protocol::keyed_read(seen.as_ref(), now_ms);
+        if let Some(r) = &old
+            && r.status == Status::Completed
+            && r.fp == fp
+            && !protocol::is_expired(r.expiration_s, now_ms)
+            && decision != KeyedRead::Replay
+        {
+            state.ghost.ran_after_completed = true;
+        }
+        match decision {
+            KeyedRead::Replay => {
+                let expiration_s = old.map_or(0, |r| r.expiration_s);
+                state.instances[i].cache = Some(Cached { fp, expiration_s });
+                Self::finish(state, job.msg, End::Replayed);
+                Self::end_job(state, i, false);
+            }
+            KeyedRead::PayloadMismatch => {
+                Self::finish(state, job.msg, End::DeadLetterWithContext);
+                Self::end_job(state, i, false);
+            }
+            // No lease in the keyed mode: nothing to outlive.
+            KeyedRead::Run => Self::own(state, i, Phase::Effect { sent: false }, u64::MAX),
+        }
+    }
+
+    /// The keyed mode's completion: one conditional `PutItem` of the completed record (first try, or the SDK's retry
+    /// of one whose answer was lost), and what the engine makes of the answer.
+    fn keyed_complete(&self, state: &mut State, i: usize, lost: bool) {
+        let Some(job) = state.instances[i].job.clone() else {
+            return;
+        };
+        let fp = state.messages[usize::from(job.msg)].fp;
+        let write = match job.retry.clone() {
+            Some(retry @ Write::KeyedPut { .. }) => retry,
+            _ => {
+                let now_ms = Self::local_ms(state, i);
+                Write::KeyedPut {
+                    record: Record {
+                        status: Status::Completed,
+                        expiration_s: protocol::completed_expiration_s(
+                            now_ms,
+                            ms(self.config.window),
+                        ),
+                        lease_ms: None,
+                        token: job.token,
+                        fp,
+                    },
+                    now_ms,
+                }
+            }
+        };
+        let Write::KeyedPut { record, now_ms } = &write else {
+            return;
+        };
+        let (expiration_s, now_ms) = (record.expiration_s, *now_ms);
+        if lost {
+            state.lost_writes -= 1;
+            state.pending.push(write.clone());
+            if let Some(job) = state.instances[i].job.as_mut() {
+                job.retry = Some(write);
+            }
+            return;
+        }
+        let end = match self.table(state, &write) {
+            Answer::Written => Some((End::Applied, expiration_s)),
+            // Its own first try landed (the answer was lost): this delivery's completion.
+            Answer::Refused(Some(old)) if old.token == job.token => {
+                Some((End::Applied, old.expiration_s))
+            }
+            Answer::Refused(Some(old)) => {
+                let seen = self.keyed_seen(&old, job.token, fp);
+                match protocol::keyed_completion_refused(&seen, now_ms) {
+                    ClaimRefused::Replay => Some((End::Replayed, old.expiration_s)),
+                    ClaimRefused::PayloadMismatch => {
+                        Some((End::DeadLetterWithContext, old.expiration_s))
+                    }
+                    // The store disagrees with the rules: an error, the message comes back.
+                    _ => None,
+                }
+            }
+            Answer::Refused(None) => None,
+        };
+        let done = matches!(end, Some((End::Applied, _)));
+        if let Some((end, expiration_s)) = end {
+            if end != End::DeadLetterWithContext {
+                state.instances[i].cache = Some(Cached { fp, expiration_s });
+            }
+            Self::finish(state, job.msg, end);
+        }
+        Self::end_job(state, i, done);
     }
 
     /// The invocation on `instance` ends: done, failed, crashed, killed, or its claim lost. One that had sent its
@@ -360,16 +518,20 @@ impl ProtocolModel {
         let (token, msg, lease_ms) = (job.token, job.msg, job.lease_ms);
         let fp = state.messages[usize::from(msg)].fp;
         let now_ms = Self::true_ms(state);
-        if lease_ms < now_ms {
+        // The keyed mode has no claim to run under: a delivery that read before the completion sends its effect after
+        // it, and property 1 (the downstream key) is what holds then; property 5 is judged where the effect applies.
+        let keyed = Self::is_keyed(state, i);
+        if !keyed && lease_ms < now_ms {
             // The effect starts after its lease passed: the book's lost-lease case (book/src/how-it-works.md).
             state.ghost.excused = true;
-        } else if let Some(r) = &state.record
+        } else if !keyed
+            && let Some(r) = &state.record
             && r.status == Status::Completed
             && !protocol::is_expired(r.expiration_s, now_ms)
         {
             state.ghost.ran_after_completed = true;
         }
-        if state.ghost.life_fp.is_some_and(|life_fp| life_fp != fp) {
+        if !keyed && state.ghost.life_fp.is_some_and(|life_fp| life_fp != fp) {
             state.ghost.mismatch_applied = true;
         }
         state.requests.push(Request {
@@ -390,8 +552,27 @@ impl ProtocolModel {
         if fail {
             state.effect_failures -= 1;
         } else {
-            let applied = !self.config.downstream_key || !state.downstream_seen_key;
-            state.downstream_seen_key = true;
+            let honours_key = self.config.downstream_key
+                && self.config.mutation != Some(Mutation::KeyedWithoutDownstreamKey);
+            let applied = !honours_key || state.downstream_fp.is_none();
+            // A key it saw with other content is refused (the IETF draft's 422; Stripe's 400): a permanent error for
+            // the sender, which dead-letters the message with its context.
+            let refused =
+                honours_key && state.downstream_fp.is_some_and(|first| first != request.fp);
+            state.downstream_fp.get_or_insert(request.fp);
+            if refused {
+                let job = state.instances[sender].job.as_ref().filter(|_| waiting);
+                if let Some(msg) = job.map(|j| j.msg) {
+                    Self::finish(state, msg, End::DeadLetterWithContext);
+                    if self.config.keyed {
+                        Self::end_job(state, sender, false);
+                    } else if let Some(job) = state.instances[sender].job.as_mut() {
+                        // The claim mode releases the key after a failed effect, a permanent one too.
+                        job.phase = Phase::Release;
+                    }
+                }
+                return;
+            }
             if applied {
                 let g = &mut state.ghost;
                 if request.life == g.life {
@@ -399,7 +580,15 @@ impl ProtocolModel {
                 }
                 let slot = usize::from(request.fp.min(1));
                 g.applied_fp[slot] = g.applied_fp[slot].saturating_add(1);
+                if self.config.keyed && g.applied_fp.iter().all(|n| *n > 0) {
+                    g.mismatch_applied = true;
+                }
             }
+        }
+        if waiting && fail && self.config.keyed {
+            // The keyed mode writes nothing for a failed effect: the message comes back after its visibility timeout.
+            Self::end_job(state, sender, false);
+            return;
         }
         if waiting && let Some(job) = state.instances[sender].job.as_mut() {
             job.phase = if fail {
@@ -455,7 +644,18 @@ impl ProtocolModel {
         }
     }
 
+    /// The invocation on `instance` is a keyed delivery (its lease is none: `u64::MAX`).
+    fn is_keyed(state: &State, i: usize) -> bool {
+        state.instances[i]
+            .job
+            .as_ref()
+            .is_some_and(|j| j.lease_ms == u64::MAX)
+    }
+
     fn complete(&self, state: &mut State, i: usize, lost: bool) {
+        if self.config.keyed {
+            return self.keyed_complete(state, i, lost);
+        }
         let Some(job) = state.instances[i].job.clone() else {
             return;
         };
@@ -577,7 +777,7 @@ impl ProtocolModel {
             msg,
             token: state.next_token,
             deadline: now.saturating_add(c.timeout),
-            phase: Phase::Claim,
+            phase: if c.keyed { Phase::Read } else { Phase::Claim },
             lease_ms: 0,
             retry: None,
         });
@@ -636,7 +836,7 @@ impl Model for ProtocolModel {
                 record: None,
                 pending: Vec::new(),
                 requests: Vec::new(),
-                downstream_seen_key: false,
+                downstream_fp: None,
                 next_token: 0,
                 crashes: c.crashes,
                 lost_writes: c.lost_writes,
@@ -671,6 +871,11 @@ impl Model for ProtocolModel {
             };
             for &lost in lost_choices {
                 match job.phase {
+                    Phase::Read => {
+                        if !lost {
+                            actions.push(Action::Read { instance });
+                        }
+                    }
                     Phase::Claim => actions.push(Action::Claim { instance, lost }),
                     Phase::Effect { sent } => {
                         if !sent && !lost {
@@ -724,6 +929,7 @@ impl Model for ProtocolModel {
                 self.receive(&mut state, usize::from(instance), msg)
             }
             Action::Claim { instance, lost } => self.claim(&mut state, usize::from(instance), lost),
+            Action::Read { instance } => self.read(&mut state, usize::from(instance)),
             Action::Send { instance } => Self::send(&mut state, usize::from(instance)),
             Action::Land { request, fail } => self.land(&mut state, usize::from(request), fail),
             Action::Beat { instance, lost } => self.beat(&mut state, usize::from(instance), lost),

@@ -16,7 +16,9 @@ pub const P1_AT_MOST_ONCE_WITH_KEY: &str =
 pub const P2_SECOND_ONLY_NAMED: &str = "2. without a downstream key, a second application only after a crash or lost lease between effect and completion";
 /// Property 3: a completed key replays and never runs again while its record lives: every claim of the same content
 /// that meets it replays, nothing replaces or deletes it, and no attempt whose lease is live runs the effect after it
-/// (an attempt whose lease already passed is property 2's named case).
+/// (an attempt whose lease already passed is property 2's named case). In the keyed mode (no claim, so no lease): every
+/// read of the same content that meets it replays, and no other delivery's completion replaces it; a delivery that
+/// read before the completion still sends its call, which property 1 keeps from applying again.
 pub const P3_COMPLETED_REPLAYS: &str =
     "3. a completed key replays and never runs again while its record lives";
 /// Property 4: once the faults stop, no key stays in progress for good (liveness, under fairness), checked at the end
@@ -32,7 +34,8 @@ pub const P3_COMPLETED_REPLAYS: &str =
 /// check is not vacuous.
 pub const P4_NOT_STUCK: &str =
     "4. no key stays IN_PROGRESS once the faults stop (bounded, under fairness)";
-/// Property 5: a payload mismatch never applies an effect.
+/// Property 5: a payload mismatch never applies an effect. In the keyed mode, where a delivery that read before another
+/// content's completion sends its call under the same key: the downstream never applies a second content.
 pub const P5_MISMATCH_NEVER_APPLIES: &str = "5. a payload mismatch never runs an effect";
 /// Property 6: an in-progress record never expires before its lease plus the takeover margin.
 pub const P6_EXPIRY_COVERS_LEASE: &str = "6. expiry is never earlier than lease + margin";

@@ -69,6 +69,13 @@ pub enum Write {
         /// The claim's token.
         token: Token,
     },
+    /// The keyed mode's `PutItem` of the completed record, made at the sender's `now_ms`.
+    KeyedPut {
+        /// The record written (completed).
+        record: Record,
+        /// The sender's clock when it sent the write.
+        now_ms: u64,
+    },
 }
 
 /// How a message left the queue.
@@ -100,6 +107,8 @@ pub struct Message {
 /// Where an invocation stands with its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Phase {
+    /// The keyed mode: about to read the record.
+    Read,
     /// About to claim (or to retry a claim whose answer was lost).
     Claim,
     /// Owns the key; `sent` once the effect's request is on its way downstream.
@@ -107,7 +116,8 @@ pub enum Phase {
         /// The request was sent.
         sent: bool,
     },
-    /// The effect succeeded; completing (or retrying a completion whose answer was lost).
+    /// The effect succeeded; completing (or retrying a completion whose answer was lost). In the keyed mode: putting
+    /// the completed record.
     Complete,
     /// The effect failed; releasing the key.
     Release,
@@ -181,9 +191,12 @@ pub struct Ghost {
     /// Effects applied downstream per content, ever.
     pub applied_fp: [u8; 2],
     /// Property 3 broken: a completed, live record was replaced, a claim met it and did not replay, or an attempt
-    /// with a live lease ran the effect after it.
+    /// with a live lease ran the effect after it. In the keyed mode: a completed, live record was replaced, or a read
+    /// met it with the same content and did not replay (a delivery that read before the completion still sends its
+    /// effect: the downstream key keeps it from applying again, property 1).
     pub ran_after_completed: bool,
-    /// Property 5 broken: an effect ran for content other than the one its live record was claimed with.
+    /// Property 5 broken: an effect ran for content other than the one its live record was claimed with. In the keyed
+    /// mode (no claim before the effect): the downstream applied a second content under the key.
     pub mismatch_applied: bool,
     /// Time moved on while an idle instance could have received a visible message (SQS starved it): property 7's
     /// "every message ends" is judged on the behaviours where this never happened (fairness of delivery).
@@ -205,8 +218,8 @@ pub struct State {
     pub pending: Vec<Write>,
     /// Requests on their way downstream.
     pub requests: Vec<Request>,
-    /// The downstream saw the key's `Idempotency-Key`.
-    pub downstream_seen_key: bool,
+    /// The content the downstream first applied under the key's `Idempotency-Key`, once it saw one.
+    pub downstream_fp: Option<Fp>,
     /// Next claim token.
     pub next_token: Token,
     /// Crashes left.

@@ -23,6 +23,7 @@ pub fn describe_action(action: &Action) -> String {
         Action::Claim { instance, lost: l } => {
             format!("instance {instance} claims the key{}", lost(l))
         }
+        Action::Read { instance } => format!("instance {instance} reads the record (keyed mode)"),
         Action::Send { instance } => format!("instance {instance} sends the effect downstream"),
         Action::Land { request, fail } => {
             if *fail {
@@ -87,6 +88,7 @@ pub fn describe_state(state: &State) -> String {
                 None => "idle".to_owned(),
                 Some(j) => {
                     let phase = match j.phase {
+                        Phase::Read => "reading",
                         Phase::Claim => "claiming",
                         Phase::Effect { sent: false } => "owns",
                         Phase::Effect { sent: true } => "effect sent",
@@ -126,6 +128,7 @@ pub fn describe_state(state: &State) -> String {
                 format!("extend(token {token} to {})", secs(*lease_ms))
             }
             Write::Release { token } => format!("release(token {token})"),
+            Write::KeyedPut { record, .. } => format!("put completed(token {})", record.token),
         })
         .collect();
     let mut line = format!(

@@ -2,7 +2,8 @@
 //! lost answer, every interleaving up to the horizon; then each mutant, and the skew at which property 2 fails.
 
 use sqsafe_model::{
-    Config, Mutation, P2_SECOND_ONLY_NAMED, P4_NOT_STUCK, P7_NONE_LOST, Report, Stop, check,
+    Config, Mutation, P1_AT_MOST_ONCE_WITH_KEY, P2_SECOND_ONLY_NAMED, P4_NOT_STUCK, P7_NONE_LOST,
+    Report, Stop, check,
 };
 
 fn clean(name: &str, config: Config) -> Report {
@@ -82,6 +83,43 @@ fn every_message_ends_when_sqs_keeps_redelivering() {
     clean("settling", Config::settling());
 }
 
+/// The keyed mode (no claim: read, effect under the downstream key, one conditional put) under the bounded check's
+/// faults: a crash, a lost answer, clock skew, a delivery that read before the other's completion.
+#[test]
+fn keyed_mode_duplicates() {
+    clean("keyed mode, duplicates", Config::keyed());
+}
+
+#[test]
+fn keyed_mode_other_content_for_the_same_key() {
+    let config = Config {
+        messages: vec![0, 1],
+        ..Config::keyed()
+    };
+    clean("keyed mode, payload mismatch", config);
+}
+
+#[test]
+fn keyed_mode_local_cache_and_failing_effects() {
+    let config = Config {
+        cache: true,
+        effect_failures: 1,
+        crashes: 0,
+        ..Config::keyed()
+    };
+    clean("keyed mode, cache + effect failure", config);
+}
+
+#[test]
+fn keyed_mode_every_message_ends_when_sqs_keeps_redelivering() {
+    let config = Config {
+        keyed: true,
+        downstream_key: true,
+        ..Config::settling()
+    };
+    clean("keyed mode, settling", config);
+}
+
 #[test]
 fn every_mutant_is_caught() {
     for mutation in Mutation::ALL {
@@ -106,6 +144,14 @@ fn every_mutant_is_caught() {
         if mutation == Mutation::NoRedelivery {
             // Property 7's "every message ends" is not vacuous: a message never redelivered is caught by it.
             assert_eq!(caught.property, P7_NONE_LOST);
+        }
+        if mutation == Mutation::KeyedIgnoresFingerprint {
+            // Other content replayed as the completed one: a message ends "replayed" though its content never applied.
+            assert_eq!(caught.property, P7_NONE_LOST);
+        }
+        if mutation == Mutation::KeyedWithoutDownstreamKey {
+            // Two deliveries that read before either completed both apply: the mode's assumption is needed.
+            assert_eq!(caught.property, P1_AT_MOST_ONCE_WITH_KEY);
         }
     }
 }
