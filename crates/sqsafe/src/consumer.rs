@@ -45,8 +45,9 @@ pub trait Consumer: Sized + Send + Sync + 'static {
     const ENVELOPE: Envelope = Envelope::Sqs;
 
     /// `true` states that this consumer's calls go to a downstream that applies the `Idempotency-Key` it is sent
-    /// ([`Context::downstream_key`]; `sqsafe::http` sends it) at most once within the idempotency window, as a
-    /// payments API does. That permits the keyed mode (`SQSAFE_IDEMPOTENCY_MODE=keyed`: one write per fresh message
+    /// ([`Context::downstream_key`]; `sqsafe::http` sends it) at most once within the idempotency window, answers a
+    /// repeat with the same content as the first time, and refuses the key with other content (a 422 as the IETF
+    /// Idempotency-Key draft says, mapped to a permanent error), as a payments API does. That permits the keyed mode (`SQSAFE_IDEMPOTENCY_MODE=keyed`: one write per fresh message
     /// instead of two, none per duplicate), which relies on it: two deliveries that read before either completed
     /// both make the call. Default `false`: the keyed mode is refused at start.
     const DOWNSTREAM_KEYED: bool = false;

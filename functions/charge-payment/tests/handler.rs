@@ -331,6 +331,69 @@ async fn the_keyed_mode_reads_the_batch_once_writes_once_per_payment_and_replays
     );
 }
 
+/// Two contents under one payment in one batch, in the keyed mode: neither read finds a record, so both may call the
+/// payments API with the same `Idempotency-Key`. The API charges the first and refuses the other content (422), and
+/// the record completes with the content charged, never with the other (what the model checker found the keyed mode
+/// needs of its downstream: book, How it works). The other is dead-lettered: as `downstream_key_reused` when its call
+/// was refused, as `payload_mismatch` when it read the completed record; a record answered `409` (the first call still
+/// in flight) comes back and is sent again until it settles.
+#[tokio::test]
+async fn the_keyed_mode_completes_only_the_content_the_api_charged() {
+    let fx = fixture_in("keyed").await;
+    let mut event = event_file("charge-payment-batch.json");
+    event
+        .records
+        .retain(|r| r.message_id.as_deref() == Some(FIRST));
+    event
+        .records
+        .extend(event_file("charge-payment-mismatch.json").records);
+    let mut pending = event;
+    for round in 1..=5 {
+        let failed = fx.invoke(pending.clone()).await;
+        if failed.is_empty() {
+            break;
+        }
+        assert!(round < 5, "still failing after 5 rounds: {failed:?}");
+        pending.records.retain(|r| {
+            r.message_id
+                .as_deref()
+                .is_some_and(|id| failed.iter().any(|f| f == id))
+        });
+    }
+    let charges = fx.payments.charges();
+    assert_eq!(charges.len(), 1, "one charge for p-1001: {charges:?}");
+    let charged = charges[0].amount;
+    let dead = fx.dead_letters().await;
+    assert_eq!(
+        dead.len(),
+        1,
+        "the other content is dead-lettered: {dead:?}"
+    );
+    assert!(
+        ["downstream_key_reused", "payload_mismatch"].contains(&dead[0].0.as_str()),
+        "{dead:?}"
+    );
+    let completed = sqsafe_testkit::completed_records(&fx.dynamodb, &fx.idempotency_table).await;
+    assert_eq!(completed.len(), 1, "{completed:?}");
+    let stored = completed[0]
+        .get("result")
+        .and_then(|r| r.as_s().ok())
+        .expect("a stored result");
+    let stored: serde_json::Value = serde_json::from_str(stored).expect("json result");
+    assert_eq!(
+        stored["amount"].as_u64(),
+        Some(charged),
+        "the record holds the charge the API made: {stored}"
+    );
+    // The message whose content was charged was applied; the other one is the dead letter.
+    let charged_message = if charged == 1250 {
+        FIRST
+    } else {
+        "0b1e6c4a-0005-4e7a-9c1d-000000000005"
+    };
+    assert_ne!(dead[0].1, charged_message, "{dead:?}");
+}
+
 async fn sample_batch(fx: Fixture) {
     let failed = fx.invoke(event_file("charge-payment-batch.json")).await;
     // p-1001 arrives twice in one batch. Records run concurrently, so one copy either replays the completed charge
