@@ -385,6 +385,7 @@ def test_functions(aws, stack) -> None:
             "IDEMPOTENCY_TABLE": physical["IdempotencyTable"],
             "PAYMENTS_API_URL": stack["parameters"]["PaymentsApiUrl"],
             "PAYMENTS_TIMEOUT_MS": "5000",
+            "SQSAFE_IDEMPOTENCY_MODE": "claim",
             "MAX_ATTEMPTS": "5",
             "IDEMPOTENCY_WINDOW_DAYS": "30",
             "DLQ_MAX_MESSAGE_SIZE": "1048576",
@@ -470,12 +471,15 @@ def test_roles_reach_only_their_resources(aws, stack) -> None:
         assert "sqs:ChangeMessageVisibility" in reached[sqs_arn[queue]], f"{role}: backoff needs it on {queue}"
         assert "sqs:ChangeMessageVisibility" not in reached[sqs_arn[dlq]], f"{role}: never on the DLQ"
         # Every consumer claims with PutItem; the claim path (not a transactional consumer) also completes, extends
-        # and releases. Nothing reads (no GetItem), nothing checks a condition item (rule grant-only-what-is-used).
+        # and releases. Only a function whose SQSAFE_IDEMPOTENCY_MODE may be keyed reads, and only with BatchGetItem
+        # (no GetItem); nothing checks a condition item (rule grant-only-what-is-used).
         idempotency = reached[table_arn["IdempotencyTable"]]
         assert "dynamodb:PutItem" in idempotency, role
-        assert idempotency <= {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}, f"{role}: {idempotency}"
+        claim_mode = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+        assert idempotency <= claim_mode | {"dynamodb:BatchGetItem"}, f"{role}: {idempotency}"
         if function == "ChargePaymentFunction":
-            assert idempotency == {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}, idempotency
+            # Its mode is a parameter (ChargePaymentIdempotencyMode): the keyed mode's read is granted.
+            assert idempotency == claim_mode | {"dynamodb:BatchGetItem"}, idempotency
         if function == "ApplyLedgerFunction":
             assert idempotency == {"dynamodb:PutItem"}, idempotency
 
