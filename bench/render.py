@@ -21,6 +21,7 @@ MAIN = ["naive", "sqsafe", "powertools"]
 LABEL = {
     "naive": "naive Rust (floor)",
     "sqsafe": "sqsafe (charge-payment)",
+    "sqsafe-keyed": "sqsafe, keyed mode",
     "sqsafe-cached": "sqsafe, local cache on",
     "sqsafe-quiet": "sqsafe, logs off",
     "sqsafe-multi-thread": "sqsafe, multi-threaded Tokio",
@@ -209,8 +210,8 @@ def render(data, criterion, md_path, png_path):
     w("A batch of 10 payments, then the same batch again: a duplicate is replayed from the table (no local cache), "
       "a cache hit is answered by the process's local cache of what it completed. Payments API calls per message in "
       "the last column.\n")
-    w("| peer | scenario | PutItem | UpdateItem | GetItem | other | DynamoDB total | × sqsafe | payments API |")
-    w("|---|---|---|---|---|---|---|---|---|")
+    w("| peer | scenario | PutItem | UpdateItem | GetItem | BatchGetItem | other | DynamoDB total | × sqsafe | payments API |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
     base = {}
     for r in res.runs:
         if r["purpose"] == "requests" and r["peer"] == "sqsafe":
@@ -220,14 +221,16 @@ def render(data, criterion, md_path, png_path):
         if r["purpose"] != "requests":
             continue
         ops = r["dynamodb_per_msg"]
-        other = sum(v for k, v in ops.items() if k not in ("PutItem", "UpdateItem", "GetItem"))
+        other = sum(v for k, v in ops.items() if k not in ("PutItem", "UpdateItem", "GetItem", "BatchGetItem"))
         scenario = {"fresh": "fresh", "duplicate": "duplicate", "cache_hit": "cache hit"}[r["kind"]]
         w(
             f"| {LABEL[r['peer']]} | {scenario} | {ops.get('PutItem', 0):g} | {ops.get('UpdateItem', 0):g} | "
-            f"{ops.get('GetItem', 0):g} | {other:g} | {r['dynamodb_total_per_msg']:g} | "
+            f"{ops.get('GetItem', 0):g} | {ops.get('BatchGetItem', 0):g} | {other:g} | {r['dynamodb_total_per_msg']:g} | "
             f"{ratio(r['dynamodb_total_per_msg'], base.get(r['kind'])) if r['peer'] != 'naive' else '–'} | {r['payments_per_msg']:g} |"
         )
     w("")
+
+    bill(w, data)
 
     w("## 2. Critical-path round trips per batch of 10 fresh payments\n")
     w("Measured at the proxy: the longest chain of requests (DynamoDB and payments API) each of which arrived after "
@@ -388,6 +391,37 @@ def render(data, criterion, md_path, png_path):
 
     Path(md_path).write_text("\n".join(out) + "\n")
     chart(res, png_path, MAIN, LABEL, NETWORKS)
+
+
+def bill(w, data):
+    """The bill per million messages (crates/sqsafe-bench/src/bill.rs), with the prices it used."""
+    lines, prices = data.get("bill", []), data.get("prices")
+    if not lines or not prices:
+        return
+    w("## 1b. The bill: capacity units and dollars per million messages\n")
+    w("Capacity units per message counted at the proxy by DynamoDB's sizing rules (write: started KB of the larger of "
+      "the item before and after, a refused conditional write the item it met; strongly consistent read: started 4 KB "
+      "per item, a key with no item at the minimum), beside what moto reports for `ReturnConsumedCapacity` (flat: 1 "
+      "per write whatever the size, the number of keys per `BatchGetItem`; nothing on a refused write). Dollars per "
+      "million messages from the sizing-rule units, at on-demand prices in us-east-1: "
+      f"DynamoDB ${prices['dynamodb_write_per_million']:.3f} per million write and "
+      f"${prices['dynamodb_read_per_million']:.3f} per million read request units; Lambda "
+      f"${prices['lambda_requests_per_million']:.2f} per million requests (a batch of 10 per invocation) and "
+      f"${prices['lambda_gb_second']:.10f} per GB-s on arm64 at {prices['memory_mb']:g} MB, for "
+      "the median batch on the canned backend with 5 ms per request (DynamoDB in-region; moto's slowness left out), "
+      f"rounded up to the millisecond; SQS ${prices['sqs_requests_per_million']:.2f} per million requests, "
+      f"{prices['sqs_requests_per_message']:g} per message (its `SendMessage`, and a tenth of a `ReceiveMessage` and of "
+      "a `DeleteMessageBatch`). A duplicate here arrives after its completion and is not in a local cache.\n")
+    w("| peer | messages | write units | read units | moto write/read | DynamoDB requests | batch ms | DynamoDB $ | Lambda $ | SQS $ | total $ |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    for l in lines:
+        moto = l.get("moto_units")
+        moto = f"{moto['write']:.2f} / {moto['read']:.2f}" if moto else "–"
+        u = l["units"]
+        w(f"| {LABEL[l['peer']]} | {l['kind']} | {u['write']:.2f} | {u['read']:.2f} | {moto} | "
+          f"{l['dynamodb_requests']:.2f} | {l['batch_ms']:.0f} | {l['dynamodb_usd']:.3f} | {l['lambda_usd']:.3f} | "
+          f"{l['sqs_usd']:.3f} | **{l['total_usd']:.3f}** |")
+    w("")
 
 
 def instruction_rows(res, instructions):

@@ -42,6 +42,7 @@ if [[ "${mode}" == smoke ]]; then
     [[ -s "${out}/${file}" ]] || { echo "bench smoke: ${file} was not written" >&2; exit 1; }
   done
   grep -q '^## 1. DynamoDB requests per message' "${out}/RESULTS.md"
+  grep -q '^## 1b. The bill' "${out}/RESULTS.md"
   echo "bench smoke passed in $((SECONDS - started)) s (results in ${out})"
   exit 0
 fi

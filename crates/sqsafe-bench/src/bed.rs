@@ -34,8 +34,11 @@ pub(crate) struct Programs {
 pub(crate) enum Peer {
     /// The floor: the same charge, no idempotency (`bench/peers/naive-rust`).
     Naive,
-    /// `functions/charge-payment`, as deployed.
+    /// `functions/charge-payment`, as deployed (the claim mode, the default).
     Sqsafe,
+    /// charge-payment in the keyed mode (`SQSAFE_IDEMPOTENCY_MODE=keyed`): one read for a batch, one write per fresh
+    /// payment.
+    SqsafeKeyed,
     /// charge-payment with the idempotency layer's local cache on.
     SqsafeCached,
     /// charge-payment with logs at `error` (none in the happy path): what its JSON logs cost.
@@ -54,6 +57,7 @@ impl Peer {
         match self {
             Peer::Naive => "naive",
             Peer::Sqsafe => "sqsafe",
+            Peer::SqsafeKeyed => "sqsafe-keyed",
             Peer::SqsafeCached => "sqsafe-cached",
             Peer::SqsafeQuiet => "sqsafe-quiet",
             Peer::SqsafeMultiThread => "sqsafe-multi-thread",
@@ -71,9 +75,11 @@ impl Peer {
     pub(crate) const fn table(self) -> Option<&'static str> {
         match self {
             Peer::Naive => None,
-            Peer::Sqsafe | Peer::SqsafeCached | Peer::SqsafeQuiet | Peer::SqsafeMultiThread => {
-                Some(SQSAFE_TABLE)
-            }
+            Peer::Sqsafe
+            | Peer::SqsafeKeyed
+            | Peer::SqsafeCached
+            | Peer::SqsafeQuiet
+            | Peer::SqsafeMultiThread => Some(SQSAFE_TABLE),
             Peer::Powertools | Peer::PowertoolsCached => Some(POWERTOOLS_TABLE),
         }
     }
@@ -102,7 +108,11 @@ impl Bed {
             .start(([127, 0, 0, 1], 0).into())
             .await
             .map_err(|e| format!("payments API: {e}"))?;
-        let proxy = BenchProxy::start(&moto.endpoint(), &payments.base_url())
+        let keys = std::collections::HashMap::from([
+            (SQSAFE_TABLE.to_owned(), "pk".to_owned()),
+            (POWERTOOLS_TABLE.to_owned(), "id".to_owned()),
+        ]);
+        let proxy = BenchProxy::start(&moto.endpoint(), &payments.base_url(), keys)
             .await
             .map_err(|e| format!("proxy: {e}"))?;
         let config = sqsafe_testkit::sdk_config_at(&moto.endpoint()).await;
@@ -134,6 +144,10 @@ impl Bed {
         let (program, own): (PathBuf, Vec<(&str, String)>) = match peer {
             Peer::Naive => (p.bins.join("naive-rust"), vec![]),
             Peer::Sqsafe | Peer::SqsafeQuiet => (p.bins.join("charge-payment"), vec![]),
+            Peer::SqsafeKeyed => (
+                p.bins.join("charge-payment"),
+                vec![("SQSAFE_IDEMPOTENCY_MODE", "keyed".to_owned())],
+            ),
             Peer::SqsafeMultiThread => (
                 p.bins.join("charge-payment"),
                 vec![("SQSAFE_TOKIO_RUNTIME", "multi-thread".to_owned())],

@@ -33,6 +33,8 @@ enum Role {
     Cached,
     /// Fresh and duplicate CPU of a variant of sqsafe.
     Variant,
+    /// Requests and capacity units (fresh, duplicate) and the latency the bill needs: sqsafe's keyed mode.
+    Billed,
 }
 
 impl Role {
@@ -41,6 +43,7 @@ impl Role {
             Peer::Naive | Peer::Sqsafe | Peer::Powertools => Role::Main,
             Peer::SqsafeCached | Peer::PowertoolsCached => Role::Cached,
             Peer::SqsafeQuiet | Peer::SqsafeMultiThread => Role::Variant,
+            Peer::SqsafeKeyed => Role::Billed,
         }
     }
 }
@@ -191,6 +194,13 @@ impl<'a> Bench<'a> {
                 vec![moto, canned, canned_slow]
             }
             Role::Cached => vec![Network::MOTO],
+            Role::Billed => vec![
+                Network::MOTO,
+                Network {
+                    backend: crate::bill::BILLED_BACKEND,
+                    latency_ms: crate::bill::BILLED_LATENCY_MS,
+                },
+            ],
         };
         let mut on_moto = Vec::new();
         for network in networks {
@@ -389,6 +399,66 @@ impl<'a> Bench<'a> {
         self.report.runs.push(run);
     }
 
+    /// The bill per million messages of the claim mode, the keyed mode and Powertools (module `bill`), printed and
+    /// kept; checks what the keyed mode promises: 1 write unit and at most 1 read unit per fresh message, no write
+    /// per duplicate, and the lowest total.
+    pub(crate) fn bill(&mut self) {
+        let mut lines = Vec::new();
+        for peer in crate::bill::BILLED {
+            for kind in [Kind::Fresh, Kind::Duplicate] {
+                match crate::bill::line(&self.report.runs, peer, kind) {
+                    Some(line) => lines.push(line),
+                    None => self.check(
+                        format!("bill: {} {kind:?} measured", peer.name()),
+                        false,
+                        "a run it needs is missing or was not measured".to_owned(),
+                    ),
+                }
+            }
+        }
+        eprintln!("{}", crate::bill::table(&lines));
+        let find = |peer: Peer, kind: Kind| {
+            lines
+                .iter()
+                .find(|l| l.peer == peer && l.kind == kind)
+                .cloned()
+        };
+        if let (Some(fresh), Some(dup)) = (
+            find(Peer::SqsafeKeyed, Kind::Fresh),
+            find(Peer::SqsafeKeyed, Kind::Duplicate),
+        ) {
+            self.check(
+                "bill: the keyed mode writes 1.0 unit per fresh message".to_owned(),
+                (fresh.units.write - 1.0).abs() < 1e-9,
+                format!("{:.3} write units", fresh.units.write),
+            );
+            self.check(
+                "bill: the keyed mode reads at most 1.0 unit per fresh message".to_owned(),
+                fresh.units.read <= 1.0 + 1e-9,
+                format!("{:.3} read units", fresh.units.read),
+            );
+            self.check(
+                "bill: the keyed mode writes nothing for a duplicate".to_owned(),
+                dup.units.write.abs() < 1e-9,
+                format!("{:.3} write units", dup.units.write),
+            );
+            for other in [Peer::Sqsafe, Peer::Powertools] {
+                if let Some(o) = find(other, Kind::Fresh) {
+                    self.check(
+                        format!(
+                            "bill: the keyed mode costs less per fresh message than {}",
+                            other.name()
+                        ),
+                        fresh.total_usd < o.total_usd,
+                        format!("${:.3} vs ${:.3} per million", fresh.total_usd, o.total_usd),
+                    );
+                }
+            }
+        }
+        self.report.bill = lines;
+        self.report.prices = Some(crate::bill::PRICES);
+    }
+
     /// Each payment sent fresh was charged exactly once, whoever consumed it and however often.
     pub(crate) fn check_ledger(&mut self) {
         let charges = self.bed.payments.charges();
@@ -416,6 +486,9 @@ impl<'a> Bench<'a> {
 fn expected(peer: Peer, kind: Kind) -> (&'static [(&'static str, f64)], f64) {
     match (peer, kind) {
         (Peer::Naive, _) => (&[], 1.0),
+        // One read for the batch of 10, one write per fresh payment; a duplicate is the read alone.
+        (Peer::SqsafeKeyed, Kind::Fresh) => (&[("BatchGetItem", 0.1), ("PutItem", 1.0)], 1.0),
+        (Peer::SqsafeKeyed, Kind::Duplicate) => (&[("BatchGetItem", 0.1)], 0.0),
         (_, Kind::Fresh) => (&[("PutItem", 1.0), ("UpdateItem", 1.0)], 1.0),
         (_, Kind::Duplicate) => (&[("PutItem", 1.0)], 0.0),
         (_, Kind::CacheHit) => (&[], 0.0),

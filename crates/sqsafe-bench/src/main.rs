@@ -6,6 +6,8 @@
 
 mod bed;
 mod bench;
+mod bill;
+mod capacity;
 mod events;
 mod instructions;
 mod measure;
@@ -177,6 +179,7 @@ async fn figures(bench: &mut Bench<'_>) -> Result<(), String> {
     for peer in [
         Peer::Naive,
         Peer::Sqsafe,
+        Peer::SqsafeKeyed,
         Peer::Powertools,
         Peer::SqsafeCached,
         Peer::PowertoolsCached,
@@ -185,6 +188,7 @@ async fn figures(bench: &mut Bench<'_>) -> Result<(), String> {
     ] {
         bench.peer(peer).await?;
     }
+    bench.bill();
     bench.table_sizes().await?;
     bench.moto_ceiling().await?;
     bench.pipeline().await

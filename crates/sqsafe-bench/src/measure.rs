@@ -10,7 +10,7 @@ use crate::events;
 use crate::procfs::Sample;
 use crate::proxy::{Backend, BenchProxy};
 use crate::report::{Kind, Run, Spread, Summary};
-use crate::trace::{Counts, critical_path};
+use crate::trace::{Counts, Service, critical_path};
 
 /// Lambda's own lines per invocation in the log (START, END, REPORT).
 const PLATFORM_LINES: usize = 3;
@@ -108,6 +108,8 @@ impl Function {
         let mut durations = Vec::with_capacity(batches.len());
         let mut paths = Vec::with_capacity(batches.len());
         let mut counts = Counts::default();
+        let mut units = Some(crate::capacity::Units::default());
+        let mut reported = Some(crate::capacity::Units::default());
         let mut failures = 0;
         for batch in batches {
             let (took, failed) = self.invoke(batch).await?;
@@ -115,6 +117,16 @@ impl Function {
             failures += failed;
             let exchanges = proxy.take();
             paths.push(critical_path(&exchanges));
+            for e in exchanges.iter().filter(|e| e.service == Service::DynamoDb) {
+                match (&mut units, e.units) {
+                    (Some(total), Some(u)) => total.add(u),
+                    _ => units = None,
+                }
+                match (&mut reported, e.reported) {
+                    (Some(total), Some(u)) => total.add(u),
+                    _ => reported = None,
+                }
+            }
             let seen = Counts::of(&exchanges);
             for (op, n) in seen.dynamodb {
                 *counts.dynamodb.entry(op).or_default() += n;
@@ -156,6 +168,14 @@ impl Function {
                 .map(|(op, n)| (op.clone(), per_msg(*n as f64)))
                 .collect(),
             payments_per_msg: per_msg(counts.payments_total() as f64),
+            units_per_msg: units.map(|u| crate::capacity::Units {
+                read: per_msg(u.read),
+                write: per_msg(u.write),
+            }),
+            moto_units_per_msg: reported.map(|u| crate::capacity::Units {
+                read: per_msg(u.read),
+                write: per_msg(u.write),
+            }),
             critical_path: Spread::of(&paths),
             log_lines_per_msg: per_msg(lines as f64),
             failures,

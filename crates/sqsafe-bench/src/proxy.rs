@@ -25,6 +25,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+use crate::capacity::{self, Shadow, Units};
 use crate::trace::{Exchange, Service};
 
 /// Where DynamoDB requests go.
@@ -44,6 +45,8 @@ struct Shared {
     canned: AtomicBool,
     log: Mutex<Vec<Exchange>>,
     client: Upstream,
+    /// The item sizes written so far, for the capacity units of the next write (module `capacity`).
+    shadow: Mutex<Shadow>,
 }
 
 /// The running proxy; dropping it stops both ports and cuts their connections.
@@ -56,7 +59,12 @@ pub(crate) struct BenchProxy {
 
 impl BenchProxy {
     /// Listens on two free loopback ports: one forwarding to `moto`, one to `payments` (both `http://host:port`).
-    pub(crate) async fn start(moto: &str, payments: &str) -> std::io::Result<Self> {
+    /// `keys`: each table's partition key attribute, to size its items.
+    pub(crate) async fn start(
+        moto: &str,
+        payments: &str,
+        keys: std::collections::HashMap<String, String>,
+    ) -> std::io::Result<Self> {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let shared = Arc::new(Shared {
@@ -64,6 +72,7 @@ impl BenchProxy {
             canned: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
             client: Client::builder(TokioExecutor::new()).build(connector),
+            shadow: Mutex::new(Shadow::new(keys)),
         });
         let mut servers = JoinSet::new();
         let dynamodb = listen(&mut servers, &shared, Service::DynamoDb, moto).await?;
@@ -173,16 +182,27 @@ async fn handle(
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let response = if service == Service::DynamoDb && shared.canned.load(Ordering::SeqCst) {
-        canned()
+    let canned_answer = service == Service::DynamoDb && shared.canned.load(Ordering::SeqCst);
+    let measured =
+        service == Service::DynamoDb && !canned_answer && capacity::is_measured(&operation);
+    let (response, units, reported) = if canned_answer {
+        (canned(), None, None)
+    } else if measured {
+        measure(&shared, &upstream, parts, body, &operation).await
     } else {
-        forward(&shared.client, &upstream, parts, body).await
+        (
+            forward(&shared.client, &upstream, parts, body).await,
+            None,
+            None,
+        )
     };
     let exchange = Exchange {
         service,
         operation,
         start,
         end: Instant::now(),
+        units,
+        reported,
     };
     shared
         .log
@@ -190,6 +210,70 @@ async fn handle(
         .unwrap_or_else(PoisonError::into_inner)
         .push(exchange);
     Ok(response)
+}
+
+/// Forwards a DynamoDB request asking for moto's consumed capacity, and counts its units by the sizing rules (an
+/// `UpdateItem`'s item is read back from moto first, out of band). The client gets moto's answer as it was.
+async fn measure(
+    shared: &Shared,
+    upstream: &Uri,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    operation: &str,
+) -> (Response<Full<Bytes>>, Option<Units>, Option<Units>) {
+    let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let sent = capacity::asking_for_capacity(operation, &body).map_or(body, Bytes::from);
+    let headers = parts.headers.clone();
+    let response = forward(&shared.client, upstream, parts, sent).await;
+    let ok = response.status() == StatusCode::OK;
+    let answer_bytes = response
+        .body()
+        .clone()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let answer: serde_json::Value = serde_json::from_slice(&answer_bytes).unwrap_or_default();
+    let after_update = match (operation, ok, Shadow::updated(&request)) {
+        ("UpdateItem", true, Some((table, key))) => {
+            read_back(&shared.client, upstream, headers, &table, key).await
+        }
+        _ => None,
+    };
+    let units = shared
+        .shadow
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .units(operation, &request, ok, &answer, after_update);
+    (response, units, capacity::reported(operation, &answer))
+}
+
+/// The size of an item as moto holds it now (0: none), read with a `GetItem` the client never sees.
+async fn read_back(
+    client: &Upstream,
+    upstream: &Uri,
+    mut headers: HeaderMap,
+    table: &str,
+    key: serde_json::Value,
+) -> Option<usize> {
+    let body = serde_json::json!({"TableName": table, "Key": key, "ConsistentRead": true});
+    headers.insert(
+        HeaderName::from_static("x-amz-target"),
+        HeaderValue::from_static("DynamoDB_20120810.GetItem"),
+    );
+    let mut request = Request::new(Full::new(Bytes::from(body.to_string())));
+    *request.method_mut() = hyper::Method::POST;
+    *request.uri_mut() = Uri::builder()
+        .scheme("http")
+        .authority(upstream.authority()?.as_str())
+        .path_and_query("/")
+        .build()
+        .ok()?;
+    *request.headers_mut() = end_to_end(headers);
+    let answer = client.request(request).await.ok()?;
+    let bytes = answer.into_body().collect().await.ok()?.to_bytes();
+    let answer: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    Some(answer.get("Item").map_or(0, capacity::item_bytes))
 }
 
 /// What DynamoDB answers a successful unconditional-looking write: an empty object. Enough for the fresh path of

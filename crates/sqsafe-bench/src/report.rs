@@ -26,6 +26,9 @@ pub(crate) struct Report {
     /// Instructions per message by network setting, counted by callgrind (none when valgrind is not installed, or
     /// in the smoke).
     pub(crate) instructions: Vec<crate::instructions::Count>,
+    /// The bill per million messages (module `bill`), and the prices it used.
+    pub(crate) bill: Vec<crate::bill::Line>,
+    pub(crate) prices: Option<crate::bill::Prices>,
     /// What the run asserts (request counts, answers, charges): never a timing.
     pub(crate) checks: Vec<Check>,
 }
@@ -84,6 +87,11 @@ pub(crate) struct Run {
     pub(crate) dynamodb_total_per_msg: f64,
     /// Payments API requests per message.
     pub(crate) payments_per_msg: f64,
+    /// DynamoDB capacity units per message by its sizing rules (module `capacity`); `None` when a request was not
+    /// measured (the canned backend).
+    pub(crate) units_per_msg: Option<crate::capacity::Units>,
+    /// The same as moto reported them (`ReturnConsumedCapacity`: flat figures, see module `capacity`).
+    pub(crate) moto_units_per_msg: Option<crate::capacity::Units>,
     /// Round trips on the critical path of each batch (median, min, max over the batches).
     pub(crate) critical_path: Spread,
     /// Log lines the function wrote per message (Lambda's own START/END/REPORT lines excluded).

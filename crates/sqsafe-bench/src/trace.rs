@@ -21,6 +21,10 @@ pub(crate) struct Exchange {
     pub(crate) start: Instant,
     /// When its answer was handed back.
     pub(crate) end: Instant,
+    /// Its capacity units by DynamoDB's sizing rules (a DynamoDB request on moto; `None` otherwise).
+    pub(crate) units: Option<crate::capacity::Units>,
+    /// The units moto reported for it (`ReturnConsumedCapacity`).
+    pub(crate) reported: Option<crate::capacity::Units>,
 }
 
 /// Requests per operation, DynamoDB and payments API apart.
@@ -84,6 +88,8 @@ mod tests {
             operation: operation.to_owned(),
             start: t0 + Duration::from_millis(start),
             end: t0 + Duration::from_millis(end),
+            units: None,
+            reported: None,
         }
     }
 
