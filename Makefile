@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo book venv local local-watch moto local-resources bench bench-smoke size model clean-venv
+.PHONY: help test demo book venv local local-watch moto local-resources bench bench-smoke bench-bill size model clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -26,8 +26,11 @@ help:
 	@echo "  make local-resources  create template.yaml's tables and queues (without the stack name) in a running moto"
 	@echo "                   (sqsafe local resources: the same code that creates them for make local and the tests)"
 	@echo "  cargo xtask new-consumer NAME [--fifo] [--transact]   add a consumer (crate, sample event, template resources)"
-	@echo "  make bench       sqsafe vs a naive consumer and Powertools on the same local AWS, plus criterion: bench/RESULTS.md"
-	@echo "  make bench-smoke the harness with a few batches per peer, request counts asserted (a step of make test)"
+	@echo "  make bench       sqsafe vs a naive consumer and Powertools on the same local AWS, plus criterion, and the bill"
+	@echo "                   (capacity units and dollars per million messages: claim mode, keyed mode, Powertools): bench/RESULTS.md"
+	@echo "  make bench-smoke the harness with a few batches per peer, request counts and the keyed mode's bill asserted"
+	@echo "                   (a step of make test)"
+	@echo "  make bench-bill  the bill alone, release builds: replaces that section of bench/RESULTS.md (about a minute)"
 	@echo "  make size        a team's consumer (templates/project, outside the workspace) against charge-payment, both release"
 	@echo "                   builds for this machine: within 10%, figures appended to bench/SIZE.md (about ten minutes;"
 	@echo "                   make test compares the two sam builds' arm64 bootstraps)"
@@ -77,6 +80,9 @@ bench:
 
 bench-smoke:
 	bash scripts/bench.sh --smoke
+
+bench-bill:
+	bash scripts/bench.sh --bill
 
 size:
 	.venv/bin/python scripts/size-check.py

@@ -1,6 +1,7 @@
 """Turns the bench driver's JSON (crates/sqsafe-bench) and criterion's estimates into bench/RESULTS.md and the chart.
 
 Usage: render.py RESULTS_JSON --md OUT.md --png OUT.png [--criterion target/criterion]
+       render.py BILL_JSON --md bench/RESULTS.md --bill-only   (section 1b alone, from `sqsafe-bench --bill-only`)
 Runs in the bench venv (.venv-bench: matplotlib, Powertools and awslambdaric, whose versions it reports).
 """
 
@@ -399,29 +400,69 @@ def bill(w, data):
     if not lines or not prices:
         return
     w("## 1b. The bill: capacity units and dollars per million messages\n")
-    w("Capacity units per message counted at the proxy by DynamoDB's sizing rules (write: started KB of the larger of "
-      "the item before and after, a refused conditional write the item it met; strongly consistent read: started 4 KB "
-      "per item, a key with no item at the minimum), beside what moto reports for `ReturnConsumedCapacity` (flat: 1 "
-      "per write whatever the size, the number of keys per `BatchGetItem`; nothing on a refused write). Dollars per "
-      "million messages from the sizing-rule units, at on-demand prices in us-east-1: "
-      f"DynamoDB ${prices['dynamodb_write_per_million']:.3f} per million write and "
-      f"${prices['dynamodb_read_per_million']:.3f} per million read request units; Lambda "
-      f"${prices['lambda_requests_per_million']:.2f} per million requests (a batch of 10 per invocation) and "
-      f"${prices['lambda_gb_second']:.10f} per GB-s on arm64 at {prices['memory_mb']:g} MB, for "
-      "the median batch on the canned backend with 5 ms per request (DynamoDB in-region; moto's slowness left out), "
-      f"rounded up to the millisecond; SQS ${prices['sqs_requests_per_million']:.2f} per million requests, "
-      f"{prices['sqs_requests_per_message']:g} per message (its `SendMessage`, and a tenth of a `ReceiveMessage` and of "
-      "a `DeleteMessageBatch`). A duplicate here arrives after its completion and is not in a local cache.\n")
-    w("| peer | messages | write units | read units | moto write/read | DynamoDB requests | batch ms | DynamoDB $ | Lambda $ | SQS $ | total $ |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    w("Capacity units per message counted at the proxy by DynamoDB's sizing rules, which on-demand mode bills: a "
+      "write, 1 unit per started KB of the larger of the item before and after it; a conditional write refused, still "
+      "1 unit when no item was there, else the larger of the item met and the item sent; a strongly consistent read, "
+      "1 unit per started 4 KB of each item, a key with no item at the minimum (a `BatchGetItem` reads each key as a "
+      "`GetItem`). Beside them, what moto 5.2 reports for `ReturnConsumedCapacity`, which the proxy asks for: flat "
+      "figures (1 per `PutItem`, 0.5 per `UpdateItem` whatever the size, the number of keys per `BatchGetItem`) and "
+      "none on a refused write (–). How and why: bench/README.md, *The bill*.\n")
+    w("Dollars per million messages from the sizing-rule units, at on-demand prices in us-east-1 (their sources: "
+      "bench/README.md): "
+      f"DynamoDB ${prices['dynamodb_write_per_million']:g} per million write and "
+      f"${prices['dynamodb_read_per_million']:g} per million read request units; Lambda "
+      f"${prices['lambda_requests_per_million']:g} per million requests (a batch of 10 per invocation) and "
+      f"${prices['lambda_gb_second']:.10f} per GB-s on arm64 at {prices['memory_mb']:g} MB, for the median batch of "
+      "10 fresh messages on the canned backend with 5 ms per request (DynamoDB in-region, moto's slowness left out; "
+      "this run's builds), rounded up to the millisecond; SQS "
+      f"${prices['sqs_requests_per_million']:g} per million requests, {prices['sqs_requests_per_message']:g} per "
+      "message (its `SendMessage`, a tenth of the mapping's `ReceiveMessage` and of its `DeleteMessageBatch`; the "
+      "mapping's empty long polls and the free tiers left out). A duplicate arrives after its completion and is not "
+      "in a local cache.\n")
+    label = {"sqsafe": "sqsafe, claim mode (charge-payment as deployed)", "sqsafe-keyed": "sqsafe, keyed mode",
+             "powertools": "Powertools (Python)"}
+    rows = {}
     for l in lines:
-        moto = l.get("moto_units")
-        moto = f"{moto['write']:.2f} / {moto['read']:.2f}" if moto else "–"
-        u = l["units"]
-        w(f"| {LABEL[l['peer']]} | {l['kind']} | {u['write']:.2f} | {u['read']:.2f} | {moto} | "
-          f"{l['dynamodb_requests']:.2f} | {l['batch_ms']:.0f} | {l['dynamodb_usd']:.3f} | {l['lambda_usd']:.3f} | "
-          f"{l['sqs_usd']:.3f} | **{l['total_usd']:.3f}** |")
+        # Results written before the Lambda columns were split (the same arithmetic as bill.rs).
+        l = dict(l)
+        l.setdefault("lambda_requests_usd", prices["lambda_requests_per_million"] / max(l["batch_size"], 1))
+        l.setdefault("lambda_duration_usd", l["lambda_usd"] - l["lambda_requests_usd"])
+        l.setdefault("counted_usd", l["dynamodb_usd"] + l["lambda_requests_usd"] + l["sqs_usd"])
+        rows.setdefault(l["peer"], {})[l["kind"]] = l
+    w("**Dollars per million messages** (total; in brackets the counted part, without Lambda's GB-s):\n")
+    w("| consumer | fresh messages | duplicates |")
+    w("|---|---|---|")
+    for peer, kinds in rows.items():
+        cells = [f"**{k['total_usd']:.3f}** ({k['counted_usd']:.3f})" if k else "–"
+                 for k in (kinds.get("fresh"), kinds.get("duplicate"))]
+        w(f"| {label.get(peer, LABEL[peer])} | {cells[0]} | {cells[1]} |")
     w("")
+    w("What each figure is made of, per message and per million messages:\n")
+    w("| consumer | messages | write units | read units | moto write / read | DynamoDB requests | DynamoDB $ | "
+      "Lambda requests $ | SQS $ | counted $ | batch ms | Lambda GB-s $ | total $ |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for peer, kinds in rows.items():
+        for kind in ("fresh", "duplicate"):
+            l = kinds.get(kind)
+            if not l:
+                continue
+            moto = l.get("moto_units")
+            moto = f"{moto['write']:.2f} / {moto['read']:.2f}" if moto else "–"
+            u = l["units"]
+            w(f"| {label.get(peer, LABEL[peer])} | {kind} | {u['write']:.2f} | {u['read']:.2f} | {moto} | "
+              f"{l['dynamodb_requests']:.2f} | {l['dynamodb_usd']:.3f} | {l['lambda_requests_usd']:.3f} | "
+              f"{l['sqs_usd']:.3f} | {l['counted_usd']:.3f} | {l['batch_ms']:.0f} | {l['lambda_duration_usd']:.3f} | "
+              f"{l['total_usd']:.3f} |")
+    w("")
+    checks = [c for c in data.get("checks", []) if c["what"].startswith("bill:")]
+    if checks:
+        counted = any("duration aside" in c["what"] for c in checks)
+        w("Checked by the run (and by `make bench-smoke`, a step of `make test`)"
+          + (", the dollars on the counts only: *counted $* leaves out Lambda's duration, a timing, which the total "
+             "adds." if counted else ".") + "\n")
+        for c in checks:
+            w(f"- {'ok' if c['ok'] else '**FAILED**'}: {c['what'][len('bill: '):]} ({c['detail']})")
+        w("")
 
 
 def instruction_rows(res, instructions):
@@ -677,14 +718,47 @@ def ahead(w, res, proc_, pipe):
     w("")
 
 
+def splice_bill(data, md_path):
+    """Section 1b of an existing RESULTS.md replaced by the bill of `data` (a `--bill-only` run); the rest of the file,
+    from the last full run, is left as it was."""
+    out = []
+    bill(out.append, data)
+    if not out:
+        raise SystemExit("render.py: the results hold no bill")
+    meta = data.get("meta", {})
+    when = datetime.datetime.fromtimestamp(meta.get("started_unix", 0), datetime.timezone.utc)
+    load = meta.get("load_start") or []
+    load = " / ".join(f"{x:.2f}" for x in load) if load else "unknown"
+    # After the heading: where this section's figures come from (they are not the full run's around it).
+    out.insert(1, f"Regenerated alone by `make bench-bill` ({meta.get('profile', '?')} builds, "
+                  f"{when:%Y-%m-%d %H:%M} UTC, load average {load} at the start); the other sections are from the "
+                  "last full run. The counts do not depend on the machine's load; the batch durations do.\n")
+    section = "\n".join(out).rstrip("\n") + "\n\n"
+    lines = Path(md_path).read_text().splitlines(keepends=True)
+    start = next((i for i, l in enumerate(lines) if l.startswith("## 1b.")), None)
+    if start is None:
+        start = end = next(i for i, l in enumerate(lines) if l.startswith("## 2."))
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    Path(md_path).write_text("".join(lines[:start]) + section + "".join(lines[end:]))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("results")
     parser.add_argument("--md", required=True)
-    parser.add_argument("--png", required=True)
+    parser.add_argument("--png", default=None, help="the chart (required unless --bill-only)")
     parser.add_argument("--criterion", default=None, help="criterion's output folder (target/criterion)")
+    parser.add_argument("--bill-only", action="store_true",
+                        help="replace section 1b of the existing --md with the bill of a --bill-only run")
     args = parser.parse_args()
     data = json.loads(Path(args.results).read_text())
+    if args.bill_only:
+        splice_bill(data, args.md)
+        print(f"render.py: section 1b of {args.md} replaced")
+        return
+    if not args.png:
+        parser.error("--png is required")
     criterion = criterion_estimates(args.criterion) if args.criterion and os.path.isdir(args.criterion) else {}
     render(data, criterion, args.md, args.png)
     print(f"render.py: wrote {args.md} and {args.png}")

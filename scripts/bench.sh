@@ -5,8 +5,10 @@
 #   scripts/bench.sh          release builds; writes bench/RESULTS.md, bench/batch-latency.png and
 #                             crates/sqsafe-idempotency/benches/RESULTS.md (~6 min on 2 cores once built)
 #   scripts/bench.sh --smoke  what `make test` runs: debug builds, a few batches per peer, results in a temporary
-#                             folder (removed unless SQSAFE_BENCH_KEEP=1); fails on a wrong request count, never on a
-#                             timing
+#                             folder (removed unless SQSAFE_BENCH_KEEP=1); fails on a wrong request count or on the
+#                             keyed mode's bill, never on a timing
+#   scripts/bench.sh --bill   release builds; the bill alone (figure 1b: the claim mode, the keyed mode, Powertools),
+#                             replacing that section of bench/RESULTS.md and nothing else (about a minute once built)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
@@ -15,7 +17,8 @@ mode=full
 case "${1:-}" in
   "") ;;
   --smoke) mode=smoke ;;
-  *) echo "usage: scripts/bench.sh [--smoke]" >&2; exit 2 ;;
+  --bill) mode=bill ;;
+  *) echo "usage: scripts/bench.sh [--smoke | --bill]" >&2; exit 2 ;;
 esac
 step() { printf '\n==> %s\n' "$*"; }
 started="${SECONDS}"
@@ -50,6 +53,14 @@ fi
 step "build (release)"
 # With symbols: the profile runs read perf samples by symbol (the workspace's release profile strips them for Lambda).
 CARGO_PROFILE_RELEASE_STRIP=none cargo build --release "${packages[@]}" --bins
+
+if [[ "${mode}" == bill ]]; then
+  step "the bill alone: claim mode, keyed mode, Powertools (crates/sqsafe-bench --bill-only)"
+  target/release/sqsafe-bench --bill-only --bins target/release --out target/bench/bill.json
+  .venv-bench/bin/python bench/render.py target/bench/bill.json --md bench/RESULTS.md --bill-only
+  echo "make bench-bill done in $((SECONDS - started)) s"
+  exit 0
+fi
 
 step "peers on the local AWS (crates/sqsafe-bench)"
 target/release/sqsafe-bench --bins target/release --out target/bench/results.json

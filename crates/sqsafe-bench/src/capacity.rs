@@ -1,8 +1,9 @@
 //! What each DynamoDB request costs in capacity units, counted at the proxy two ways:
 //!
 //! - **by DynamoDB's sizing rules** (what on-demand mode bills): a write consumes 1 write unit per started KB of the
-//!   larger of the item before and after it (`PutItem`, `UpdateItem`; a write refused by its condition too, on the
-//!   item it met), a `DeleteItem` of the item it deleted; a strongly consistent read 1 read unit per started 4 KB of
+//!   larger of the item before and after it (`PutItem`, `UpdateItem`); a write refused by its condition still
+//!   consumes: the minimum when no item was there, else the larger of the item met and the item sent (a refused
+//!   `UpdateItem`: the item met); a `DeleteItem` the item it deleted; a strongly consistent read 1 read unit per started 4 KB of
 //!   each item (a `BatchGetItem` counts each key as a `GetItem`, and a key without an item still consumes the
 //!   minimum), an eventually consistent read half that; a transaction twice its items' units. Item sizes are
 //!   `sqsafe_idempotency::size::item_bytes` of the item. The proxy keeps the size of each item it saw written, and
@@ -231,8 +232,13 @@ impl Shadow {
                 if ok {
                     self.set(key, new);
                     Some(write(write_units(new.max(before))))
+                } else if before == 0 {
+                    // Refused with no item there (a condition that needed one): the minimum.
+                    Some(write(write_units(0)))
                 } else {
-                    Some(write(write_units(before)))
+                    // Refused over an item: AWS's pages name the item sent or the item met; the larger of the two
+                    // is the bound of both readings (every item the peers write is under 1 KB, so both give 1).
+                    Some(write(write_units(new.max(before))))
                 }
             }
             "UpdateItem" => {
@@ -374,8 +380,138 @@ mod tests {
         assert_eq!(base64_len("AAECAw=="), 4);
     }
 
+    /// DynamoDB JSON converted and sized, against the SDK values built by hand and sized by the same
+    /// `item_bytes`, and against sizes worked out from the rules by hand.
     #[test]
-    fn writes_count_the_larger_item_and_refusals_the_item_met() {
+    fn more_items_are_sized_as_the_sdk_values_are_and_as_the_rules_say() {
+        let s = |v: &str| AttributeValue::S(v.to_owned());
+        let n = |v: &str| AttributeValue::N(v.to_owned());
+        let cases: Vec<(Value, HashMap<String, AttributeValue>, Option<usize>)> = vec![
+            // 2 + 3.
+            (
+                json!({"pk": {"S": "abc"}}),
+                HashMap::from([("pk".to_owned(), s("abc"))]),
+                Some(5),
+            ),
+            // 1 + (5 significant digits: 3 bytes, + 1); 1 + (leading and trailing zeros trimmed: "12": 1 + 1);
+            // 1 + ("1": 1 + 1).
+            (
+                json!({"a": {"N": "123.45"}, "b": {"N": "0.001200"}, "c": {"N": "-1E+10"}}),
+                HashMap::from([
+                    ("a".to_owned(), n("123.45")),
+                    ("b".to_owned(), n("0.001200")),
+                    ("c".to_owned(), n("-1E+10")),
+                ]),
+                Some(5 + 3 + 3),
+            ),
+            // 1 + 3 + (1 + 1 + 1): a map of one boolean (its name, the element's byte, its name, the value).
+            (
+                json!({"m": {"M": {"a": {"BOOL": false}}}}),
+                HashMap::from([(
+                    "m".to_owned(),
+                    AttributeValue::M(HashMap::from([(
+                        "a".to_owned(),
+                        AttributeValue::Bool(false),
+                    )])),
+                )]),
+                Some(7),
+            ),
+            // 1 + 3 + (1 + 1) + (1 + 1): a list of a string and a null; then empty ones, 1 + 3 each.
+            (
+                json!({"l": {"L": [{"S": "x"}, {"NULL": true}]}, "e": {"L": []}, "f": {"M": {}}}),
+                HashMap::from([
+                    (
+                        "l".to_owned(),
+                        AttributeValue::L(vec![s("x"), AttributeValue::Null(true)]),
+                    ),
+                    ("e".to_owned(), AttributeValue::L(vec![])),
+                    ("f".to_owned(), AttributeValue::M(HashMap::new())),
+                ]),
+                Some(8 + 4 + 4),
+            ),
+            // UTF-8 bytes, not characters: "é" is 2 bytes, "€" 3.
+            (
+                json!({"é": {"S": "€uro"}}),
+                HashMap::from([("é".to_owned(), s("€uro"))]),
+                Some(2 + 6),
+            ),
+            // A record shaped like sqsafe's completed intent and one like Powertools' (sizes from item_bytes only).
+            (
+                json!({
+                    "pk": {"S": "charge-payment#v1#acme#payment:p-42"},
+                    "status": {"S": "COMPLETED"},
+                    "expiration": {"N": "1798675200"},
+                    "fingerprint": {"S": "sha256:9f86d081884c7d659a2feaa0c55ad015"},
+                    "result": {"S": "{\"chargeId\":\"ch_1\",\"amount\":1250}"},
+                    "attempt": {"N": "1"},
+                    "bins": {"BS": ["AAEC", "AwQF"]},
+                    "tags": {"NS": ["1", "22", "333"]}
+                }),
+                HashMap::from([
+                    ("pk".to_owned(), s("charge-payment#v1#acme#payment:p-42")),
+                    ("status".to_owned(), s("COMPLETED")),
+                    ("expiration".to_owned(), n("1798675200")),
+                    (
+                        "fingerprint".to_owned(),
+                        s("sha256:9f86d081884c7d659a2feaa0c55ad015"),
+                    ),
+                    (
+                        "result".to_owned(),
+                        s("{\"chargeId\":\"ch_1\",\"amount\":1250}"),
+                    ),
+                    ("attempt".to_owned(), n("1")),
+                    (
+                        "bins".to_owned(),
+                        AttributeValue::Bs(vec![
+                            Blob::new(vec![0, 1, 2]),
+                            Blob::new(vec![3, 4, 5]),
+                        ]),
+                    ),
+                    (
+                        "tags".to_owned(),
+                        AttributeValue::Ns(vec!["1".to_owned(), "22".to_owned(), "333".to_owned()]),
+                    ),
+                ]),
+                None,
+            ),
+            (
+                json!({
+                    "id": {"S": "powertools#handler.record_handler#5d41402abc4b2a76b9719d911017c592"},
+                    "expiration": {"N": "1798675200"},
+                    "in_progress_expiration": {"N": "1796083200123"},
+                    "status": {"S": "COMPLETED"},
+                    "data": {"S": "{\"status\": 201}"}
+                }),
+                HashMap::from([
+                    (
+                        "id".to_owned(),
+                        s("powertools#handler.record_handler#5d41402abc4b2a76b9719d911017c592"),
+                    ),
+                    ("expiration".to_owned(), n("1798675200")),
+                    ("in_progress_expiration".to_owned(), n("1796083200123")),
+                    ("status".to_owned(), s("COMPLETED")),
+                    ("data".to_owned(), s("{\"status\": 201}")),
+                ]),
+                None,
+            ),
+        ];
+        for (json_item, sdk, by_hand) in cases {
+            assert_eq!(
+                item_bytes(&json_item),
+                size::item_bytes(&sdk),
+                "{json_item}"
+            );
+            if let Some(bytes) = by_hand {
+                assert_eq!(item_bytes(&json_item), bytes, "{json_item}");
+            }
+        }
+        assert_eq!(base64_len("AAEC"), 3);
+        assert_eq!(base64_len("AAECAw"), 4);
+        assert_eq!(base64_len(""), 0);
+    }
+
+    #[test]
+    fn writes_count_the_larger_item_and_refusals_still_consume() {
         let mut s = shadow();
         let small = json!({"TableName": "t", "Item": {"pk": {"S": "k"}, "v": {"S": "x"}}});
         let big_value = "x".repeat(1500);
@@ -396,9 +532,17 @@ mod tests {
             s.units("PutItem", &small, true, &json!({}), None),
             write(2.0)
         );
-        // Refused, the old (small) item in the answer.
+        // Refused, the old (small) item in the answer: the larger of the item met and the item sent.
         let old = json!({"Item": {"pk": {"S": "k"}, "v": {"S": "x"}}});
-        assert_eq!(s.units("PutItem", &big, false, &old, None), write(1.0));
+        assert_eq!(s.units("PutItem", &big, false, &old, None), write(2.0));
+        assert_eq!(s.units("PutItem", &small, false, &old, None), write(1.0));
+        // Refused with no item there (`attribute_exists` failed): the minimum, whatever the size sent.
+        let nobody =
+            json!({"TableName": "t", "Item": {"pk": {"S": "none"}, "v": {"S": "x".repeat(3000)}}});
+        assert_eq!(
+            s.units("PutItem", &nobody, false, &json!({}), None),
+            write(1.0)
+        );
         let update = json!({"TableName": "t", "Key": {"pk": {"S": "k"}}});
         assert_eq!(
             s.units("UpdateItem", &update, true, &json!({}), Some(1100)),

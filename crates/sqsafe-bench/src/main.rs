@@ -56,6 +56,11 @@ struct Args {
     /// installed; about a minute).
     #[arg(long)]
     no_instructions: bool,
+    /// Only the bill (figure 1b) and its checks: the claim mode, the keyed mode and Powertools, each a batch of 10
+    /// fresh payments and the same batch again on moto, and the timed run the bill uses. For regenerating that
+    /// section of bench/RESULTS.md alone (`make bench-bill`).
+    #[arg(long, conflicts_with = "smoke")]
+    bill_only: bool,
 }
 
 #[tokio::main]
@@ -117,7 +122,13 @@ async fn run(args: Args) -> Result<bool, String> {
     let tick = procfs::clock_tick();
     let report = Report {
         meta: Meta {
-            mode: if plan.smoke { "smoke" } else { "full" },
+            mode: if plan.smoke {
+                "smoke"
+            } else if args.bill_only {
+                "bill"
+            } else {
+                "full"
+            },
             profile: programs
                 .bins
                 .file_name()
@@ -136,15 +147,19 @@ async fn run(args: Args) -> Result<bool, String> {
 
     let bed = Bed::start(programs).await?;
     let mut bench = Bench::new(&bed, &plan, report, tick);
-    if !plan.smoke && !args.no_profile {
+    if !plan.smoke && !args.bill_only && !args.no_profile {
         if profile::available() {
             bench.profiles = Some(out.with_extension("profiles"));
         } else {
             eprintln!("perf is not installed: no CPU profile (apt-get install linux-perf for one)");
         }
     }
-    let mut outcome = figures(&mut bench).await;
-    if outcome.is_ok() && !plan.smoke && !args.no_instructions {
+    let mut outcome = if args.bill_only {
+        bench.bill_only().await
+    } else {
+        figures(&mut bench).await
+    };
+    if outcome.is_ok() && !plan.smoke && !args.bill_only && !args.no_instructions {
         if instructions::available() {
             outcome = bench.instructions(out.with_extension("callgrind")).await;
         } else {

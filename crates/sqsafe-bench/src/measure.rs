@@ -102,7 +102,9 @@ impl Function {
         batches: &[Vec<String>],
     ) -> Result<Run, String> {
         network.apply(proxy);
-        proxy.take();
+        // Capacity units are counted in the runs that count requests (not timed: see `proxy::ToMeasure`).
+        proxy.set_measuring(purpose == "requests" && network.backend == Backend::Moto);
+        proxy.take().await;
         let lines_before = self.log_lines();
         let before = self.sample()?;
         let mut durations = Vec::with_capacity(batches.len());
@@ -115,7 +117,7 @@ impl Function {
             let (took, failed) = self.invoke(batch).await?;
             durations.push(took);
             failures += failed;
-            let exchanges = proxy.take();
+            let exchanges = proxy.take().await;
             paths.push(critical_path(&exchanges));
             for e in exchanges.iter().filter(|e| e.service == Service::DynamoDb) {
                 match (&mut units, e.units) {

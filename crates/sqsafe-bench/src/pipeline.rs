@@ -104,7 +104,8 @@ impl Bench<'_> {
             functions.push(self.warm(peer, Some(&queue_url)).await?);
         }
         Network::MOTO.apply(&bed.proxy);
-        bed.proxy.take();
+        bed.proxy.set_measuring(false);
+        bed.proxy.take().await;
 
         let mut pids = Vec::new();
         let mut mappings = Vec::new();
@@ -164,7 +165,7 @@ impl Bench<'_> {
             }
         }
         let [deleted, failed_invocations] = total(&stats);
-        let counts = Counts::of(&bed.proxy.take());
+        let counts = Counts::of(&bed.proxy.take().await);
         let messages = ids.len();
         Ok(PipelineRun {
             peer,

@@ -43,10 +43,27 @@ type Upstream = Client<HttpConnector, Full<Bytes>>;
 struct Shared {
     latency_us: AtomicU64,
     canned: AtomicBool,
-    log: Mutex<Vec<Exchange>>,
+    /// Whether DynamoDB requests to moto are measured (capacity units): only in the runs that count requests, so
+    /// the timed runs go through the proxy as they did before it counted units.
+    measuring: AtomicBool,
+    /// Each exchange as it was answered, with what its capacity units will be counted from.
+    log: Mutex<Vec<(Exchange, Option<ToMeasure>)>>,
     client: Upstream,
     /// The item sizes written so far, for the capacity units of the next write (module `capacity`).
-    shadow: Mutex<Shadow>,
+    shadow: tokio::sync::Mutex<Shadow>,
+}
+
+/// A DynamoDB request forwarded to moto, kept until `take` counts its capacity units: after the batch, when the
+/// client waits for nothing, so neither the parsing nor an `UpdateItem`'s read-back is in its timing or competes with
+/// its requests at moto.
+struct ToMeasure {
+    /// The body as the client sent it.
+    request: Bytes,
+    ok: bool,
+    answer: Bytes,
+    /// moto, and the request's headers (for the read-back's).
+    upstream: Uri,
+    headers: HeaderMap,
 }
 
 /// The running proxy; dropping it stops both ports and cuts their connections.
@@ -70,9 +87,10 @@ impl BenchProxy {
         let shared = Arc::new(Shared {
             latency_us: AtomicU64::new(0),
             canned: AtomicBool::new(false),
+            measuring: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
             client: Client::builder(TokioExecutor::new()).build(connector),
-            shadow: Mutex::new(Shadow::new(keys)),
+            shadow: tokio::sync::Mutex::new(Shadow::new(keys)),
         });
         let mut servers = JoinSet::new();
         let dynamodb = listen(&mut servers, &shared, Service::DynamoDb, moto).await?;
@@ -107,15 +125,35 @@ impl BenchProxy {
             .store(backend == Backend::Canned, Ordering::SeqCst);
     }
 
-    /// The exchanges recorded since the last call, in the order they were answered.
-    pub(crate) fn take(&self) -> Vec<Exchange> {
-        std::mem::take(
+    /// From now on, whether each DynamoDB request forwarded to moto asks for moto's consumed capacity and is kept
+    /// for `take` to count its capacity units.
+    pub(crate) fn set_measuring(&self, on: bool) {
+        self.shared.measuring.store(on, Ordering::SeqCst);
+    }
+
+    /// The exchanges recorded since the last call, in the order they were answered, with the capacity units of
+    /// each DynamoDB request measured (counted now, in that order: module `capacity`). Call it when the client is
+    /// idle (between batches): an `UpdateItem`'s item is read back from moto here.
+    pub(crate) async fn take(&self) -> Vec<Exchange> {
+        let entries = std::mem::take(
             &mut *self
                 .shared
                 .log
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
-        )
+        );
+        let mut shadow = self.shared.shadow.lock().await;
+        let mut exchanges = Vec::with_capacity(entries.len());
+        for (mut exchange, to_measure) in entries {
+            if let Some(m) = to_measure {
+                let (units, reported) =
+                    units_of(&self.shared.client, &mut shadow, &exchange.operation, m).await;
+                exchange.units = units;
+                exchange.reported = reported;
+            }
+            exchanges.push(exchange);
+        }
+        exchanges
     }
 }
 
@@ -183,69 +221,74 @@ async fn handle(
         tokio::time::sleep(latency).await;
     }
     let canned_answer = service == Service::DynamoDb && shared.canned.load(Ordering::SeqCst);
-    let measured =
-        service == Service::DynamoDb && !canned_answer && capacity::is_measured(&operation);
-    let (response, units, reported) = if canned_answer {
-        (canned(), None, None)
+    let measured = service == Service::DynamoDb
+        && !canned_answer
+        && shared.measuring.load(Ordering::SeqCst)
+        && capacity::is_measured(&operation);
+    let (response, to_measure) = if canned_answer {
+        (canned(), None)
     } else if measured {
-        measure(&shared, &upstream, parts, body, &operation).await
+        // moto's figure is asked for on the way; the rest is counted by `take`.
+        let headers = parts.headers.clone();
+        let sent = capacity::asking_for_capacity(&operation, &body)
+            .map_or_else(|| body.clone(), Bytes::from);
+        let response = forward(&shared.client, &upstream, parts, sent).await;
+        let to_measure = ToMeasure {
+            request: body,
+            ok: response.status() == StatusCode::OK,
+            answer: response_body(&response).await,
+            upstream: upstream.clone(),
+            headers,
+        };
+        (response, Some(to_measure))
     } else {
-        (
-            forward(&shared.client, &upstream, parts, body).await,
-            None,
-            None,
-        )
+        (forward(&shared.client, &upstream, parts, body).await, None)
     };
     let exchange = Exchange {
         service,
         operation,
         start,
         end: Instant::now(),
-        units,
-        reported,
+        units: None,
+        reported: None,
     };
     shared
         .log
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .push(exchange);
+        .push((exchange, to_measure));
     Ok(response)
 }
 
-/// Forwards a DynamoDB request asking for moto's consumed capacity, and counts its units by the sizing rules (an
-/// `UpdateItem`'s item is read back from moto first, out of band). The client gets moto's answer as it was.
-async fn measure(
-    shared: &Shared,
-    upstream: &Uri,
-    parts: hyper::http::request::Parts,
-    body: Bytes,
-    operation: &str,
-) -> (Response<Full<Bytes>>, Option<Units>, Option<Units>) {
-    let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-    let sent = capacity::asking_for_capacity(operation, &body).map_or(body, Bytes::from);
-    let headers = parts.headers.clone();
-    let response = forward(&shared.client, upstream, parts, sent).await;
-    let ok = response.status() == StatusCode::OK;
-    let answer_bytes = response
+/// The bytes of an answer the proxy built (a `Full` body: cloning it copies a reference).
+async fn response_body(response: &Response<Full<Bytes>>) -> Bytes {
+    response
         .body()
         .clone()
         .collect()
         .await
         .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    let answer: serde_json::Value = serde_json::from_slice(&answer_bytes).unwrap_or_default();
-    let after_update = match (operation, ok, Shadow::updated(&request)) {
+        .unwrap_or_default()
+}
+
+/// The units of one request forwarded to moto: by the sizing rules (an `UpdateItem`'s item read back from moto
+/// first, for its size after the update), and as moto reported them (a refused write: none).
+async fn units_of(
+    client: &Upstream,
+    shadow: &mut Shadow,
+    operation: &str,
+    m: ToMeasure,
+) -> (Option<Units>, Option<Units>) {
+    let request: serde_json::Value = serde_json::from_slice(&m.request).unwrap_or_default();
+    let answer: serde_json::Value = serde_json::from_slice(&m.answer).unwrap_or_default();
+    let after_update = match (operation, m.ok, Shadow::updated(&request)) {
         ("UpdateItem", true, Some((table, key))) => {
-            read_back(&shared.client, upstream, headers, &table, key).await
+            read_back(client, &m.upstream, m.headers, &table, key).await
         }
         _ => None,
     };
-    let units = shared
-        .shadow
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .units(operation, &request, ok, &answer, after_update);
-    (response, units, capacity::reported(operation, &answer))
+    let units = shadow.units(operation, &request, m.ok, &answer, after_update);
+    (units, capacity::reported(operation, &answer))
 }
 
 /// The size of an item as moto holds it now (0: none), read with a `GetItem` the client never sees.

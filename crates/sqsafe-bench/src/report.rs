@@ -88,7 +88,7 @@ pub(crate) struct Run {
     /// Payments API requests per message.
     pub(crate) payments_per_msg: f64,
     /// DynamoDB capacity units per message by its sizing rules (module `capacity`); `None` when a request was not
-    /// measured (the canned backend).
+    /// measured (only the `requests` runs on moto are).
     pub(crate) units_per_msg: Option<crate::capacity::Units>,
     /// The same as moto reported them (`ReturnConsumedCapacity`: flat figures, see module `capacity`).
     pub(crate) moto_units_per_msg: Option<crate::capacity::Units>,
