@@ -471,15 +471,8 @@ impl<S: IdempotencyStore> Idempotency<S> {
             KeyedRead::Run => {}
             KeyedRead::Replay => {
                 let found = read.expect("a replay is of a record read");
-                self.remember(
-                    key,
-                    &found.fingerprint,
-                    found.result.clone(),
-                    found.expiration,
-                    now,
-                );
                 return Ok(Outcome::Replayed {
-                    result: decode(key, found.result.as_ref()),
+                    result: self.replay_stored(key, found, now),
                     source: ReplaySource::Store,
                 });
             }
@@ -566,14 +559,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
             ClaimRefused::Replay => {
                 tracing::info!(idempotency_key = %key,
                     "completed by a concurrent delivery of the same content; replaying its result");
-                self.remember(
-                    key,
-                    &found.fingerprint,
-                    found.result.clone(),
-                    found.expiration,
-                    now,
-                );
-                Ok(Some(decode(key, found.result.as_ref())))
+                Ok(Some(self.replay_stored(key, &found, now)))
             }
             ClaimRefused::PayloadMismatch => {
                 tracing::error!(idempotency_key = %key,
@@ -648,6 +634,24 @@ impl<S: IdempotencyStore> Idempotency<S> {
         }
     }
 
+    /// A completed record of the request's content, replayed: its result decoded, and the key remembered in the local
+    /// cache.
+    fn replay_stored<T: DeserializeOwned>(
+        &self,
+        key: &IdempotencyKey,
+        record: &IdempotencyRecord,
+        now: SystemTime,
+    ) -> Replayed<T> {
+        self.remember(
+            key,
+            &record.fingerprint,
+            record.result.clone(),
+            record.expiration,
+            now,
+        );
+        decode(key, record.result.as_ref())
+    }
+
     /// Remembers a completed key in the local cache, if there is one.
     pub(crate) fn remember(
         &self,
@@ -676,20 +680,10 @@ impl<S: IdempotencyStore> Idempotency<S> {
                 check_fingerprint(key, &existing.fingerprint, &request.fingerprint)?;
                 Err(inconsistent_claim(key, &existing, now))
             }
-            ClaimRefused::Replay => {
-                let result = decode(key, existing.result.as_ref());
-                self.remember(
-                    key,
-                    &existing.fingerprint,
-                    existing.result,
-                    existing.expiration,
-                    now,
-                );
-                Ok(Claim::Replay {
-                    result,
-                    source: ReplaySource::Store,
-                })
-            }
+            ClaimRefused::Replay => Ok(Claim::Replay {
+                result: self.replay_stored(key, &existing, now),
+                source: ReplaySource::Store,
+            }),
             ClaimRefused::InProgress { claimable_after_ms } => Err(Error::InProgress {
                 key: key.to_string(),
                 lease_expires_at: claimable_after_ms.map_or(now, from_millis),

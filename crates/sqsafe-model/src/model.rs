@@ -247,26 +247,41 @@ impl ProtocolModel {
         seen
     }
 
+    /// The local cache answers a completed key (replay, or a mismatch for other content) and the job ends; `false`
+    /// when the cache is off, empty or expired at `now_ms`. The claim and the keyed read both ask it first.
+    fn answered_from_cache(
+        &self,
+        state: &mut State,
+        i: usize,
+        msg: u8,
+        fp: crate::config::Fp,
+        now_ms: u64,
+    ) -> bool {
+        let Some(hit) = state.instances[i].cache.filter(|_| self.config.cache) else {
+            return false;
+        };
+        if protocol::is_expired(hit.expiration_s, now_ms) {
+            return false;
+        }
+        let end = if hit.fp == fp {
+            End::Replayed
+        } else {
+            End::DeadLetterWithContext
+        };
+        Self::finish(state, msg, end);
+        Self::end_job(state, i, false);
+        true
+    }
+
     /// The keyed mode's read: replay a completed record of the same content, refuse other content, or go on to the
     /// effect. What the record says is fixed here; the effect may be sent much later.
     fn read(&self, state: &mut State, i: usize) {
-        let c = &self.config;
         let Some(job) = state.instances[i].job.clone() else {
             return;
         };
         let fp = state.messages[usize::from(job.msg)].fp;
         let now_ms = Self::local_ms(state, i);
-        if c.cache
-            && let Some(hit) = state.instances[i].cache
-            && !protocol::is_expired(hit.expiration_s, now_ms)
-        {
-            let end = if hit.fp == fp {
-                End::Replayed
-            } else {
-                End::DeadLetterWithContext
-            };
-            Self::finish(state, job.msg, end);
-            Self::end_job(state, i, false);
+        if self.answered_from_cache(state, i, job.msg, fp, now_ms) {
             return;
         }
         let old = state.record.clone();
@@ -391,17 +406,7 @@ impl ProtocolModel {
             return self.send_claim(state, i, retry, lost);
         }
         let now_ms = Self::local_ms(state, i);
-        if c.cache
-            && let Some(hit) = state.instances[i].cache
-            && !protocol::is_expired(hit.expiration_s, now_ms)
-        {
-            let end = if hit.fp == fp {
-                End::Replayed
-            } else {
-                End::DeadLetterWithContext
-            };
-            Self::finish(state, job.msg, end);
-            Self::end_job(state, i, false);
+        if self.answered_from_cache(state, i, job.msg, fp, now_ms) {
             return;
         }
         let deadline_ms = Self::tick_ms(job.deadline);
