@@ -33,6 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import build_arch  # scripts/build_arch.py: this script's folder is on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Packages a consumer never uses (the workspace's own tooling, test servers, the outbox relay's stream SDK).
@@ -152,8 +154,16 @@ def problems_in(
     return sorted(set(problems))
 
 
-# The Lambda target: what sam build compiles for (template.yaml deploys arm64).
+# The Lambda target: what template.yaml deploys (arm64), and what sam build compiles for unless make test decided
+# otherwise (scripts/build_arch.py, SQSAFE_BUILD_ARCH: x86_64 on a machine without the aarch64 std).
 LAMBDA_TARGET = "aarch64-unknown-linux-gnu"
+
+
+def lambda_target() -> str:
+    """The target of make test's release builds: its one decision, read when a project is checked, not at import."""
+    return build_arch.triple(build_arch.current())
+
+
 # Crates a project's consumer may get with other features than this workspace's functions, in their release build for
 # LAMBDA_TARGET, and why: the outbox relay reads DynamoDB stream events. Only crates built on serde follow them (not
 # the AWS SDK, tokio, hyper, rustls): a few seconds of compiling, where a difference anywhere else costs minutes.
@@ -166,7 +176,7 @@ RELEASE_SHARE_EXCEPTIONS = {
 def release_tree(directory: Path) -> dict[str, set[str]]:
     """Third-party packages (`name version`) and their features, as `cargo build --release --target LAMBDA_TARGET`
     resolves the packages cargo selects in `directory` (a workspace's default members)."""
-    return {package: features for package, features in tree(directory, "normal,build", "--target", LAMBDA_TARGET)
+    return {package: features for package, features in tree(directory, "normal,build", "--target", lambda_target())
             if "(/" not in package}
 
 
@@ -174,6 +184,13 @@ def release_share_problems(project: Path) -> list[str]:
     """make test builds a new project's consumer for the Lambda (its make build) in the target folder of this
     workspace's own sam build: every third-party crate both need must resolve with the same features, or it compiles
     twice, and with it every crate built on it (the AWS SDK, when tokio differs)."""
+    if lambda_target() != LAMBDA_TARGET:
+        # On x86_64 the workspace-hack applies to this workspace's functions (its cfg leaves out aarch64 Linux only),
+        # not to the project's: the two release builds cannot share their crates, and nothing here says they do.
+        print(f"dependents-check: NOTE: the release builds are for {lambda_target()} (SQSAFE_BUILD_ARCH=x86_64), "
+              f"where the workspace-hack applies to this workspace's functions: their crates are shared only for "
+              f"{LAMBDA_TARGET}, not checked here")
+        return []
     ours = release_tree(ROOT)
     problems = []
     for package, features in sorted(release_tree(project).items()):
@@ -227,7 +244,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", type=Path, help="write the consumer crate here and keep it")
     parser.add_argument("--project", type=Path, help="check this project (a Cargo workspace with a Cargo.lock) instead")
+    parser.add_argument("--print-arch", action="store_true",
+                        help="the architecture --project's release build check is for (scripts/build_arch.py --check)")
     args = parser.parse_args()
+    if args.print_arch:
+        print(build_arch.current())
+        return 0
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="sqsafe-dependent-"))
     directory = args.project or scratch
     try:
@@ -262,7 +284,7 @@ def main() -> int:
         print(f"dependents-check: {what} builds {len(distinct)} packages, "
               f"none of {', '.join(sorted(FORBIDDEN_PACKAGES))}, no `test-util` or `server` feature")
         if args.project is not None:
-            print(f"dependents-check: its release build for {LAMBDA_TARGET} resolves every third-party crate as this "
+            print(f"dependents-check: its release build for {lambda_target()} resolves every third-party crate as this "
                   f"workspace's functions do, but {', '.join(sorted(RELEASE_SHARE_EXCEPTIONS))}")
         if args.project is None:
             print(f"dependents-check: the sqsafe a team installs (cargo install sqsafe-cli, every feature on) has "

@@ -60,6 +60,8 @@ from pathlib import Path
 
 import boto3
 
+import build_arch as build_arch_module  # scripts/build_arch.py: this script's folder is on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "probe-shop"
 NAME = "ship-order"
@@ -525,14 +527,10 @@ def pipeline(project: Path, env: dict) -> None:
 
 
 def build_arch() -> str:
-    """The architecture scripts/template-checks.sh builds the workspace's functions for (its own rule, read the same
-    way): SQSAFE_BUILD_ARCH, else arm64 where the aarch64 Rust std is installed, else x86_64. size-check.py --built
+    """The architecture of the project's release build: make test's one decision (scripts/build_arch.py, exported as
+    SQSAFE_BUILD_ARCH by scripts/test.sh), the one the workspace's template checks build. size-check.py --built
     refuses to compare two architectures."""
-    forced = os.environ.get("SQSAFE_BUILD_ARCH")
-    if forced:
-        return forced
-    installed = subprocess.run(["rustup", "target", "list", "--installed"], capture_output=True, text=True).stdout
-    return "arm64" if "aarch64-unknown-linux-gnu" in installed.split() else "x86_64"
+    return build_arch_module.current()
 
 
 class ReleaseBuild:
@@ -579,6 +577,10 @@ class ReleaseBuild:
         bootstrap = self.build_dir / self.function / "bootstrap"
         if not bootstrap.is_file():
             raise SystemExit(f"project: make build ({self.function}) left no {bootstrap}")
+        built_for = build_arch_module.elf_arch(bootstrap)
+        if built_for != self.arch:
+            raise SystemExit(f"project: make build ({self.function}) was asked for {self.arch} and built a {built_for} "
+                             f"bootstrap ({bootstrap})")
         shutil.rmtree(RELEASE_OUT, ignore_errors=True)
         RELEASE_OUT.mkdir(parents=True)
         shutil.copy2(bootstrap, RELEASE_OUT / "bootstrap")
@@ -666,5 +668,9 @@ def main() -> int:
                 shutil.rmtree(RELEASE_TARGET / "lambda" / name, ignore_errors=True)
 
 
+if __name__ == "__main__" and sys.argv[1:] == ["--print-arch"]:
+    # scripts/build_arch.py --check: the architecture this check's release build would be, and nothing else.
+    print(build_arch())
+    sys.exit(0)
 if __name__ == "__main__":
     sys.exit(main())

@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import build_arch  # scripts/build_arch.py: this script's folder is on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "SIZE.md"
 LIMIT = 1.10
@@ -94,6 +96,13 @@ def built() -> int:
     if outside["architecture"] != inside_arch:
         raise SystemExit(f"size-check: the project was built for {outside['architecture']} and the workspace for "
                          f"{inside_arch}: two architectures cannot be compared (SQSAFE_BUILD_ARCH sets both)")
+    # make test's one decision (scripts/build_arch.py), and what each bootstrap really is (its ELF header).
+    decided = build_arch.current()
+    for label, bootstrap in (("the project's", outside_dir / "bootstrap"),
+                             ("the workspace's", aws_sam / "build" / "ChargePaymentFunction" / "bootstrap")):
+        if (found := build_arch.elf_arch(bootstrap)) != decided:
+            raise SystemExit(f"size-check: {label} bootstrap ({bootstrap}) is {found}, the build architecture decided "
+                             f"for make test is {decided} (SQSAFE_BUILD_ARCH)")
     a = (outside_dir / "bootstrap").stat().st_size
     b = (aws_sam / "build" / "ChargePaymentFunction" / "bootstrap").stat().st_size
     _, ok = verdict(outside["binary"], a, b, f"release bootstraps ({inside_arch}, sam build)")
@@ -105,7 +114,12 @@ def main() -> int:
     parser.add_argument("--clean", action="store_true", help="remove target/size-check at the end")
     parser.add_argument("--built", action="store_true",
                         help="compare the bootstraps make test's two sam builds left (no build, nothing written)")
+    parser.add_argument("--print-arch", action="store_true",
+                        help="the architecture --built expects both bootstraps in (scripts/build_arch.py --check)")
     args = parser.parse_args()
+    if args.print_arch:
+        print(build_arch.current())
+        return 0
     if args.built:
         return built()
     pc = project_check()

@@ -12,12 +12,11 @@
 # Expects what scripts/test.sh sets up: the venv (.venv) and moto server with AWS_ENDPOINT_URL etc. exported
 # (sqsafe local moto). By hand: `make venv`, then `target/debug/sqsafe local moto -- bash scripts/template-checks.sh`.
 #
-# Build architecture: the template deploys arm64. Building arm64 needs the aarch64-unknown-linux-gnu Rust standard
-# library, which rust-toolchain.toml lists: rustup installs it with the toolchain on a machine without 1.95.0, and
-# this script adds it (`rustup target add`, bounded to 2 minutes) where the toolchain came without it. When that
-# download fails (a machine without access to static.rust-lang.org), the functions are built for x86_64 instead
-# (parameter Architecture=x86_64, for this build only) and the script says so.
-# SQSAFE_BUILD_ARCH=arm64|x86_64 forces one.
+# Build architecture: the template deploys arm64. scripts/build_arch.py decides it, once for the whole of make test
+# (scripts/test.sh exports SQSAFE_BUILD_ARCH, with SQSAFE_BUILD_ARCH_REASON): arm64 where the aarch64 Rust std is
+# installed or rustup adds it, else x86_64 (parameter Architecture=x86_64, for this build only), and says why. Run by
+# hand without SQSAFE_BUILD_ARCH, this script decides by the same rule. `--print-arch` prints the architecture it
+# would build for and exits (scripts/build_arch.py --check).
 #
 # SQSAFE_TEMPLATE=/path/to/project/template.yaml checks another project's template instead (a project made from
 # templates/project, scripts/project-check.py): 1-3 only, no build, no smoke deploy (project-check.py runs the rules,
@@ -27,6 +26,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
+if [[ "${1:-}" == "--print-arch" ]]; then
+  exec python3 "${ROOT}/scripts/build_arch.py" --current
+fi
 VENV="${ROOT}/.venv"
 OUT="${ROOT}/.aws-sam"
 TEMPLATE="${SQSAFE_TEMPLATE:-template.yaml}"
@@ -115,25 +117,13 @@ if [[ -n "${SQSAFE_TEMPLATE:-}" ]]; then
 fi
 
 # ---------------------------------------------------------------- 4. sam build
-arch="${SQSAFE_BUILD_ARCH:-}"
-reason=""
-if [[ -n "${arch}" ]]; then
-  reason="forced by SQSAFE_BUILD_ARCH=${arch}"
-elif rustup target list --installed 2>/dev/null | grep -qx 'aarch64-unknown-linux-gnu'; then
-  arch="arm64"
-  reason="the aarch64-unknown-linux-gnu Rust std is installed"
-elif echo "adding the aarch64-unknown-linux-gnu Rust std (rust-toolchain.toml lists it)" \
-  && timeout 120 rustup target add aarch64-unknown-linux-gnu; then
-  arch="arm64"
-  reason="the aarch64-unknown-linux-gnu Rust std was added now"
+if [[ -n "${SQSAFE_BUILD_ARCH:-}" ]]; then
+  arch="$(python3 "${ROOT}/scripts/build_arch.py" --current)"
+  reason="${SQSAFE_BUILD_ARCH_REASON:-forced by SQSAFE_BUILD_ARCH=${arch}}"
 else
-  arch="x86_64"
-  reason="the aarch64-unknown-linux-gnu Rust std is not installed and could not be downloaded (rustup target add aarch64-unknown-linux-gnu), so this build is x86_64; template.yaml still deploys arm64"
+  IFS=$'\t' read -r arch reason < <(python3 "${ROOT}/scripts/build_arch.py" --decide)
 fi
-case "${arch}" in
-  arm64 | x86_64) ;;
-  *) die "SQSAFE_BUILD_ARCH must be arm64 or x86_64, not ${arch}" ;;
-esac
+[[ "${arch}" == arm64 || "${arch}" == x86_64 ]] || die "no build architecture decided (scripts/build_arch.py)"
 rm -f "${OUT}/sqsafe-build.json"
 step "sam build: ${arch} (${reason})"
 timed "sam build (${arch})" sam build --template-file "${TEMPLATE}" --parameter-overrides "Architecture=${arch}"

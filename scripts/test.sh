@@ -187,6 +187,15 @@ report_background() {
 # into a folder of its own that later builds do not touch (the cargo lambda watch test runs that copy).
 INSTALLED_BIN="${ROOT}/target/sqsafe-installed"
 if [[ -z "${SQSAFE_SUITE_UNDER_MOTO:-}" ]]; then
+  # The functions' release builds (the template checks' sam build, the project check's make build) and the checks that
+  # compare them (size, dependents) all build for one architecture, decided here, before anything is built, and
+  # exported to every step (scripts/build_arch.py): a step that read the machine at its own moment once built x86_64
+  # while another, after the std was added, built arm64.
+  step "build architecture for the Lambda functions: decided once for every step (scripts/build_arch.py)"
+  IFS=$'\t' read -r SQSAFE_BUILD_ARCH SQSAFE_BUILD_ARCH_REASON < <(python3 "${ROOT}/scripts/build_arch.py" --decide)
+  [[ -n "${SQSAFE_BUILD_ARCH}" ]] || { echo "test.sh: scripts/build_arch.py decided no architecture" >&2; exit 1; }
+  export SQSAFE_BUILD_ARCH SQSAFE_BUILD_ARCH_REASON
+  echo "SQSAFE_BUILD_ARCH=${SQSAFE_BUILD_ARCH} (${SQSAFE_BUILD_ARCH_REASON})"
   step "sqsafe, the CLI, and charge-payment (debug; sqsafe installs the Python tools and runs moto for the steps below)"
   cargo build -q -p sqsafe-cli --bin sqsafe
   mkdir -p "${INSTALLED_BIN}"
@@ -203,6 +212,9 @@ if [[ -z "${SQSAFE_SUITE_UNDER_MOTO:-}" ]]; then
   cp -a "${ROOT}/target/debug" "${ROOT}/target/project-check/"
   step "Python venv: sqsafe local venv (.venv, requirements/test.txt: pip installs the pinned uv, uv the rest)"
   "${INSTALLED_BIN}/sqsafe" local venv
+  step "every step that builds or compares the release build asked its architecture (build_arch.py --check)"
+  # Before any release build starts: each of them prints the decision, with a rustup on PATH that says the opposite.
+  "${ROOT}/.venv/bin/python" "${ROOT}/scripts/build_arch.py" --check
   step "moto server: sqsafe local moto -- scripts/test.sh (every step below runs under it)"
   prelude=""
   for i in "${!STEP_SECONDS[@]}"; do
@@ -259,7 +271,8 @@ background "the manifest checks" bash -c 'set -e
     python3 "$1/scripts/${check}.py"
   done' manifest-checks "${ROOT}"
 # tests/moto: the moto launcher (crates/sqsafe-local/src/moto_server.py) makes moto's conditional writes atomic.
-background "the moto launcher's tests" "${ROOT}/.venv/bin/python" -m pytest -q tests/moto
+# tests/scripts: the one build architecture (scripts/build_arch.py), its decision and its check.
+background "the moto launcher's tests" "${ROOT}/.venv/bin/python" -m pytest -q tests/moto tests/scripts
 
 step "cargo package: the libraries a team depends on, with their metadata, in the background (output at the end)"
 # --no-verify: verifying compiles each library with the AWS SDK once more, alone, in its own folder (minutes on 2
