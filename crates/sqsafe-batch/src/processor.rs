@@ -394,8 +394,9 @@ impl BatchProcessor {
         }
         .instrument(span)
         .await;
-        // After the invocation's span has closed, so it goes too; Lambda may freeze the process once we answer.
-        sqsafe_telemetry::traces::flush().await;
+        // After the invocation's span has closed, so it goes too; Lambda may freeze the process once we answer. Cut
+        // before the deadline: a slow collector costs spans, never the batch's answer.
+        sqsafe_telemetry::traces::flush(deadline, self.clock.now()).await;
         report
     }
 

@@ -10,6 +10,8 @@
 //! attribute, else its `AWSTraceHeader`), and also linked to it; without one it is a child of the invocation, whose
 //! parent is Lambda's own X-Ray trace when there is one. Off, nothing is collected, and [`flush`] returns at once.
 
+use std::time::{Duration, SystemTime};
+
 use tracing::Span;
 
 use crate::trace::TraceContext;
@@ -95,10 +97,36 @@ pub fn span_context(span: &Span) -> Option<TraceContext> {
 }
 
 /// Sends the spans that ended since the last flush, when spans are exported; returns at once otherwise. Called at
-/// the end of each invocation (sqsafe's consumers, the outbox relay and the sweeper do). A failed send is logged
-/// (WARN, with the count of spans dropped) and never fails the invocation.
-pub async fn flush() {
-    imp::flush().await;
+/// the end of each invocation, before its answer (sqsafe's consumers, the outbox relay and the sweeper do), with the
+/// invocation's `deadline` (`None` when unknown) and the time `now`.
+///
+/// The send never delays the answer past the deadline: it is cut at [`ANSWER_MARGIN`] before `deadline` (and after
+/// [`SEND_LIMIT`] in any case), and not made at all when that moment has passed. A slow or silent collector costs
+/// this invocation's spans, never its records. A send that failed, was cut or was not made is logged (WARN, with
+/// the count of spans dropped) and never fails the invocation.
+pub async fn flush(deadline: Option<SystemTime>, now: SystemTime) {
+    imp::flush(send_budget(deadline, now)).await;
+}
+
+/// The longest one [`flush`] may take: the collector is beside the function (the ADOT layer), so an answer it has
+/// not given by then is not coming soon.
+pub const SEND_LIMIT: Duration = Duration::from_secs(2);
+
+/// Time kept between the end of a [`flush`] and the invocation's deadline, for the function to post its answer
+/// (the same margin the batch processor keeps after its last DLQ send or visibility change).
+pub const ANSWER_MARGIN: Duration = Duration::from_millis(250);
+
+/// How long a flush at `now` may take before `deadline`: until [`ANSWER_MARGIN`] before it, at most [`SEND_LIMIT`];
+/// [`Duration::ZERO`] when that moment has passed (nothing is sent); [`SEND_LIMIT`] when the deadline is unknown.
+pub fn send_budget(deadline: Option<SystemTime>, now: SystemTime) -> Duration {
+    let Some(deadline) = deadline else {
+        return SEND_LIMIT;
+    };
+    deadline
+        .checked_sub(ANSWER_MARGIN)
+        .and_then(|end| end.duration_since(now).ok())
+        .unwrap_or(Duration::ZERO)
+        .min(SEND_LIMIT)
 }
 
 /// Whether spans are being exported (a subscriber with [`Traces::Otlp`] was installed by [`init_with`](crate::init_with)).
@@ -143,9 +171,6 @@ mod imp {
     use tracing_subscriber::registry::LookupSpan;
 
     use crate::trace::TraceContext;
-
-    /// How long one flush may take (the collector is beside the function; a slow one costs spans, not the batch).
-    const SEND_LIMIT: Duration = Duration::from_secs(2);
 
     /// The exporting state, set once by [`install`].
     static EXPORT: OnceLock<Export> = OnceLock::new();
@@ -285,7 +310,7 @@ mod imp {
         ))
     }
 
-    pub(super) async fn flush() {
+    pub(super) async fn flush(budget: Duration) {
         let Some(export) = EXPORT.get() else {
             return;
         };
@@ -295,6 +320,13 @@ mod imp {
             return;
         }
         let count = spans.len();
+        if budget.is_zero() {
+            return dropped(
+                count,
+                &export.endpoint,
+                "not sent: the invocation's deadline is too near (its answer goes first)",
+            );
+        }
         let body = ExportTraceServiceRequest {
             resource_spans: group_spans_by_resource_and_scope(spans, &export.resource),
         }
@@ -306,7 +338,7 @@ mod imp {
             Ok(request) => request,
             Err(e) => return dropped(count, &export.endpoint, &e.to_string()),
         };
-        let sent = tokio::time::timeout(SEND_LIMIT, async {
+        let sent = tokio::time::timeout(budget, async {
             let response = export
                 .client
                 .request(request)
@@ -328,7 +360,15 @@ mod imp {
             Err(_) => dropped(
                 count,
                 &export.endpoint,
-                &format!("no answer within {} ms", SEND_LIMIT.as_millis()),
+                &format!(
+                    "no answer within {} ms{}",
+                    budget.as_millis(),
+                    if budget < super::SEND_LIMIT {
+                        ", cut to answer before the invocation's deadline"
+                    } else {
+                        ""
+                    }
+                ),
             ),
         }
     }
@@ -359,7 +399,7 @@ mod imp {
         false
     }
 
-    pub(super) async fn flush() {}
+    pub(super) async fn flush(_: std::time::Duration) {}
 }
 
 #[cfg(test)]
@@ -371,6 +411,29 @@ mod tests {
     fn traces(vars: &[(&str, &str)]) -> Traces {
         let vars: HashMap<&str, &str> = vars.iter().copied().collect();
         Traces::from_vars(|name| vars.get(name).map(|v| (*v).to_owned()))
+    }
+
+    #[test]
+    fn a_flush_ends_before_the_answers_margin_and_is_not_made_past_it() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let at = |ms: u64| now + Duration::from_millis(ms);
+        // The case: 1.2 s before the deadline, a collector that takes 1.5 s must be cut at 0.95 s.
+        assert_eq!(
+            send_budget(Some(at(1_200)), now),
+            Duration::from_millis(950)
+        );
+        assert_eq!(send_budget(Some(at(60_000)), now), SEND_LIMIT);
+        assert_eq!(send_budget(None, now), SEND_LIMIT, "deadline unknown");
+        assert_eq!(send_budget(Some(at(250)), now), Duration::ZERO);
+        assert_eq!(send_budget(Some(at(100)), now), Duration::ZERO);
+        assert_eq!(
+            send_budget(Some(now - Duration::from_secs(1)), now),
+            Duration::ZERO
+        );
+        assert_eq!(
+            send_budget(Some(SystemTime::UNIX_EPOCH), now),
+            Duration::ZERO
+        );
     }
 
     #[test]

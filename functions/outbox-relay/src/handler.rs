@@ -203,12 +203,14 @@ impl OutboxRelay {
     ) -> Result<DynamoDbEventResponse, HandlerError> {
         let span = sqsafe_telemetry::invocation_span(&event.context);
         let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
+        let started = SystemTime::now();
         let answer = self
             .batch(&event.payload.records, deadline)
             .instrument(span)
             .await;
-        // The spans of this invocation (its own, each publish), when exported: before Lambda freezes the process.
-        sqsafe_telemetry::traces::flush().await;
+        // The spans of this invocation (its own, each publish), when exported: before Lambda freezes the process,
+        // and cut before the deadline (a deadline already passed when the batch came is an emulator's: unknown).
+        sqsafe_telemetry::traces::flush(known_deadline(deadline, started), SystemTime::now()).await;
         answer
     }
 
@@ -462,6 +464,12 @@ impl OutboxRelay {
 
 /// The (destination, message group) of a FIFO outbox event, for keeping its group's order: read from the item's
 /// attributes as they are, so that a malformed item that names its group still holds the group's later events.
+/// An invocation's deadline as Lambda gave it, unless it had passed already when the invocation `started`: Lambda
+/// never hands over such an invocation, emulators do (a placeholder, or a queued invocation), and it is unknown then.
+pub(crate) fn known_deadline(deadline: SystemTime, started: SystemTime) -> Option<SystemTime> {
+    (deadline > started).then_some(deadline)
+}
+
 fn fifo_group(record: &EventRecord) -> Option<(String, String)> {
     if record.event_name != "INSERT" {
         return None;

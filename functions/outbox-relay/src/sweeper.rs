@@ -119,8 +119,15 @@ impl OutboxSweeper {
         event: LambdaEvent<serde_json::Value>,
     ) -> Result<SweepSummary, SweepError> {
         let span = sqsafe_telemetry::invocation_span(&event.context);
+        let started = SystemTime::now();
+        let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
         let summary = self.run().instrument(span).await;
-        sqsafe_telemetry::traces::flush().await;
+        // Its spans, cut before the deadline: a slow collector costs spans, never the run's answer.
+        sqsafe_telemetry::traces::flush(
+            crate::handler::known_deadline(deadline, started),
+            SystemTime::now(),
+        )
+        .await;
         summary
     }
 
