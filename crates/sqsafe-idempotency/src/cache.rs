@@ -58,6 +58,9 @@ impl CacheConfig {
 pub(crate) struct CachedCompletion {
     pub(crate) fingerprint: Fingerprint,
     pub(crate) result: Option<StoredResult>,
+    /// The completed record's own expiration (epoch seconds), as stored: the keyed mode's read hands a cached
+    /// answer on as the record it stands for.
+    pub(crate) expiration: u64,
     valid_until_ms: u64,
 }
 
@@ -124,6 +127,7 @@ impl CompletedCache {
         let entry = CachedCompletion {
             fingerprint: fingerprint.clone(),
             result,
+            expiration,
             valid_until_ms,
         };
         self.entries.insert(key.clone(), Arc::new(entry));

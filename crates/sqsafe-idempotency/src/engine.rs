@@ -25,6 +25,10 @@ use crate::store::{ClaimAttempt, FencedWrite, IdempotencyStore};
 /// Longest correlation id kept on a record, in characters; longer ones are cut.
 pub const MAX_CORRELATION_CHARS: usize = 256;
 
+/// The token of a record [`Idempotency::read_keyed`] made from the local cache's answer (no stored record has it:
+/// a claim's tokens are random hex).
+pub(crate) const CACHED_READ_TOKEN: &str = "local-cache";
+
 /// A crash point for fault-injection tests; nothing without the `fault-injection` feature.
 macro_rules! crash_point {
     ($point:ident, $key:expr) => {
@@ -390,8 +394,10 @@ impl<S: IdempotencyStore> Idempotency<S> {
 
     /// The keyed mode's read: the records of `keys`, strongly consistent, in as few requests as the store allows
     /// (DynamoDB: one `BatchGetItem` per 100 keys, unprocessed keys read again). Keys the local cache holds as
-    /// completed are not read (their requests replay from the cache). The read is cut at the `deadline` less the
-    /// completion's reserve, as a store error: nothing ran, so the records come back.
+    /// completed are not read from the store: the cache's answer is part of the read, as the completed record it
+    /// stands for (its fingerprint, result and expiration), so it still counts when the cache has let the key go
+    /// by the time its request runs (its time-to-live ran out, or it was evicted). The read is cut at the
+    /// `deadline` less the completion's reserve, as a store error: nothing ran, so the records come back.
     ///
     /// Hand each request's record to [`execute_keyed`](Self::execute_keyed).
     pub async fn read_keyed(
@@ -400,18 +406,29 @@ impl<S: IdempotencyStore> Idempotency<S> {
         deadline: Option<SystemTime>,
     ) -> Result<HashMap<IdempotencyKey, IdempotencyRecord>> {
         let now = self.inner.clock.now();
+        let mut cached = HashMap::new();
         let unread: Vec<IdempotencyKey> = match &self.inner.cache {
             Some(cache) => keys
                 .iter()
-                .filter(|k| cache.get(k, now).is_none())
+                .filter(|k| match cache.get(k, now) {
+                    Some(hit) => {
+                        cached.insert((*k).clone(), self.cached_record(k, &hit, now));
+                        false
+                    }
+                    None => true,
+                })
                 .cloned()
                 .collect(),
             None => keys.to_vec(),
         };
         if unread.is_empty() {
-            return Ok(HashMap::new());
+            return Ok(cached);
         }
-        let read = self.inner.store.get_many(&unread);
+        let read = async {
+            let mut read = self.inner.store.get_many(&unread).await?;
+            read.extend(cached);
+            Ok(read)
+        };
         let Some(deadline) = deadline else {
             return read.await;
         };
@@ -471,9 +488,14 @@ impl<S: IdempotencyStore> Idempotency<S> {
             KeyedRead::Run => {}
             KeyedRead::Replay => {
                 let found = read.expect("a replay is of a record read");
+                let source = if found.token == CACHED_READ_TOKEN {
+                    ReplaySource::Cache
+                } else {
+                    ReplaySource::Store
+                };
                 return Ok(Outcome::Replayed {
                     result: self.replay_stored(key, found, now),
-                    source: ReplaySource::Store,
+                    source,
                 });
             }
             KeyedRead::PayloadMismatch => {
@@ -650,6 +672,30 @@ impl<S: IdempotencyStore> Idempotency<S> {
             now,
         );
         decode(key, record.result.as_ref())
+    }
+
+    /// The completed record a cache entry stands for, as the keyed read hands it on (its token says where it
+    /// came from: [`CACHED_READ_TOKEN`]).
+    fn cached_record(
+        &self,
+        key: &IdempotencyKey,
+        hit: &crate::cache::CachedCompletion,
+        now: SystemTime,
+    ) -> IdempotencyRecord {
+        IdempotencyRecord {
+            key: key.clone(),
+            status: Status::Completed,
+            expiration: hit.expiration,
+            lease_expires_at: None,
+            token: CACHED_READ_TOKEN.to_owned(),
+            fingerprint: hit.fingerprint.clone(),
+            result: hit.result.clone(),
+            consumer: self.inner.consumer.clone(),
+            consumer_version: self.inner.consumer_version,
+            attempt: 0,
+            created_at: epoch_millis(now),
+            correlation_id: None,
+        }
     }
 
     /// Remembers a completed key in the local cache, if there is one.

@@ -1271,7 +1271,11 @@ pub async fn keyed_mode_skips_the_read_for_keys_the_cache_holds<S: IdempotencySt
         .expect("fresh");
     fx.requests.take_all();
     let batch = idem.read_keyed(&[key("c-1")], None).await.expect("read");
-    assert!(batch.is_empty());
+    assert_eq!(
+        batch.get(&key("c-1")).map(|r| r.status),
+        Some(Status::Completed),
+        "the cache's answer is part of the read"
+    );
     fx.requests.assert_sent(&[], "a read of a cached key");
     let hit = keyed_charge(&idem, &batch, "c-1", 100, &effects)
         .await
@@ -1287,4 +1291,26 @@ pub async fn keyed_mode_skips_the_read_for_keys_the_cache_holds<S: IdempotencySt
     assert!(err.is_payload_mismatch(), "{err}");
     fx.requests.assert_sent(&[], "cache answers");
     assert_eq!(effects.load(Ordering::SeqCst), 1);
+
+    // The cache lets the key go between the batch's read and a record's turn (its time-to-live ran out; moka may
+    // also evict it): the read's answer still stands. The duplicate replays, other content is refused before the
+    // call, and neither makes a request (issue 40, item 2: it ran the effect and wrote a refused put).
+    let batch = idem.read_keyed(&[key("c-1")], None).await.expect("read");
+    clock.advance(Duration::from_secs(61));
+    let after = keyed_charge(&idem, &batch, "c-1", 100, &effects)
+        .await
+        .expect("after the cache let go");
+    assert_eq!(
+        after,
+        Outcome::Replayed {
+            result: Replayed::Value("ch_1".to_owned()),
+            source: ReplaySource::Cache
+        }
+    );
+    let batch = idem.read_keyed(&[key("c-1")], None).await.expect("read");
+    clock.advance(Duration::from_secs(61));
+    let err = idempotency_error(keyed_charge(&idem, &batch, "c-1", 9, &effects).await);
+    assert!(err.is_payload_mismatch(), "{err}");
+    fx.requests.assert_sent(&[], "the read's cached answers");
+    assert_eq!(effects.load(Ordering::SeqCst), 1, "one effect");
 }
