@@ -335,8 +335,11 @@ struct KeyedBatch<P> {
     keys: Vec<IdempotencyKey>,
     /// The same keys, to look one up.
     known: HashSet<IdempotencyKey>,
-    /// The records read, once, by the first record that needs them (a failed read is tried again by the next).
-    read: tokio::sync::OnceCell<HashMap<IdempotencyKey, IdempotencyRecord>>,
+    /// The records read, once, by the first record that needs them. `None`: that read failed (a chunk's error,
+    /// keys DynamoDB left unprocessed, a stored item that does not parse); it is not tried again for this
+    /// invocation, and each record reads its own key instead, so a throttled table sees one request per record (as
+    /// in the claim mode), not the whole batch again per record, and an unreadable item fails only its own record.
+    read: tokio::sync::OnceCell<Option<HashMap<IdempotencyKey, IdempotencyRecord>>>,
     /// Keys a record of this batch has used the read for: a later record of the same key (a duplicate in the batch;
     /// in a FIFO group, after the first completed) reads its record again rather than trust the batch's read.
     used: Mutex<HashSet<IdempotencyKey>>,
@@ -359,18 +362,36 @@ impl<P> KeyedBatch<P> {
             .lock()
             .map(|mut used| used.insert(key.clone()))
             .unwrap_or(false);
-        if !first || !self.known.contains(key) {
+        let own_read = || async {
             let mut read = runner
                 .idem
                 .read_keyed(std::slice::from_ref(key), deadline)
                 .await?;
-            return Ok(read.remove(key));
+            Ok::<_, sqsafe_idempotency::Error>(read.remove(key))
+        };
+        if !first || !self.known.contains(key) {
+            return own_read().await;
         }
         let read = self
             .read
-            .get_or_try_init(|| runner.idem.read_keyed(&self.keys, deadline))
-            .await?;
-        Ok(read.get(key).cloned())
+            .get_or_init(|| async {
+                match runner.idem.read_keyed(&self.keys, deadline).await {
+                    Ok(read) => Some(read),
+                    Err(error) => {
+                        tracing::warn!(
+                            error = %error,
+                            keys = self.keys.len(),
+                            "the batch's keyed read failed: each record reads its own key instead"
+                        );
+                        None
+                    }
+                }
+            })
+            .await;
+        match read {
+            Some(read) => Ok(read.get(key).cloned()),
+            None => own_read().await,
+        }
     }
 }
 
@@ -393,10 +414,17 @@ impl<C: Consumer> Runner<C> {
         let mut parsed = HashMap::with_capacity(event.records.len());
         let mut keys = Vec::with_capacity(event.records.len());
         let mut known = HashSet::with_capacity(event.records.len());
+        // A message id that two records of the event share (a hand-built event: SQS gives each delivery its own)
+        // names no one payload: neither is kept, and each of those records parses its own body when it runs.
+        let mut ids = HashSet::with_capacity(event.records.len());
+        let mut shared_ids = HashSet::new();
         for message in &event.records {
             let Some(id) = message.message_id.as_deref() else {
                 continue;
             };
+            if !ids.insert(id) {
+                shared_ids.insert(id);
+            }
             // Errors are left for the record to report when it runs (within its span, to the DLQ if permanent).
             let Ok(Some((payload, raw))) = processor.parse_message::<C::Payload>(message) else {
                 continue;
@@ -411,6 +439,9 @@ impl<C: Consumer> Runner<C> {
                 keys.push(key);
             }
             parsed.insert(id.to_owned(), (payload, raw));
+        }
+        for id in shared_ids {
+            parsed.remove(id);
         }
         Some(KeyedBatch {
             parsed: Mutex::new(parsed),

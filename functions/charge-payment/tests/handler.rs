@@ -694,3 +694,81 @@ async fn a_completed_record_is_measured_by_dynamodbs_sizing_rules() {
         "one write unit: {bytes} bytes, {parts:?}"
     );
 }
+
+/// The records of p-1001 and p-1002, as the sample batch has them.
+fn first_and_second() -> SqsEvent {
+    let mut event = event_file("charge-payment-batch.json");
+    event
+        .records
+        .retain(|r| [Some(FIRST), Some(SECOND)].contains(&r.message_id.as_deref()));
+    event
+}
+
+/// A stored item that does not parse fails its own record only (issue 40, item 3). The batch's read fails once on
+/// it and is not tried again for the invocation: each record reads its own key instead, so p-1001 is charged and
+/// p-1002, whose item is unreadable, comes back. (Before: the whole read failed for every record, each record read
+/// the whole batch again, and no payment of any batch holding p-1002 was ever charged.)
+#[tokio::test]
+async fn the_keyed_mode_fails_only_the_record_whose_stored_item_does_not_parse() {
+    let fx = fixture_in("keyed").await;
+    let unreadable = KeyBuilder::new("charge-payment", 1)
+        .tenant("acme")
+        .intent("payment", "p-1002")
+        .build()
+        .expect("key");
+    fx.dynamodb
+        .put_item()
+        .table_name(&fx.idempotency_table)
+        .item(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(unreadable.as_str().to_owned()),
+        )
+        .item(
+            "status",
+            aws_sdk_dynamodb::types::AttributeValue::S("NOT_A_STATUS".to_owned()),
+        )
+        .send()
+        .await
+        .expect("a malformed item");
+    fx.requests.take();
+    let failed = fx.invoke(first_and_second()).await;
+    assert_eq!(failed, [SECOND], "only the record of the unreadable item");
+    let charges = fx.payments.charges();
+    assert_eq!(
+        charges
+            .iter()
+            .map(|c| c.payment_id.as_str())
+            .collect::<Vec<_>>(),
+        ["p-1001"]
+    );
+    let mut sent = fx.requests.take();
+    sent.sort();
+    assert_eq!(
+        sent,
+        ["BatchGetItem", "BatchGetItem", "BatchGetItem", "PutItem"],
+        "the batch's read once, then each record's own key, and p-1001's completion"
+    );
+}
+
+/// Two records of a hand-built event that share one `messageId` each run their own payload in the keyed mode (issue
+/// 40, item 5: the batch's parse kept one payload per id, so the first record ran the second's, and p-1001 was
+/// never charged while p-1002's second copy replayed).
+#[tokio::test]
+async fn the_keyed_mode_runs_each_records_own_payload_when_two_share_a_message_id() {
+    let fx = fixture_in("keyed").await;
+    let mut event = first_and_second();
+    event.records[1].message_id = Some(FIRST.to_owned());
+    let failed = fx.invoke(event).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    let mut paid: Vec<(String, u64)> = fx
+        .payments
+        .charges()
+        .iter()
+        .map(|c| (c.payment_id.clone(), c.amount))
+        .collect();
+    paid.sort();
+    assert_eq!(
+        paid,
+        [("p-1001".to_owned(), 1250), ("p-1002".to_owned(), 990)]
+    );
+}
