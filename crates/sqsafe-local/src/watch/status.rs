@@ -5,7 +5,9 @@
 //! `error: could not compile ...` when the build failed, and cargo-lambda's `ERROR command exited code=N` (or
 //! `command killed`) when the process ended on its own (a crash, an init error, a build error). The function's own
 //! lines (JSON logs) change nothing. Cargo-lambda does not always report a failed build as an exit (a second file
-//! event can turn it into its own kill), hence cargo's line.
+//! event can turn it into its own kill), hence cargo's line. A build begins with cargo's first status line after the
+//! function ran, exited or had not started, or with watch's kill of a build under way (`ForceStop`), which watch
+//! then begins again.
 
 use std::time::Instant;
 
@@ -31,9 +33,12 @@ const ENDS: [&str; 4] = [
     "command stopped",
     "command ended by exception",
 ];
-/// Kills that watch itself made: `ForceStop` when it stops the running process for a reload (a build and a new
-/// start follow), `Terminate` and `Interrupt` when it shuts down. The function did not end on its own.
-const WATCH_OWN_KILLS: [&str; 3] = ["code=ForceStop", "code=Terminate", "code=Interrupt"];
+/// Watch's kill when it notices a save: of the running process or of the build under way (a build and a new start
+/// follow).
+const FORCE_STOP: &str = "code=ForceStop";
+/// Kills that watch itself made: [`FORCE_STOP`], and `Terminate` and `Interrupt` when it shuts down. The function
+/// did not end on its own.
+const WATCH_OWN_KILLS: [&str; 3] = [FORCE_STOP, "code=Terminate", "code=Interrupt"];
 
 /// Where the function stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,25 +64,29 @@ pub struct Status {
     pub since: Instant,
     /// Processes started so far (the first start, then one per reload or restart).
     pub starts: u64,
-    /// Builds seen so far.
+    /// Builds seen so far: cargo's lines after the function ran, exited or had not started (a build that watch
+    /// stopped and began again counts once).
     pub builds: u64,
     /// Cargo's latest status line (`Compiling sqsafe-batch v0.1.0 (...)`), for progress reports.
     pub build_line: Option<String>,
     /// The line that reported the end of the process, while [`Phase::Exited`] (or [`Phase::Stopped`]).
     pub exit: Option<String>,
-    /// When cargo's latest status line was seen (a build under way then).
-    pub built_at: Option<Instant>,
+    /// When the latest build began: its first status line, or watch's kill of the build before it (see
+    /// [`Status::after_save`]).
+    pub build_began: Option<Instant>,
 }
 
 /// Where the function stands with a saved change ([`Status::after_save`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterSave {
-    /// Nothing to wait for: the process runs what was saved, or its build of it failed (it stays down until the
-    /// next save), or no process was started yet (the first start builds what is saved), or watch is gone.
+    /// Nothing to wait for: the process was built by a build begun after the save, or that build failed (it stays
+    /// down until the next save), or no process was started yet (the first start builds what is saved), or watch is
+    /// gone.
     Ready,
-    /// Watch is building since the save.
+    /// Watch is building, in a build begun after the save.
     Building,
-    /// No build since the save: watch has not noticed it yet (it does so seconds later), or ignores the file.
+    /// No build begun since the save: watch has not noticed it yet (it does so seconds later; meanwhile a build begun
+    /// before the save goes on, and starts the code from before it), or ignores the file.
     Unnoticed,
 }
 
@@ -91,20 +100,21 @@ impl Status {
             builds: 0,
             build_line: None,
             exit: None,
-            built_at: None,
+            build_began: None,
         }
     }
 
     /// Whether the function runs what was saved at `saved` (as seen by [`Saves`](super::Saves)).
     ///
-    /// Watch stops a running process or build when it notices a save, and cargo prints status lines as the next build
-    /// begins; so a status line seen after the save is a build that includes it.
+    /// A build includes the save when it began after it: watch notices a save seconds later, stops the running
+    /// process or the build under way, and begins a new build. Until then a build begun before the save goes on,
+    /// prints its status lines and starts its process: those come after the save but have the code from before.
     pub fn after_save(&self, saved: Instant) -> AfterSave {
-        let built_since = self.built_at.is_some_and(|at| at >= saved);
+        let began_since = self.build_began.is_some_and(|at| at >= saved);
         match self.phase {
             Phase::Idle | Phase::Stopped => AfterSave::Ready,
-            Phase::Running | Phase::Exited if built_since => AfterSave::Ready,
-            Phase::Building if built_since => AfterSave::Building,
+            Phase::Running | Phase::Exited if began_since => AfterSave::Ready,
+            Phase::Building if began_since => AfterSave::Building,
             Phase::Running | Phase::Exited | Phase::Building => AfterSave::Unnoticed,
         }
     }
@@ -120,12 +130,21 @@ impl Status {
         }
         if line.starts_with(' ') && BUILD_WORDS.iter().any(|w| text.starts_with(w)) {
             self.build_line = Some(text.to_owned());
-            self.built_at = Some(now);
             if self.phase != Phase::Building {
                 self.builds += 1;
+                self.build_began = Some(now);
                 self.enter(Phase::Building, now);
                 return true;
             }
+            return false;
+        }
+        if self.phase == Phase::Building && text.starts_with("ERROR") && text.ends_with(FORCE_STOP)
+        {
+            // Watch killed the process that ran before this build (logged a throttle late, while the build runs), or
+            // this build, which it then began again for a newer save: cargo's lines do not tell the two builds
+            // apart. Either way a build began at the kill, and no save that watch acts on came between the kill and
+            // this line: watch takes such a save in the same action as the kill, and then logs no kill.
+            self.build_began = Some(now);
             return false;
         }
         if line.starts_with(BUILD_FAILED) {
@@ -333,6 +352,101 @@ mod tests {
             AfterSave::Ready,
             "nothing to wait for"
         );
+    }
+
+    #[test]
+    fn a_build_begun_before_the_save_does_not_count_for_it() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut status = Status::new(t0);
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(1));
+        let saved = at(2);
+        // The build begun before the save goes on and starts its process before watch notices the save.
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(3));
+        status.observe(
+            "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 0.27s",
+            at(4),
+        );
+        assert_eq!(status.after_save(saved), AfterSave::Unnoticed);
+        status.observe("     Running `target/debug/p`", at(5));
+        assert_eq!(
+            status.after_save(saved),
+            AfterSave::Unnoticed,
+            "the process runs the code from before the save"
+        );
+        // Watch notices the save: it stops that process, builds and starts again.
+        status.observe(
+            "    Blocking waiting for file lock on artifact directory",
+            at(3000),
+        );
+        assert_eq!(status.after_save(saved), AfterSave::Building);
+        status.observe("ERROR command killed code=ForceStop", at(3001));
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(3002));
+        status.observe(
+            "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 0.27s",
+            at(3500),
+        );
+        assert_eq!(status.after_save(saved), AfterSave::Building);
+        status.observe("     Running `target/debug/p`", at(3600));
+        assert_eq!(status.after_save(saved), AfterSave::Ready);
+    }
+
+    #[test]
+    fn a_build_begun_before_the_save_that_fails_after_it_is_not_its_build() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut status = Status::new(t0);
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(1));
+        status.observe(
+            "error: could not compile `p` (bin \"p\") due to 1 previous error",
+            at(3),
+        );
+        assert_eq!(status.phase, Phase::Exited);
+        assert_eq!(
+            status.after_save(at(2)),
+            AfterSave::Unnoticed,
+            "the save may fix what failed: watch builds it once it notices"
+        );
+    }
+
+    #[test]
+    fn a_build_that_watch_stops_and_begins_again_begins_at_the_kill() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut status = Status::new(t0);
+        status.observe("     Running `target/debug/p`", at(1));
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(1000));
+        let saved = at(2000);
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(2500));
+        // Watch notices the save while it builds: it kills that build and begins another, whose lines read like
+        // the killed one's; the kill is logged (a throttle later) while the new build runs.
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(5000));
+        assert_eq!(status.after_save(saved), AfterSave::Unnoticed);
+        status.observe("ERROR command killed code=ForceStop", at(8000));
+        assert_eq!(status.phase, Phase::Building);
+        assert_eq!(status.after_save(saved), AfterSave::Building);
+        status.observe(
+            "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 6.27s",
+            at(8100),
+        );
+        status.observe("     Running `target/debug/p`", at(8200));
+        assert_eq!(status.after_save(saved), AfterSave::Ready);
+        assert_eq!(
+            status.after_save(at(8050)),
+            AfterSave::Unnoticed,
+            "a save after the kill waits for a build of its own"
+        );
+    }
+
+    #[test]
+    fn a_shutdown_kill_while_building_begins_no_build() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut status = Status::new(t0);
+        status.observe("   Compiling p v0.1.0 (/tmp/p)", at(1));
+        status.observe("ERROR command killed code=Terminate", at(3));
+        assert_eq!(status.phase, Phase::Building);
+        assert_eq!(status.after_save(at(2)), AfterSave::Unnoticed);
     }
 
     #[test]
