@@ -381,7 +381,7 @@ async fn an_answer_later_than_the_timeout_is_a_transient_timeout() {
 }
 
 #[tokio::test]
-async fn a_body_larger_than_the_cap_is_transient_and_not_kept() {
+async fn a_2xx_larger_than_the_cap_is_transient_and_not_kept() {
     let fx = fixture().await;
     fx.api.reply_next(Reply::status(200).body(vec![b'x'; 65]));
     let err = retried(fx.run(&[("ORDERS_MAX_BODY_BYTES", "64")]).await);
@@ -400,6 +400,62 @@ async fn a_body_larger_than_the_cap_is_transient_and_not_kept() {
         fx.run(&[("ORDERS_MAX_BODY_BYTES", "64")]).await,
         Disposition::Succeeded(Processed::Applied)
     ));
+}
+
+/// An error page over the cap is still the API's answer: a 422 or a 400 is dead-lettered at once (one call, no
+/// retry), and its body is neither read for a code nor quoted.
+#[tokio::test]
+async fn an_error_page_larger_than_the_cap_is_mapped_by_its_status() {
+    let fx = fixture().await;
+    let page = format!(
+        r#"{{"error":"idempotency_key_reused","message":"card 4111111111111111 {}"}}"#,
+        "x".repeat(64)
+    );
+    for (status, kind) in [(422, "downstream_key_reused"), (400, "downstream_rejected")] {
+        fx.api.reply_next(Reply::status(status).body(page.clone()));
+        let calls = fx.api.calls().len();
+        let err = dead_lettered(fx.run(&[("ORDERS_MAX_BODY_BYTES", "64")]).await);
+        assert_eq!(
+            (err.kind(), err.class()),
+            (kind, ErrorClass::Permanent),
+            "{status}"
+        );
+        assert_eq!(fx.api.calls().len(), calls + 1, "{status}: one call");
+        assert!(
+            err.message()
+                .starts_with(&format!("orders API answered {status}"))
+                && err.message().ends_with("with a body larger than 64 bytes"),
+            "{}",
+            err.message()
+        );
+        assert!(!err.to_string().contains("4111"), "{err}");
+    }
+}
+
+/// A 429 or 503 over the cap keeps the server's delay.
+#[tokio::test]
+async fn a_transient_answer_larger_than_the_cap_keeps_its_retry_after() {
+    let fx = fixture().await;
+    for status in [429, 503] {
+        fx.api.reply_next(
+            Reply::status(status)
+                .body(vec![b'x'; 65])
+                .retry_after_secs(120),
+        );
+        let before = SystemTime::now();
+        let err = retried(fx.run(&[("ORDERS_MAX_BODY_BYTES", "64")]).await);
+        assert_eq!(
+            (err.kind(), err.class()),
+            ("downstream_unavailable", ErrorClass::Transient),
+            "{status}"
+        );
+        let at = err.retry_not_before().expect("Retry-After honoured");
+        assert!(
+            at >= before + Duration::from_secs(119)
+                && at <= SystemTime::now() + Duration::from_secs(121),
+            "{status}: {at:?}"
+        );
+    }
 }
 
 #[tokio::test]

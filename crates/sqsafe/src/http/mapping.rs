@@ -31,7 +31,8 @@ pub(crate) fn budget(
 pub(crate) fn retry_after(value: Option<&str>, now: SystemTime) -> Option<SystemTime> {
     let value = value?.trim();
     let at = if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        // A number too large for u64 is as good as "much later": the batch processor caps the wait at 12 h.
+        // A number past what a SystemTime holds (one too large for u64 included) reads as no header: the record's
+        // own backoff applies. A large one short of that is kept; the batch processor caps the wait at 12 h.
         let seconds = value.parse::<u64>().unwrap_or(u64::MAX);
         now.checked_add(Duration::from_secs(seconds))?
     } else {
@@ -65,6 +66,30 @@ pub(crate) fn classify(
         Some(code) => format!("{api} answered {status} (error code {code})"),
         None => format!("{api} answered {status}"),
     };
+    failure(status, said, retry_not_before).map_or(Ok(()), Err)
+}
+
+/// What an answer whose body is larger than `cap` means. The status decides, as for any answer: an error page too
+/// large to read is still a 422 or a 503 (its `Retry-After` kept), only without a code. A 2xx is a transient
+/// `downstream_bad_response`: the effect cannot read its body, and the retry, under the same key, gets the API's
+/// replay.
+pub(crate) fn over_cap(
+    api: &str,
+    status: StatusCode,
+    cap: usize,
+    retry_not_before: Option<SystemTime>,
+) -> RecordError {
+    let said = || format!("{api} answered {status} with a body larger than {cap} bytes");
+    failure(status, said, retry_not_before)
+        .unwrap_or_else(|| RecordError::transient("downstream_bad_response", said()))
+}
+
+/// The error `status` means, `None` for 2xx; `said` is its message.
+fn failure(
+    status: StatusCode,
+    said: impl Fn() -> String,
+    retry_not_before: Option<SystemTime>,
+) -> Option<RecordError> {
     let transient = |kind: &'static str| {
         let error = RecordError::transient(kind, said());
         match retry_not_before {
@@ -73,14 +98,14 @@ pub(crate) fn classify(
         }
     };
     match status.as_u16() {
-        200..=299 => Ok(()),
+        200..=299 => None,
         // The IETF Idempotency-Key draft: a request with this key is still being processed.
-        409 => Err(transient("downstream_in_flight")),
+        409 => Some(transient("downstream_in_flight")),
         // The draft again: the key was used with another payload. No retry can fix that.
-        422 => Err(RecordError::permanent("downstream_key_reused", said())),
-        408 | 425 | 429 | 500..=599 => Err(transient("downstream_unavailable")),
+        422 => Some(RecordError::permanent("downstream_key_reused", said())),
+        408 | 425 | 429 | 500..=599 => Some(transient("downstream_unavailable")),
         // Other 4xx, and what this client does not follow (1xx, 3xx): the request as built is refused.
-        _ => Err(RecordError::permanent("downstream_rejected", said())),
+        _ => Some(RecordError::permanent("downstream_rejected", said())),
     }
 }
 
@@ -162,6 +187,11 @@ mod tests {
             None,
             "past what a SystemTime holds"
         );
+        assert_eq!(
+            retry_after(Some("1000000000000"), now),
+            Some(now + Duration::from_secs(1_000_000_000_000)),
+            "far off but held: kept, for the batch processor to cap"
+        );
         for ignored in [
             None,
             Some(""),
@@ -216,6 +246,39 @@ mod tests {
         for code in [400, 422] {
             let err = classify(API, status(code), b"", later).expect_err("permanent");
             assert_eq!(err.class(), ErrorClass::Permanent, "{code}");
+        }
+    }
+
+    /// A body over the cap changes nothing but the message: the status decides, and `Retry-After` is kept. Only a
+    /// 2xx, whose body the effect reads, becomes an error.
+    #[test]
+    fn a_body_over_the_cap_is_mapped_by_its_status() {
+        let later = Some(at(2000));
+        let err = over_cap(API, status(200), 64, later);
+        assert_eq!(
+            (err.kind(), err.class()),
+            ("downstream_bad_response", ErrorClass::Transient)
+        );
+        assert_eq!(
+            err.message(),
+            "payments API answered 200 OK with a body larger than 64 bytes"
+        );
+        for (code, kind, class) in [
+            (422, "downstream_key_reused", ErrorClass::Permanent),
+            (400, "downstream_rejected", ErrorClass::Permanent),
+            (409, "downstream_in_flight", ErrorClass::Transient),
+            (429, "downstream_unavailable", ErrorClass::Transient),
+            (503, "downstream_unavailable", ErrorClass::Transient),
+        ] {
+            let err = over_cap(API, status(code), 64, later);
+            assert_eq!((err.kind(), err.class()), (kind, class), "{code}");
+            let kept = (class == ErrorClass::Transient).then_some(at(2000));
+            assert_eq!(err.retry_not_before(), kept, "{code}");
+            assert!(
+                err.message().ends_with("with a body larger than 64 bytes"),
+                "{}",
+                err.message()
+            );
         }
     }
 

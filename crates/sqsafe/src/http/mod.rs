@@ -48,15 +48,20 @@
 //! |---|---|---|
 //! | 2xx | `Ok(HttpResponse)` | |
 //! | 2xx whose body [`HttpResponse::json`] cannot read | transient | `downstream_bad_response` |
+//! | 2xx whose body is larger than [`max_body_bytes`](HttpClientBuilder::max_body_bytes) | transient | `downstream_bad_response` |
 //! | 409 Conflict (the same key in flight, per the IETF Idempotency-Key draft) | transient | `downstream_in_flight` |
 //! | 422 Unprocessable Content (the key was used with another payload) | permanent | `downstream_key_reused` |
 //! | 408, 425, 429, 5xx | transient | `downstream_unavailable` |
 //! | other 4xx; 1xx and 3xx (not followed) | permanent | `downstream_rejected` |
 //! | no answer within the time bound | transient | `downstream_timeout` |
 //! | no connection, or the answer was cut | transient | `downstream_unreachable` |
-//! | a body larger than [`max_body_bytes`](HttpClientBuilder::max_body_bytes) | transient | `downstream_bad_response` |
 //! | too little time before the deadline: not sent | transient | `deadline` ([`RecordError::DEADLINE`]) |
 //! | a request that cannot be built (a path that is no URI, a body that is no JSON) | permanent | `downstream_bad_request` |
+//!
+//! Any other answer is mapped by its status whatever its body's size: a 422 or 400 error page larger than the cap is
+//! still dead-lettered at once, and a 429 or 503 keeps its `Retry-After`; its body is not read (so its error carries
+//! no code). A 2xx over the cap is transient: the effect cannot read the body, and the retry, carrying the same
+//! `Idempotency-Key`, gets the API's replay.
 //!
 //! A transient answer with a `Retry-After` header (delta-seconds or an HTTP-date) carries it as
 //! [`RecordError::retry_not_before`]: the batch processor keeps the message invisible until then instead of its
@@ -334,7 +339,7 @@ impl HttpClient {
         })
     }
 
-    /// Sends and reads the whole answer (up to the cap), then maps it.
+    /// Sends, reads the answer (its body up to the cap), then maps it by its status.
     async fn exchange(&self, request: Request<Full<Bytes>>) -> Result<HttpResponse, RecordError> {
         let inner = &self.inner;
         let response = inner.client.request(request).await.map_err(|e| {
@@ -342,15 +347,17 @@ impl HttpClient {
                 .with_source(e)
         })?;
         let (parts, body) = response.into_parts();
+        let retry_after = parts.headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok());
+        let retry_not_before = mapping::retry_after(retry_after, SystemTime::now());
+        // The status and headers are the answer; a body over the cap is only unread (mapping::over_cap).
         let body = match Limited::new(body, inner.max_body_bytes).collect().await {
             Ok(collected) => collected.to_bytes(),
             Err(e) if e.is::<LengthLimitError>() => {
-                return Err(RecordError::transient(
-                    "downstream_bad_response",
-                    format!(
-                        "{} answered {} with a body larger than {} bytes",
-                        inner.name, parts.status, inner.max_body_bytes
-                    ),
+                return Err(mapping::over_cap(
+                    &inner.name,
+                    parts.status,
+                    inner.max_body_bytes,
+                    retry_not_before,
                 ));
             }
             Err(e) => {
@@ -361,8 +368,6 @@ impl HttpClient {
                 .with_source(e));
             }
         };
-        let retry_after = parts.headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok());
-        let retry_not_before = mapping::retry_after(retry_after, SystemTime::now());
         mapping::classify(&inner.name, parts.status, &body, retry_not_before)?;
         Ok(HttpResponse::new(
             parts.status,
@@ -386,7 +391,8 @@ impl HttpClientBuilder {
         self
     }
 
-    /// The most of a response's body read (more than zero); a larger body is a transient `downstream_bad_response`.
+    /// The most of a response's body read (more than zero). A 2xx with a larger body is a transient
+    /// `downstream_bad_response`; any other answer is mapped by its status, its body unread.
     pub fn max_body_bytes(mut self, cap: usize) -> Self {
         self.max_body_bytes = cap;
         self
