@@ -27,11 +27,14 @@ pub enum Mutation {
     KeyedCompletionUnconditional,
     /// The keyed mode for a downstream that does not honour the `Idempotency-Key`: the mode's assumption dropped.
     KeyedWithoutDownstreamKey,
+    /// The keyed mode takes the downstream's refusal of a key it saw with other content (422) for success, and puts
+    /// its own content's completed record: the table then disagrees with what the downstream applied.
+    KeyedRefusalTakenForSuccess,
 }
 
 impl Mutation {
     /// Every mutant, in the order they are checked.
-    pub const ALL: [Mutation; 9] = [
+    pub const ALL: [Mutation; 10] = [
         Mutation::CompleteIgnoresToken,
         Mutation::LeaseMayShrink,
         Mutation::NoTakeoverMargin,
@@ -41,6 +44,7 @@ impl Mutation {
         Mutation::KeyedIgnoresFingerprint,
         Mutation::KeyedCompletionUnconditional,
         Mutation::KeyedWithoutDownstreamKey,
+        Mutation::KeyedRefusalTakenForSuccess,
     ];
 
     /// The guard reverted, in words.
@@ -56,6 +60,9 @@ impl Mutation {
             Mutation::KeyedCompletionUnconditional => "the condition of the keyed completion",
             Mutation::KeyedWithoutDownstreamKey => {
                 "the keyed mode's downstream key (its assumption)"
+            }
+            Mutation::KeyedRefusalTakenForSuccess => {
+                "the keyed mode's reading of the downstream's refusal of other content"
             }
         }
     }
@@ -122,9 +129,17 @@ pub struct Config {
     /// instance could receive a visible message. With a drain, property 7 also checks that every message ends (a
     /// drain of 0 does not, and changes nothing else).
     pub drain: u8,
+    /// The table starts with a crashed claim-mode attempt's `IN_PROGRESS` record of this content (token
+    /// [`LEFTOVER_TOKEN`], its lease ending at tick 1): a function moved to the keyed mode meets what the claim mode
+    /// left. Two starts are explored: its effect's request never left, or the downstream applied it (under the same
+    /// key) before the attempt died. Its message is among `messages` (it comes back).
+    pub leftover_claim: Option<Fp>,
     /// A guard reverted, or none.
     pub mutation: Option<Mutation>,
 }
+
+/// The token of [`Config::leftover_claim`]'s record: no instance of the check holds it (theirs start at 1).
+pub const LEFTOVER_TOKEN: u8 = 0;
 
 impl Config {
     /// The bounded check `make test` runs: 2 instances, a message and its duplicate, one fault of each kind.
@@ -150,6 +165,7 @@ impl Config {
             effect_failures: 0,
             last_receive: 2,
             drain: 0,
+            leftover_claim: None,
             mutation: None,
         }
     }
@@ -205,10 +221,22 @@ impl Config {
         }
     }
 
+    /// The keyed mode over a claim-mode attempt that crashed (its `IN_PROGRESS` record of content 0 left in the
+    /// table, its call applied downstream or never sent), the message and its duplicate, and another content under the
+    /// key: reaches the `IN_PROGRESS` branches of `keyed_read` and `keyed_completion_lands`. No crash of its own.
+    pub fn keyed_over_leftover_claim() -> Self {
+        Self {
+            messages: vec![0, 1],
+            leftover_claim: Some(0),
+            crashes: 0,
+            ..Self::keyed()
+        }
+    }
+
     /// The configuration each mutant is checked with: the bounded one, or the one where its guard matters.
     pub fn for_mutant(mutation: Mutation) -> Self {
         let base = match mutation {
-            Mutation::KeyedIgnoresFingerprint => Self {
+            Mutation::KeyedIgnoresFingerprint | Mutation::KeyedRefusalTakenForSuccess => Self {
                 messages: vec![0, 1],
                 ..Self::keyed()
             },

@@ -32,7 +32,7 @@ mod state;
 mod trace;
 
 pub use check::{Report, Stop, Violation, check};
-pub use config::{Config, Fp, Mutation, TICK_MS};
+pub use config::{Config, Fp, LEFTOVER_TOKEN, Mutation, TICK_MS};
 pub use model::{Action, ProtocolModel};
 pub use outbox::{
     Event, OutboxAction, OutboxConfig, OutboxModel, OutboxReport, OutboxState, P8_APPLIED_ONCE,

@@ -78,6 +78,15 @@ fn deep() -> Vec<(&'static str, Config)> {
                 ..Config::keyed()
             },
         ),
+        (
+            "keyed mode over a crashed claim-mode attempt: contents 0, 0, 1, a crash, a lost answer, cache",
+            Config {
+                messages: vec![0, 0, 1],
+                crashes: 1,
+                cache: true,
+                ..Config::keyed_over_leftover_claim()
+            },
+        ),
     ]
 }
 

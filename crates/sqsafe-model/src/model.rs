@@ -5,7 +5,7 @@ use sqsafe_idempotency::Status;
 use sqsafe_idempotency::protocol::{self, ClaimRefused, FencedRefused, KeyedRead, Seen};
 use stateright::{Model, Property};
 
-use crate::config::{Config, Mutation, TICK_MS, ms};
+use crate::config::{Config, LEFTOVER_TOKEN, Mutation, TICK_MS, ms};
 use crate::properties;
 use crate::state::{
     Cached, End, Ghost, Instance, Job, Message, Phase, Record, Request, State, Write,
@@ -271,6 +271,38 @@ impl ProtocolModel {
         Self::finish(state, msg, end);
         Self::end_job(state, i, false);
         true
+    }
+
+    /// `state` with [`Config::leftover_claim`]'s record in the table (and, when `applied`, its call applied
+    /// downstream, the named case of a second application: its attempt died between the effect and the completion).
+    fn leftover(&self, applied: bool, mut state: State) -> State {
+        let c = &self.config;
+        let Some(fp) = c.leftover_claim else {
+            return state;
+        };
+        // Claimed at tick 0 on the true clock, its lease to tick 1.
+        let lease_ms = BASE_MS + ms(1);
+        state.record = Some(Record {
+            status: Status::InProgress,
+            expiration_s: protocol::in_progress_expiration_s(
+                BASE_MS,
+                ms(c.window),
+                lease_ms,
+                ms(c.margin),
+            ),
+            lease_ms: Some(lease_ms),
+            token: LEFTOVER_TOKEN,
+            fp,
+        });
+        state.ghost.life = 1;
+        state.ghost.life_fp = Some(fp);
+        if applied {
+            state.downstream_fp = Some(fp);
+            state.ghost.applied = 1;
+            state.ghost.excused = true;
+            state.ghost.applied_fp[usize::from(fp.min(1))] = 1;
+        }
+        state
     }
 
     /// The keyed mode's read: replay a completed record of the same content, refuse other content, or go on to the
@@ -562,8 +594,10 @@ impl ProtocolModel {
             let applied = !honours_key || state.downstream_fp.is_none();
             // A key it saw with other content is refused (the IETF draft's 422; Stripe's 400): a permanent error for
             // the sender, which dead-letters the message with its context.
-            let refused =
-                honours_key && state.downstream_fp.is_some_and(|first| first != request.fp);
+            let refused = honours_key
+                && state.downstream_fp.is_some_and(|first| first != request.fp)
+                && !(self.config.keyed
+                    && self.config.mutation == Some(Mutation::KeyedRefusalTakenForSuccess));
             state.downstream_fp.get_or_insert(request.fp);
             if refused {
                 let job = state.instances[sender].job.as_ref().filter(|_| waiting);
@@ -816,37 +850,53 @@ impl Model for ProtocolModel {
                 })
                 .collect();
         }
+        // A leftover claim-mode record: its call never sent, or applied downstream before its attempt died.
+        let leftover_applied: &[bool] = if c.leftover_claim.is_some() {
+            &[false, true]
+        } else {
+            &[false]
+        };
         skews
             .into_iter()
-            .map(|skews| State {
-                now: 0,
-                instances: skews
-                    .into_iter()
-                    .map(|skew| Instance {
-                        skew,
-                        job: None,
-                        cache: None,
-                    })
-                    .collect(),
-                messages: c
-                    .messages
+            .flat_map(|skews| {
+                leftover_applied
                     .iter()
-                    .map(|&fp| Message {
-                        fp,
-                        receives: 0,
-                        visible_at: 0,
-                        end: None,
-                    })
-                    .collect(),
-                record: None,
-                pending: Vec::new(),
-                requests: Vec::new(),
-                downstream_fp: None,
-                next_token: 0,
-                crashes: c.crashes,
-                lost_writes: c.lost_writes,
-                effect_failures: c.effect_failures,
-                ghost: Ghost::default(),
+                    .map(move |&applied| (skews.clone(), applied))
+            })
+            .map(|(skews, applied)| {
+                self.leftover(
+                    applied,
+                    State {
+                        now: 0,
+                        instances: skews
+                            .into_iter()
+                            .map(|skew| Instance {
+                                skew,
+                                job: None,
+                                cache: None,
+                            })
+                            .collect(),
+                        messages: c
+                            .messages
+                            .iter()
+                            .map(|&fp| Message {
+                                fp,
+                                receives: 0,
+                                visible_at: 0,
+                                end: None,
+                            })
+                            .collect(),
+                        record: None,
+                        pending: Vec::new(),
+                        requests: Vec::new(),
+                        downstream_fp: None,
+                        next_token: LEFTOVER_TOKEN + 1,
+                        crashes: c.crashes,
+                        lost_writes: c.lost_writes,
+                        effect_failures: c.effect_failures,
+                        ghost: Ghost::default(),
+                    },
+                )
             })
             .collect()
     }

@@ -35,7 +35,9 @@ pub const P3_COMPLETED_REPLAYS: &str =
 pub const P4_NOT_STUCK: &str =
     "4. no key stays IN_PROGRESS once the faults stop (bounded, under fairness)";
 /// Property 5: a payload mismatch never applies an effect. In the keyed mode, where a delivery that read before another
-/// content's completion sends its call under the same key: the downstream never applies a second content.
+/// content's completion sends its call under the same key: the downstream never applies a second content, and the
+/// table and the downstream agree on which content was the effect (a completed record holds the content the
+/// downstream applied under the key).
 pub const P5_MISMATCH_NEVER_APPLIES: &str = "5. a payload mismatch never runs an effect";
 /// Property 6: an in-progress record never expires before its lease plus the takeover margin.
 pub const P6_EXPIRY_COVERS_LEASE: &str = "6. expiry is never earlier than lease + margin";
@@ -67,8 +69,8 @@ pub fn all() -> Vec<Property<ProtocolModel>> {
         Property::always(P4_NOT_STUCK, |m: &ProtocolModel, s: &State| {
             !settled(m, s) || !stuck_in_progress(m, s)
         }),
-        Property::always(P5_MISMATCH_NEVER_APPLIES, |_: &ProtocolModel, s: &State| {
-            !s.ghost.mismatch_applied
+        Property::always(P5_MISMATCH_NEVER_APPLIES, |m: &ProtocolModel, s: &State| {
+            !s.ghost.mismatch_applied && (!m.config.keyed || table_agrees_with_downstream(s))
         }),
         Property::always(P6_EXPIRY_COVERS_LEASE, |m: &ProtocolModel, s: &State| {
             s.record.as_ref().is_none_or(|r| {
@@ -95,6 +97,13 @@ pub fn all() -> Vec<Property<ProtocolModel>> {
             |m: &ProtocolModel, s: &State| !m.config.downstream_key && s.ghost.applied >= 2,
         ),
     ]
+}
+
+/// A completed record holds the content the downstream applied under the key, once it applied one.
+fn table_agrees_with_downstream(s: &State) -> bool {
+    s.record.as_ref().is_none_or(|r| {
+        r.status != Status::Completed || s.downstream_fp.is_none_or(|applied| applied == r.fp)
+    })
 }
 
 /// The end of the horizon with nothing left in flight: no invocation, no write, no request.

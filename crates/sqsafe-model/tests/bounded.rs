@@ -110,6 +110,16 @@ fn keyed_mode_local_cache_and_failing_effects() {
     clean("keyed mode, cache + effect failure", config);
 }
 
+/// The keyed mode over what the claim mode left: a crashed attempt's `IN_PROGRESS` record of content 0 (its call
+/// applied downstream, or never sent), its message and another content under the key.
+#[test]
+fn keyed_mode_over_a_crashed_claim_mode_attempt() {
+    clean(
+        "keyed mode, leftover claim",
+        Config::keyed_over_leftover_claim(),
+    );
+}
+
 #[test]
 fn keyed_mode_every_message_ends_when_sqs_keeps_redelivering() {
     let config = Config {
