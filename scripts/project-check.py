@@ -46,6 +46,7 @@ the check fails when that sqsafe starts a payments API.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -152,15 +153,31 @@ def sam_env(scratch: Path) -> dict:
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
 
+# What a fresh machine has in cargo's folder (~/.cargo/bin): rustup and its proxies, nothing installed by hand.
+RUSTUP_PROXIES = ("cargo", "rustc", "rustdoc", "rustup", "rustfmt", "cargo-fmt", "cargo-clippy", "clippy-driver")
+
+
+@functools.cache
+def fresh_cargo_bin(cargo_bin: str) -> str:
+    """A folder holding links to rustup's proxies in `cargo_bin` and nothing else: whatever else was installed into
+    ~/.cargo/bin on this machine (cargo-lambda, an sqsafe of `cargo install`) is not on the bare PATH."""
+    folder = Path(tempfile.mkdtemp(prefix="sqsafe-cargo-bin-"))
+    for tool in RUSTUP_PROXIES:
+        if (Path(cargo_bin) / tool).exists():
+            (folder / tool).symlink_to(Path(cargo_bin) / tool)
+    return str(folder)
+
+
 def bare_env(env: dict) -> dict:
-    """`env` with the PATH of a fresh machine: the system's folders and the one holding cargo and rustup (rustup's
-    proxies), without .venv/bin or any sqsafe: the project's Makefile must find its pinned tools itself. PYTHON,
-    the Python the project's Makefile runs (install-sqsafe.py, `sqsafe local venv`), is the linked venv's own: the same
-    version, so `sqsafe local venv` finds the venv made from the same pins and keeps it."""
+    """`env` with the PATH of a fresh machine: the system's folders and rustup's proxies (links to those of the folder
+    holding cargo, see fresh_cargo_bin), without .venv/bin, any sqsafe, or anything else installed into cargo's folder:
+    the project's Makefile must find its pinned tools itself. PYTHON, the Python the project's Makefile runs
+    (install-sqsafe.py, `sqsafe local venv`), is the linked venv's own: the same version, so `sqsafe local venv` finds
+    the venv made from the same pins and keeps it."""
     cargo = shutil.which("cargo", path=env.get("PATH"))
     if cargo is None:
         raise SystemExit("project: cargo is not on PATH")
-    path = os.pathsep.join([*SYSTEM_PATH, str(Path(cargo).parent)])
+    path = os.pathsep.join([*SYSTEM_PATH, fresh_cargo_bin(str(Path(cargo).parent))])
     for tool in ("rustup", "make"):
         if shutil.which(tool, path=path) is None:
             raise SystemExit(f"project: no {tool} on a fresh machine's PATH ({path})")
@@ -170,6 +187,20 @@ def bare_env(env: dict) -> dict:
                              "find its own")
     bare = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
     return {**bare, "PATH": path, "PYTHON": str(VENV / "bin" / "python")}
+
+
+def committed_lock(project: Path) -> None:
+    """The project's README says to commit Cargo.lock with the rest: its .gitignore must not leave it out (nor the
+    sources), in a repository of its own made as the README's first commit does."""
+    with tempfile.TemporaryDirectory(prefix="sqsafe-gitignore-") as folder:
+        shutil.copy(project / ".gitignore", Path(folder) / ".gitignore")
+        subprocess.run(["git", "init", "-q", folder], check=True)
+        ignored = subprocess.run(
+            ["git", "-C", folder, "check-ignore", "--no-index", "Cargo.lock", "Cargo.toml", "functions/x/src/main.rs"],
+            capture_output=True, text=True).stdout.split()
+    if ignored:
+        raise SystemExit(f"project: its .gitignore leaves out {ignored}, which its README says to commit")
+    print("the project's .gitignore keeps Cargo.lock in (its README says to commit it)", flush=True)
 
 
 def render(scratch: Path) -> Path:
@@ -190,6 +221,7 @@ def render(scratch: Path) -> Path:
     ]
     if leftovers:
         raise SystemExit(f"project: template syntax left in {leftovers}")
+    committed_lock(project)
     # Rendered with sqsafe_path: nothing may point a team at the default git URL (the README named it).
     default_git = json.loads((ROOT / "templates" / "project" / "cookiecutter.json").read_text())["sqsafe_git"]
     naming = [str(p.relative_to(project)) for p in project.rglob("*")
