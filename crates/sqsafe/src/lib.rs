@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "api")]
+pub mod api;
 mod app;
 mod clients;
 mod consumer;
@@ -57,6 +59,10 @@ struct WorkspaceReadme;
 #[cfg(doctest)]
 #[doc = include_str!("../../../book/src/introduction.md")]
 struct BookIntroduction;
+
+#[cfg(all(doctest, feature = "api"))]
+#[doc = include_str!("../../../book/src/idempotent-apis.md")]
+struct BookIdempotentApis;
 
 #[cfg(doctest)]
 #[doc = include_str!("../../../book/src/outbox.md")]

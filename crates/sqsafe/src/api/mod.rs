@@ -1,0 +1,616 @@
+//! The other end of the `Idempotency-Key`: a tower layer that makes an HTTP handler idempotent on the same engine as
+//! the consumers (feature `api`).
+//!
+//! [`IdempotencyLayer`] wraps any tower service of HTTP requests (an axum `Router`, served by lambda_http or by a
+//! plain hyper server). For a request whose method it guards (POST and PATCH by default):
+//!
+//! | the request | the answer |
+//! |---|---|
+//! | no `Idempotency-Key` header | `400` (problem+json) when the key is required (the default); passed through otherwise |
+//! | a key longer than 255 characters, or with characters outside visible ASCII | `400` |
+//! | no caller (the team's extractor found none) | `401` |
+//! | first of its caller and key | one conditional write claims the key, the handler runs, its answer is stored and the record completed (fenced by the claim's token) |
+//! | a repeat of the same content, completed | the stored answer: its status, headers and body byte for byte, with `Idempotent-Replayed: true`; the handler does not run |
+//! | a repeat with other content (method, matched route, body, the named headers) | `422`; the handler does not run |
+//! | a repeat while the first is in flight | `409` with `Retry-After`; the handler does not run |
+//! | the handler answered `5xx`, panicked, or ran past the lease | the key is released: the client's retry runs the handler again (`500` for a panic, `504` for a timeout) |
+//!
+//! **Scoped by the caller.** The key is the caller's: [`IdempotencyLayer::new`] takes an extractor that names the
+//! caller from the request (the API Gateway authorizer's principal, the API key's id, a header the gateway sets).
+//! Two callers that send one key have two records, and neither can read the other's answer.
+//!
+//! **The lease.** Under lambda_http, the claim's lease runs to the invocation's deadline (the `lambda_runtime::Context`
+//! in the request's extensions); elsewhere it is [`ApiSettings::lease`] (30 s by default), and a handler still running
+//! then is stopped and its key released.
+//!
+//! **A large answer.** An answer whose body is over [`ApiSettings::max_stored_body`] (48 KiB by default, under the
+//! engine's 64 KiB result cap) is stored without its body: a repeat gets its status and headers, an empty body and
+//! `Idempotent-Replay-Body: omitted`. The handler still does not run again.
+//!
+//! **Logs.** One line per guarded request (`api request handled`), with the method, the matched route, the outcome
+//! and the correlation id (the request's `x-correlation-id`, else a new one), inside a span that carries them; never
+//! the body, the key or the caller.
+
+mod stored;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::FutureExt;
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use serde_json::{Value, json};
+use sqsafe_idempotency::{
+    Claim, Error as IdempotencyError, Idempotency, IdempotencyKey, IdempotencyStore, KeyBuilder,
+    Replayed,
+};
+use tracing::Instrument;
+
+pub use stored::StoredResponse;
+
+/// The header that carries the key (the IETF Idempotency-Key draft's).
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// Set on every replayed answer.
+pub const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+/// Set to `omitted` on a replay of an answer whose body was too large to store.
+pub const REPLAY_BODY: HeaderName = HeaderName::from_static("idempotent-replay-body");
+/// The longest key accepted, in characters.
+pub const MAX_KEY_CHARS: usize = 255;
+
+/// Names the caller of a request (its parts: method, URI, headers, extensions), or `None` when there is none.
+pub type CallerFn = dyn Fn(&http::request::Parts) -> Option<String> + Send + Sync;
+
+/// What the layer does, beyond its defaults.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    /// The methods guarded; others pass through. Default: POST and PATCH.
+    pub methods: Vec<Method>,
+    /// `true` (the default): a guarded request without the key is refused (`400`); `false`: it passes through.
+    pub key_required: bool,
+    /// Request headers that count in the fingerprint beside the method, the matched route and the body.
+    pub fingerprint_headers: Vec<HeaderName>,
+    /// The claim's lease outside Lambda (no invocation deadline): the longest a handler may run. Default 30 s.
+    pub lease: Duration,
+    /// The largest request body read (`413` above). Default 1 MiB.
+    pub max_request_body: usize,
+    /// The largest answer body stored for replay; a larger one is stored without it. Default 48 KiB.
+    pub max_stored_body: usize,
+    /// The name the records carry (their key's consumer part) and its version: change the version when a handler's
+    /// effect changes meaning, so that keys of the old one are not replayed. Default `("api", 1)`.
+    pub name: (String, u32),
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        Self {
+            methods: vec![Method::POST, Method::PATCH],
+            key_required: true,
+            fingerprint_headers: Vec::new(),
+            lease: Duration::from_secs(30),
+            max_request_body: 1024 * 1024,
+            max_stored_body: 48 * 1024,
+            name: ("api".to_owned(), 1),
+        }
+    }
+}
+
+/// The layer: see the [module](self).
+pub struct IdempotencyLayer<S> {
+    shared: Arc<Shared<S>>,
+}
+
+impl<S> Clone for IdempotencyLayer<S> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+struct Shared<S> {
+    idem: Idempotency<S>,
+    caller: Arc<CallerFn>,
+    settings: ApiSettings,
+}
+
+impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
+    /// The layer over `idem` (its table, window, lease rules), with `caller` naming each request's caller.
+    pub fn new(
+        idem: Idempotency<S>,
+        caller: impl Fn(&http::request::Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        Self::with_settings(idem, caller, ApiSettings::default())
+    }
+
+    /// The same, with `settings`.
+    pub fn with_settings(
+        idem: Idempotency<S>,
+        caller: impl Fn(&http::request::Parts) -> Option<String> + Send + Sync + 'static,
+        settings: ApiSettings,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                idem,
+                caller: Arc::new(caller),
+                settings,
+            }),
+        }
+    }
+}
+
+impl<S, Svc> tower::Layer<Svc> for IdempotencyLayer<S> {
+    type Service = IdempotencyService<S, Svc>;
+
+    fn layer(&self, inner: Svc) -> Self::Service {
+        IdempotencyService {
+            shared: Arc::clone(&self.shared),
+            inner,
+        }
+    }
+}
+
+/// The service [`IdempotencyLayer`] makes.
+pub struct IdempotencyService<S, Svc> {
+    shared: Arc<Shared<S>>,
+    inner: Svc,
+}
+
+impl<S, Svc: Clone> Clone for IdempotencyService<S, Svc> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S, Svc, ReqBody, ResBody> tower::Service<Request<ReqBody>> for IdempotencyService<S, Svc>
+where
+    S: IdempotencyStore + 'static,
+    Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    Svc::Future: Send + 'static,
+    ReqBody: http_body::Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: std::fmt::Display,
+{
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The clone that was polled ready handles this request; a fresh clone waits for the next one.
+        let ready = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, ready);
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move { Ok(handle(shared, inner, request).await) })
+    }
+}
+
+/// How a guarded request ended, for its log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// No key, and none required: the handler ran unguarded.
+    Passed,
+    /// Refused before the handler: no key, a bad key, no caller, a body too large.
+    Refused,
+    /// The handler ran and its answer was stored.
+    Executed,
+    /// The handler ran, answered 5xx, panicked or timed out: the key was released.
+    Released,
+    /// The stored answer was replayed.
+    Replayed,
+    /// Other content under the key: 422.
+    Mismatch,
+    /// The first request is still in flight: 409.
+    InFlight,
+    /// The idempotency table failed (the request was not handled, or its answer not stored).
+    StoreFailed,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Refused => "refused",
+            Outcome::Executed => "executed",
+            Outcome::Released => "released",
+            Outcome::Replayed => "replayed",
+            Outcome::Mismatch => "payload_mismatch",
+            Outcome::InFlight => "in_progress",
+            Outcome::StoreFailed => "idempotency_store",
+        }
+    }
+}
+
+async fn handle<S, Svc, ReqBody, ResBody>(
+    shared: Arc<Shared<S>>,
+    inner: Svc,
+    request: Request<ReqBody>,
+) -> Response<Full<Bytes>>
+where
+    S: IdempotencyStore + 'static,
+    Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>
+        + Send
+        + 'static,
+    Svc::Future: Send + 'static,
+    ReqBody: http_body::Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: std::fmt::Display,
+{
+    let settings = &shared.settings;
+    if !settings.methods.contains(request.method()) {
+        return pass(inner, request).await;
+    }
+    let correlation_id = request
+        .headers()
+        .get("x-correlation-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 256)
+        .map_or_else(new_correlation_id, str::to_owned);
+    let route = route_of(&request);
+    let span = tracing::info_span!(
+        target: "sqsafe::api",
+        "api request",
+        method = %request.method(),
+        route = %route,
+        correlation_id = %correlation_id,
+    );
+    async move {
+        let (answer, outcome) = guarded(&shared, inner, request, &route).await;
+        let status = answer.status().as_u16();
+        if outcome == Outcome::StoreFailed {
+            tracing::error!(outcome = outcome.label(), status, "api request handled");
+        } else {
+            tracing::info!(outcome = outcome.label(), status, "api request handled");
+        }
+        answer
+    }
+    .instrument(span)
+    .await
+}
+
+async fn guarded<S, Svc, ReqBody, ResBody>(
+    shared: &Shared<S>,
+    inner: Svc,
+    request: Request<ReqBody>,
+    route: &str,
+) -> (Response<Full<Bytes>>, Outcome)
+where
+    S: IdempotencyStore + 'static,
+    Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>
+        + Send
+        + 'static,
+    Svc::Future: Send + 'static,
+    ReqBody: http_body::Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: std::fmt::Display,
+{
+    let settings = &shared.settings;
+    let header_key = match request.headers().get(IDEMPOTENCY_KEY) {
+        None if settings.key_required => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                "missing-idempotency-key",
+                "this request needs an Idempotency-Key header",
+            );
+        }
+        None => return (pass(inner, request).await, Outcome::Passed),
+        Some(value) => match valid_key(value) {
+            Some(key) => key.to_owned(),
+            None => {
+                return refused(
+                    StatusCode::BAD_REQUEST,
+                    "invalid-idempotency-key",
+                    "the Idempotency-Key must be 1 to 255 visible ASCII characters",
+                );
+            }
+        },
+    };
+    let (parts, body) = request.into_parts();
+    let Some(caller) = (shared.caller)(&parts).filter(|c| !c.is_empty()) else {
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            "unknown-caller",
+            "the caller of this request could not be told, so its key cannot be kept for it",
+        );
+    };
+    let body = match Limited::new(body, settings.max_request_body)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return refused(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request-too-large",
+                "the request body is larger than this API reads",
+            );
+        }
+    };
+    let key = match KeyBuilder::new(settings.name.0.clone(), settings.name.1)
+        .tenant(caller)
+        .intent("http", header_key)
+        .build()
+    {
+        Ok(key) => key,
+        Err(_) => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                "invalid-idempotency-key",
+                "the Idempotency-Key cannot be used",
+            );
+        }
+    };
+    let fingerprint = fingerprint_of(&parts, route, &body, &settings.fingerprint_headers);
+    let lambda_deadline = parts
+        .extensions
+        .get::<lambda_runtime::Context>()
+        .map(lambda_runtime::Context::deadline)
+        .filter(|deadline| *deadline > SystemTime::now());
+    let deadline = lambda_deadline.unwrap_or_else(|| SystemTime::now() + settings.lease);
+    let idem_request = match shared.idem.request(key.clone(), &fingerprint) {
+        Ok(r) => r.deadline(deadline),
+        Err(e) => return store_failed(&key, &e),
+    };
+    let guard = match shared.idem.claim::<StoredResponse>(&idem_request).await {
+        Ok(Claim::Acquired(guard)) => guard,
+        Ok(Claim::Replay { result, .. }) => return (replay(result), Outcome::Replayed),
+        Err(e) if e.is_payload_mismatch() => {
+            return refused(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency-key-reused",
+                "this Idempotency-Key was used with another request",
+            )
+            .with_outcome(Outcome::Mismatch);
+        }
+        Err(IdempotencyError::InProgress {
+            lease_expires_at, ..
+        }) => {
+            let wait = lease_expires_at
+                .duration_since(SystemTime::now())
+                .unwrap_or_default()
+                .as_secs()
+                .clamp(1, 60);
+            let (mut answer, _) = refused(
+                StatusCode::CONFLICT,
+                "request-in-progress",
+                "a request with this Idempotency-Key is still being handled; retry later",
+            );
+            answer
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(wait));
+            return (answer, Outcome::InFlight);
+        }
+        Err(e) => return store_failed(&key, &e),
+    };
+    // The handler, bounded by the lease: a panic or a timeout releases the key like a 5xx.
+    let request = Request::from_parts(parts, ReqBody::from(body));
+    let left = deadline
+        .duration_since(SystemTime::now())
+        .unwrap_or_default();
+    let ran = tokio::time::timeout(
+        left,
+        AssertUnwindSafe(oneshot(inner, request)).catch_unwind(),
+    )
+    .await;
+    let answer = match ran {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(_panic)) => {
+            release(guard).await;
+            return refused(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "handler-failed",
+                "the request failed; it may be retried with the same Idempotency-Key",
+            )
+            .with_outcome(Outcome::Released);
+        }
+        Err(_elapsed) => {
+            release(guard).await;
+            return refused(
+                StatusCode::GATEWAY_TIMEOUT,
+                "handler-timed-out",
+                "the request took too long; it may be retried with the same Idempotency-Key",
+            )
+            .with_outcome(Outcome::Released);
+        }
+    };
+    let (answer_parts, answer_body) = answer.into_parts();
+    let status = answer_parts.status;
+    let body = match answer_body.collect().await.map_err(|e| e.to_string()) {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            tracing::warn!(error = %e, "the handler's answer body failed: key released");
+            release(guard).await;
+            return refused(
+                StatusCode::BAD_GATEWAY,
+                "handler-failed",
+                "the request failed; it may be retried with the same Idempotency-Key",
+            )
+            .with_outcome(Outcome::Released);
+        }
+    };
+    let answer = Response::from_parts(answer_parts, Full::new(body.clone()));
+    if status.is_server_error() {
+        release(guard).await;
+        return (answer, Outcome::Released);
+    }
+    let stored = StoredResponse::of(status, answer.headers(), &body, settings.max_stored_body);
+    if let Err(e) = guard.complete(&stored).await {
+        // The handler ran and its answer goes to the client; a repeat finds the claim (409, then a run again once
+        // its lease ended). Said loudly: it is the one way a handler can run twice.
+        tracing::error!(error = %e, kind = e.kind(), "the answer could not be stored: a repeat may run the handler again");
+        return (answer, Outcome::StoreFailed);
+    }
+    (answer, Outcome::Executed)
+}
+
+trait WithOutcome {
+    fn with_outcome(self, outcome: Outcome) -> (Response<Full<Bytes>>, Outcome);
+}
+
+impl WithOutcome for (Response<Full<Bytes>>, Outcome) {
+    fn with_outcome(self, outcome: Outcome) -> (Response<Full<Bytes>>, Outcome) {
+        (self.0, outcome)
+    }
+}
+
+async fn pass<Svc, ReqBody, ResBody>(inner: Svc, request: Request<ReqBody>) -> Response<Full<Bytes>>
+where
+    Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: std::fmt::Display,
+{
+    let answer = oneshot(inner, request).await;
+    let (parts, body) = answer.into_parts();
+    match body.collect().await.map_err(|e| e.to_string()) {
+        Ok(collected) => Response::from_parts(parts, Full::new(collected.to_bytes())),
+        Err(e) => {
+            tracing::warn!(error = %e, "the handler's answer body failed");
+            refused(
+                StatusCode::BAD_GATEWAY,
+                "handler-failed",
+                "the answer could not be read",
+            )
+            .0
+        }
+    }
+}
+
+async fn oneshot<Svc, Req>(mut inner: Svc, request: Req) -> Svc::Response
+where
+    Svc: tower::Service<Req, Error = Infallible>,
+{
+    let Ok(()) = std::future::poll_fn(|cx| inner.poll_ready(cx)).await;
+    let Ok(answer) = inner.call(request).await;
+    answer
+}
+
+async fn release<S: IdempotencyStore>(guard: sqsafe_idempotency::Guard<S>) {
+    if let Err(e) = guard.release().await {
+        // Its lease ends by itself: a retry waits (409) until then.
+        tracing::warn!(error = %e, kind = e.kind(), "the key could not be released; its lease will end");
+    }
+}
+
+fn store_failed(_key: &IdempotencyKey, e: &IdempotencyError) -> (Response<Full<Bytes>>, Outcome) {
+    tracing::error!(error_kind = e.kind(), "idempotency store unavailable");
+    let (mut answer, _) = refused(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "idempotency-store-unavailable",
+        "the request was not handled; retry it with the same Idempotency-Key",
+    );
+    answer
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(1u64));
+    (answer, Outcome::StoreFailed)
+}
+
+/// A problem+json answer (RFC 9457).
+fn refused(status: StatusCode, kind: &str, detail: &str) -> (Response<Full<Bytes>>, Outcome) {
+    let body = json!({
+        "type": format!("https://sqsafe.invalid/problems/{kind}"),
+        "title": status.canonical_reason().unwrap_or("error"),
+        "status": status.as_u16(),
+        "detail": detail,
+    });
+    let answer = Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/problem+json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())));
+    (answer, Outcome::Refused)
+}
+
+fn replay(result: Replayed<StoredResponse>) -> Response<Full<Bytes>> {
+    match result {
+        Replayed::Value(stored) => stored.into_response(),
+        Replayed::Omitted { .. } | Replayed::Unavailable { .. } => {
+            let (mut answer, _) = refused(
+                StatusCode::CONFLICT,
+                "replay-unavailable",
+                "this Idempotency-Key was handled, and its answer cannot be replayed",
+            );
+            answer
+                .headers_mut()
+                .insert(REPLAYED, HeaderValue::from_static("true"));
+            answer
+        }
+    }
+}
+
+/// 1 to [`MAX_KEY_CHARS`] visible ASCII characters.
+fn valid_key(value: &HeaderValue) -> Option<&str> {
+    let key = value.to_str().ok()?;
+    let ok =
+        !key.is_empty() && key.len() <= MAX_KEY_CHARS && key.bytes().all(|b| b.is_ascii_graphic());
+    ok.then_some(key)
+}
+
+/// The route the request matched: axum's `MatchedPath` when the layer runs inside a router, else the URI's path.
+fn route_of<B>(request: &Request<B>) -> String {
+    request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(
+            || request.uri().path().to_owned(),
+            |m| m.as_str().to_owned(),
+        )
+}
+
+/// What a repeat must match: the method, the matched route, the body (its JSON when it is JSON, so that key order and
+/// spacing do not count, else its text, else its bytes in hex), and the named headers. The engine fingerprints it
+/// as it fingerprints a consumer's payload.
+fn fingerprint_of(
+    parts: &http::request::Parts,
+    route: &str,
+    body: &Bytes,
+    headers: &[HeaderName],
+) -> Value {
+    let body =
+        serde_json::from_slice::<Value>(body).unwrap_or_else(|_| match std::str::from_utf8(body) {
+            Ok(text) => json!({ "text": text }),
+            Err(_) => json!({ "hex": body.iter().map(|b| format!("{b:02x}")).collect::<String>() }),
+        });
+    let named: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|name| {
+            let value = header_values(&parts.headers, name);
+            (name.as_str().to_owned(), Value::from(value))
+        })
+        .collect();
+    json!({
+        "method": parts.method.as_str(),
+        "route": route,
+        "body": body,
+        "headers": named,
+    })
+}
+
+fn header_values(headers: &HeaderMap, name: &HeaderName) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect()
+}
+
+fn new_correlation_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

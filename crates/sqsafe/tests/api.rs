@@ -1,0 +1,349 @@
+//! `sqsafe::api`'s idempotency layer on an axum Router, its records in moto's DynamoDB: concurrent repeats of one key
+//! run the handler once, repeats replay byte for byte, other content is refused, a 5xx or a panic releases the key,
+//! and two callers never share a record.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{Request, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use http_body_util::BodyExt;
+use sqsafe::api::{ApiSettings, IdempotencyLayer};
+use sqsafe::layers::idempotency::{DynamoDbStore, Idempotency};
+use sqsafe_testkit::{RequestCounter, create_table, dynamodb, unique_name};
+use tower::ServiceExt;
+
+/// What the handler does on its n-th run (1-based).
+#[derive(Clone)]
+struct Api {
+    runs: Arc<AtomicU32>,
+    behaviour: Arc<dyn Fn(u32) -> Behaviour + Send + Sync>,
+}
+
+#[derive(Clone, Copy)]
+enum Behaviour {
+    Created { delay_ms: u64 },
+    Unavailable,
+    Panic,
+    Big,
+}
+
+async fn charge(State(api): State<Api>, body: String) -> axum::response::Response {
+    let n = api.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    match (api.behaviour)(n) {
+        Behaviour::Created { delay_ms } => {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            let amount = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|b| b["amount"].as_u64())
+                .unwrap_or(0);
+            (
+                StatusCode::CREATED,
+                [
+                    ("content-type", "application/json"),
+                    ("location", "/charges/x"),
+                ],
+                format!("{{\"id\":\"ch_{n}\",\"amount\":{amount}}}"),
+            )
+                .into_response()
+        }
+        Behaviour::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "try later").into_response(),
+        Behaviour::Panic => panic!("the handler broke"),
+        Behaviour::Big => (StatusCode::OK, "x".repeat(4096)).into_response(),
+    }
+}
+
+struct Fixture {
+    app: Router,
+    runs: Arc<AtomicU32>,
+    requests: RequestCounter,
+}
+
+async fn fixture(
+    behaviour: impl Fn(u32) -> Behaviour + Send + Sync + 'static,
+    settings: ApiSettings,
+) -> Fixture {
+    let requests = RequestCounter::default();
+    let client = dynamodb(&requests).await;
+    let table = unique_name("api");
+    create_table(&client, &table, "pk", None).await;
+    let store = DynamoDbStore::builder(client, table)
+        .build()
+        .expect("store");
+    let idem = Idempotency::builder(store, "orders-api", 1)
+        .build()
+        .expect("idempotency");
+    let runs = Arc::new(AtomicU32::new(0));
+    let api = Api {
+        runs: Arc::clone(&runs),
+        behaviour: Arc::new(behaviour),
+    };
+    // The caller: a header the gateway sets (an authorizer's principal would be read the same way).
+    let caller = |parts: &axum::http::request::Parts| {
+        parts
+            .headers
+            .get("x-caller")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let app = Router::new()
+        .route("/charges", post(charge))
+        .route("/charges/{id}", get(|| async { "a charge" }))
+        .layer(IdempotencyLayer::with_settings(idem, caller, settings))
+        .with_state(api);
+    requests.take();
+    Fixture {
+        app,
+        runs,
+        requests,
+    }
+}
+
+fn created() -> impl Fn(u32) -> Behaviour + Send + Sync + 'static {
+    |_| Behaviour::Created { delay_ms: 0 }
+}
+
+fn charge_request(key: Option<&str>, caller: Option<&str>, body: &str) -> Request<Body> {
+    let mut request = Request::post("/charges").header("content-type", "application/json");
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    if let Some(caller) = caller {
+        request = request.header("x-caller", caller);
+    }
+    request.body(Body::from(body.to_owned())).expect("request")
+}
+
+/// Status, headers and body bytes of an answer.
+async fn send(
+    app: &Router,
+    request: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let answer = app.clone().oneshot(request).await.expect("infallible");
+    let (parts, body) = answer.into_parts();
+    let bytes = body.collect().await.expect("body").to_bytes().to_vec();
+    (parts.status, parts.headers, bytes)
+}
+
+fn replayed(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_requests_with_one_key_run_the_handler_once() {
+    let fx = fixture(
+        |_| Behaviour::Created { delay_ms: 300 },
+        ApiSettings::default(),
+    )
+    .await;
+    let body = r#"{"amount": 1250, "currency": "EUR"}"#;
+    let answers = futures::future::join_all((0..20).map(|_| {
+        let app = fx.app.clone();
+        async move { send(&app, charge_request(Some("k-20"), Some("acme"), body)).await }
+    }))
+    .await;
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 1, "the handler ran once");
+    let first: Vec<_> = answers
+        .iter()
+        .filter(|(status, headers, _)| *status == StatusCode::CREATED && !replayed(headers))
+        .collect();
+    assert_eq!(first.len(), 1, "one answer of the run itself");
+    for (status, headers, answer) in &answers {
+        match *status {
+            StatusCode::CREATED => assert_eq!(answer, &first[0].2, "a replay is the first answer"),
+            StatusCode::CONFLICT => assert!(headers.contains_key("retry-after"), "{headers:?}"),
+            other => panic!(
+                "unexpected answer {other}: {}",
+                String::from_utf8_lossy(answer)
+            ),
+        }
+    }
+
+    // A later repeat: the stored answer, byte for byte, its headers with it; the handler does not run.
+    fx.requests.take();
+    let (status, headers, again) =
+        send(&fx.app, charge_request(Some("k-20"), Some("acme"), body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(replayed(&headers));
+    assert_eq!(headers["location"], "/charges/x");
+    assert_eq!(headers["content-type"], "application/json");
+    assert_eq!(again, first[0].2);
+    assert_eq!(
+        fx.requests.take(),
+        ["PutItem"],
+        "a repeat is the refused claim alone"
+    );
+    // The same content with other spacing is the same request; other content is refused before the handler.
+    let (status, _, _) = send(
+        &fx.app,
+        charge_request(
+            Some("k-20"),
+            Some("acme"),
+            r#"{"currency":"EUR","amount":1250}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, headers, problem) = send(
+        &fx.app,
+        charge_request(
+            Some("k-20"),
+            Some("acme"),
+            r#"{"amount": 99, "currency": "EUR"}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(headers["content-type"], "application/problem+json");
+    assert!(String::from_utf8_lossy(&problem).contains("idempotency-key-reused"));
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 1, "never a second run");
+}
+
+#[tokio::test]
+async fn a_fresh_request_costs_one_claim_and_one_completion() {
+    let fx = fixture(created(), ApiSettings::default()).await;
+    let (status, _, _) = send(
+        &fx.app,
+        charge_request(Some("k-1"), Some("acme"), "{\"amount\":1}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(fx.requests.take(), ["PutItem", "UpdateItem"]);
+}
+
+#[tokio::test]
+async fn a_5xx_or_a_panic_releases_the_key_and_the_retry_runs() {
+    let fx = fixture(
+        |n| match n {
+            1 => Behaviour::Unavailable,
+            2 => Behaviour::Panic,
+            _ => Behaviour::Created { delay_ms: 0 },
+        },
+        ApiSettings::default(),
+    )
+    .await;
+    let request = || charge_request(Some("k-5xx"), Some("acme"), "{\"amount\":7}");
+    let (status, headers, _) = send(&fx.app, request()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(!replayed(&headers));
+    let (status, _, problem) = send(&fx.app, request()).await;
+    assert_eq!(
+        status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{}",
+        String::from_utf8_lossy(&problem)
+    );
+    let (status, headers, _) = send(&fx.app, request()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(!replayed(&headers), "the third try ran");
+    let (status, headers, _) = send(&fx.app, request()).await;
+    assert_eq!((status, replayed(&headers)), (StatusCode::CREATED, true));
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn two_callers_with_one_key_never_share_a_record() {
+    let fx = fixture(created(), ApiSettings::default()).await;
+    let (a, _, a_body) = send(
+        &fx.app,
+        charge_request(Some("shared"), Some("acme"), "{\"amount\":1}"),
+    )
+    .await;
+    let (b, b_headers, b_body) = send(
+        &fx.app,
+        charge_request(Some("shared"), Some("globex"), "{\"amount\":2}"),
+    )
+    .await;
+    assert_eq!((a, b), (StatusCode::CREATED, StatusCode::CREATED));
+    assert!(
+        !replayed(&b_headers),
+        "globex's request ran: acme's record is not its"
+    );
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 2);
+    // Each caller's repeat replays its own answer.
+    let (_, _, a_again) = send(
+        &fx.app,
+        charge_request(Some("shared"), Some("acme"), "{\"amount\":1}"),
+    )
+    .await;
+    let (_, _, b_again) = send(
+        &fx.app,
+        charge_request(Some("shared"), Some("globex"), "{\"amount\":2}"),
+    )
+    .await;
+    assert_eq!((a_again, b_again), (a_body, b_body));
+}
+
+#[tokio::test]
+async fn a_request_without_a_usable_key_or_caller_is_refused_before_the_handler() {
+    let fx = fixture(created(), ApiSettings::default()).await;
+    let (status, headers, _) = send(&fx.app, charge_request(None, Some("acme"), "{}")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(headers["content-type"], "application/problem+json");
+    let long = "k".repeat(256);
+    for bad in [long.as_str(), "with space", "tab\tkey"] {
+        let request = Request::post("/charges")
+            .header("idempotency-key", bad)
+            .header("x-caller", "acme")
+            .body(Body::from("{}"))
+            .expect("request");
+        let (status, _, _) = send(&fx.app, request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad:?}");
+    }
+    let (status, _, _) = send(&fx.app, charge_request(Some("k"), None, "{}")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A method the layer does not guard passes through, key or not.
+    let (status, _, body) = send(
+        &fx.app,
+        Request::get("/charges/ch_1")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_slice()),
+        (StatusCode::OK, b"a charge".as_slice())
+    );
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 0);
+    assert!(fx.requests.take().is_empty(), "nothing read or written");
+}
+
+#[tokio::test]
+async fn a_key_may_be_optional_then_a_request_without_it_passes_through() {
+    let settings = ApiSettings {
+        key_required: false,
+        ..ApiSettings::default()
+    };
+    let fx = fixture(created(), settings).await;
+    for _ in 0..2 {
+        let (status, headers, _) = send(&fx.app, charge_request(None, Some("acme"), "{}")).await;
+        assert_eq!(status, StatusCode::CREATED);
+        assert!(!replayed(&headers));
+    }
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 2, "no key, no idempotency");
+}
+
+#[tokio::test]
+async fn an_answer_too_large_to_store_replays_its_status_without_its_body() {
+    let settings = ApiSettings {
+        max_stored_body: 1024,
+        ..ApiSettings::default()
+    };
+    let fx = fixture(|_| Behaviour::Big, settings).await;
+    let (status, _, body) = send(&fx.app, charge_request(Some("big"), Some("acme"), "{}")).await;
+    assert_eq!((status, body.len()), (StatusCode::OK, 4096));
+    let (status, headers, body) =
+        send(&fx.app, charge_request(Some("big"), Some("acme"), "{}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(replayed(&headers));
+    assert_eq!(headers["idempotent-replay-body"], "omitted");
+    assert!(body.is_empty());
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 1);
+}
