@@ -563,6 +563,67 @@ async fn faults_apply_only_to_the_listed_operations() {
     moto.shutdown().await;
 }
 
+#[tokio::test]
+async fn unprocessed_keys_answers_a_batch_read_with_every_key_unprocessed() {
+    let moto = start_moto().await;
+    let direct = client(&moto.endpoint()).await;
+    let table = new_table(&direct).await;
+    put(&direct, &table, "stored").await.expect("seed item");
+    let proxy = start_proxy(FaultProxyConfig {
+        unprocessed_keys_rate: 1.0,
+        ..FaultProxyConfig::new(moto.endpoint())
+    })
+    .await;
+    let via_proxy = client(&proxy.endpoint()).await;
+    let keys = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+        .keys([("pk".to_owned(), AttributeValue::S("stored".into()))].into())
+        .keys([("pk".to_owned(), AttributeValue::S("absent".into()))].into())
+        .consistent_read(true)
+        .build()
+        .expect("keys");
+
+    let answer = via_proxy
+        .batch_get_item()
+        .request_items(&table, keys.clone())
+        .send()
+        .await
+        .expect("a 200");
+    assert_eq!(
+        answer.responses().and_then(|r| r.get(&table)).map(Vec::len),
+        Some(0),
+        "no item, though moto holds one: {answer:?}"
+    );
+    assert_eq!(
+        answer.unprocessed_keys().and_then(|u| u.get(&table)),
+        Some(&keys),
+        "every key asked for, as asked"
+    );
+    // Only a BatchGetItem gets it: a write in the same band is forwarded untouched.
+    put(&via_proxy, &table, "new")
+        .await
+        .expect("PutItem passes");
+    assert!(stored(&direct, &table, "new").await);
+
+    let stats = proxy.stats();
+    assert_eq!(
+        (
+            stats.unprocessed_keys,
+            stats.faults(),
+            stats.dynamodb_requests
+        ),
+        (1, 1, 2),
+        "{stats:?}"
+    );
+    let recent: Vec<_> = stats
+        .recent_faults
+        .iter()
+        .map(|f| (f.operation.as_str(), f.fault))
+        .collect();
+    assert_eq!(recent, [("BatchGetItem", "every key unprocessed")]);
+    proxy.shutdown().await;
+    moto.shutdown().await;
+}
+
 /// The outcome of `n` sequential GetItem calls through a proxy with `seed`: `None` for a success, else the error code.
 async fn outcomes(moto: &MotoServer, table: &str, seed: u64, n: usize) -> Vec<Option<String>> {
     let proxy = start_proxy(FaultProxyConfig {

@@ -108,6 +108,7 @@ fn out(body: String, correlation: &str) -> Outgoing {
         correlation_id: correlation.to_owned(),
         group: None,
         dedup: None,
+        traceparent: None,
     }
 }
 
@@ -179,16 +180,9 @@ pub async fn run() -> Result<DemoReport, String> {
         let mut proxy = None;
         if let Some(mode) = mode {
             // No faults: the proxy only counts the function's DynamoDB requests by operation.
-            let counting = FaultProxy::start(FaultProxyConfig {
-                upstream: moto.endpoint(),
-                seed: 0,
-                throttle_rate: 0.0,
-                error_500_rate: 0.0,
-                after_write_500_rate: 0.0,
-                operations: None,
-            })
-            .await
-            .map_err(|e| e.to_string())?;
+            let counting = FaultProxy::start(FaultProxyConfig::new(moto.endpoint()))
+                .await
+                .map_err(|e| e.to_string())?;
             let mut env = stack.function_env("charge-payment");
             // The queue's visibility timeout is 2 s here: the function's backoff and heartbeat follow it.
             env.extend(scaled_visibility_env(Duration::from_secs(2)));

@@ -85,6 +85,8 @@ pub struct Outgoing {
     pub group: Option<String>,
     /// FIFO: the deduplication id.
     pub dedup: Option<String>,
+    /// The producer's trace context, sent as the `traceparent` attribute (W3C): a record's span is its child.
+    pub traceparent: Option<String>,
 }
 
 /// Sends `messages` in batches of 10; returns the message ids in order.
@@ -107,14 +109,21 @@ pub async fn publish(
                     .string_value(&m.correlation_id)
                     .build()
                     .expect("attribute");
-                SendMessageBatchRequestEntry::builder()
+                let mut entry = SendMessageBatchRequestEntry::builder()
                     .id(format!("e{i}"))
                     .message_body(&m.body)
                     .message_attributes("correlationId", attr)
                     .set_message_group_id(m.group.clone())
-                    .set_message_deduplication_id(m.dedup.clone())
-                    .build()
-                    .expect("entry")
+                    .set_message_deduplication_id(m.dedup.clone());
+                if let Some(traceparent) = &m.traceparent {
+                    let attr = MessageAttributeValue::builder()
+                        .data_type("String")
+                        .string_value(traceparent)
+                        .build()
+                        .expect("attribute");
+                    entry = entry.message_attributes("traceparent", attr);
+                }
+                entry.build().expect("entry")
             })
             .collect();
         let out = sqs

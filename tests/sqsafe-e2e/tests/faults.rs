@@ -6,9 +6,19 @@
 //! `in_progress`), and no delivery spent on a write that met its own earlier try: every such write the proxy saw was
 //! resolved by the function (`ambiguous write resolved` in its logs).
 //!
-//! The seed is printed; `SQSAFE_FAULT_SEED=<n>` replays a run. `SQSAFE_FAULTS_HEAVY=1` runs 4000 payment intents (and
-//! 600 ledger entries: moto copies both tables on every transaction, so its time and memory grow with their size;
-//! 1500 entries took it past 11 GB).
+//! The runs: charge-payment in the claim mode and in the keyed mode (1000 intents each), apply-ledger (400 entries),
+//! and charge-payment twice more with its spans exported (`SQSAFE_TRACES=otlp`, 300 intents each) to a collector
+//! that never answers (claim mode) and to one that answers after 1.5 s (keyed mode). The keyed run's batch reads
+//! fail too: the proxy answers some `BatchGetItem`s with every key unprocessed, and 5 intents, published among the
+//! others, have a stored idempotency item that does not parse. Those must end in the DLQ (sqsafe's letter,
+//! `inconsistent_record` on the 10th attempt, or SQS's move when that delivery died) and never be charged, while
+//! the intents that share their batches are charged once. Each charge-payment run's verdict prints `answers after
+//! the deadline` (invocations the local Runtime API killed at their deadline), `charged twice` and `lost`, and
+//! asserts that all three are 0. Apply-ledger prints the first and does not assert it.
+//!
+//! The seed is printed; `SQSAFE_FAULT_SEED=<n>` replays a run. `SQSAFE_FAULTS_HEAVY=1` runs 4000 payment intents
+//! (1000 in each trace run) and 600 ledger entries (moto copies both tables on every transaction, so its time and
+//! memory grow with their size; 1500 entries took it past 11 GB).
 //!
 //! The verdict does not depend on the machine's speed: a run may take as long as it needs while messages keep leaving
 //! the source queue, and fails only when none left for as long as one message may take by the protocol (see
@@ -19,6 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -90,20 +101,41 @@ struct Pipeline {
     sqs: aws_sdk_sqs::Client,
     dynamodb: aws_sdk_dynamodb::Client,
     stack: LocalStack,
+    /// The prefix of the stack's names, which also names the run's log folders.
+    prefix: String,
+    options: PipelineOptions,
+}
+
+/// What a pipeline changes from the suite's usual one.
+#[derive(Debug, Clone)]
+struct PipelineOptions {
     /// `SQSAFE_IDEMPOTENCY_MODE` of the functions.
     mode: &'static str,
+    /// The fault proxy's `unprocessed_keys_rate`: `BatchGetItem`s answered with every key unprocessed.
+    unprocessed_keys_rate: f64,
+    /// More environment for the functions (the trace exporter's settings).
+    env: Vec<(String, String)>,
+}
+
+impl PipelineOptions {
+    fn claim() -> Self {
+        Self {
+            mode: "claim",
+            unprocessed_keys_rate: 0.0,
+            env: Vec::new(),
+        }
+    }
 }
 
 async fn pipeline(seed: u64, prefix: &str, parameters: BTreeMap<String, String>) -> Pipeline {
-    pipeline_in(seed, prefix, parameters, "claim").await
+    pipeline_with(seed, prefix, parameters, PipelineOptions::claim()).await
 }
 
-/// The pipeline with its functions in `SQSAFE_IDEMPOTENCY_MODE` = `mode`.
-async fn pipeline_in(
+async fn pipeline_with(
     seed: u64,
     prefix: &str,
     parameters: BTreeMap<String, String>,
-    mode: &'static str,
+    options: PipelineOptions,
 ) -> Pipeline {
     let moto = MotoServer::start(&venv_bin()).await.expect("moto server");
     let proxy = FaultProxy::start(FaultProxyConfig {
@@ -112,6 +144,7 @@ async fn pipeline_in(
         throttle_rate: 0.04,
         error_500_rate: 0.02,
         after_write_500_rate: 0.01,
+        unprocessed_keys_rate: options.unprocessed_keys_rate,
         operations: Some(
             [
                 "PutItem",
@@ -135,14 +168,14 @@ async fn pipeline_in(
     let mut parameters = parameters;
     // Faults here are far more frequent than in production: give each message more receives than the template's 5.
     parameters.insert("MaxAttempts".into(), MAX_RECEIVES.to_string());
-    let options = StackOptions {
+    let stack_options = StackOptions {
         prefix: prefix.to_owned(),
         visibility_timeout: Some(VISIBILITY_TIMEOUT),
         parameters,
         max_receive_count: Some(MAX_RECEIVES),
         ..StackOptions::default()
     };
-    let stack = LocalStack::create(&sqs, &dynamodb, spec, options)
+    let stack = LocalStack::create(&sqs, &dynamodb, spec, stack_options)
         .await
         .expect("local stack");
     Pipeline {
@@ -151,7 +184,8 @@ async fn pipeline_in(
         sqs,
         dynamodb,
         stack,
-        mode,
+        prefix: prefix.to_owned(),
+        options,
     }
 }
 
@@ -187,16 +221,20 @@ impl Pipeline {
             ),
             ("SQSAFE_CRASH_RATE".to_owned(), "0.02".to_owned()),
             ("SQSAFE_CRASH_SEED".to_owned(), seed.to_string()),
-            ("SQSAFE_IDEMPOTENCY_MODE".to_owned(), self.mode.to_owned()),
+            (
+                "SQSAFE_IDEMPOTENCY_MODE".to_owned(),
+                self.options.mode.to_owned(),
+            ),
         ]);
+        env.extend(self.options.env.iter().cloned());
         env
     }
 
     /// Feeds `messages` to the source queue (see [`feed`]) and runs `pollers` mappings, each with its own function
     /// instance, until everything fed has left the queue; fails with a report of what is left when no message left
     /// it for the pipeline's stall bound. Returns the run and the message ids, in the order of `messages`. The
-    /// instances log into `target/fault-logs/<binary>-<wave>/`, emptied first, so that the logs read afterwards are
-    /// this run's.
+    /// instances log into `target/fault-logs/<prefix>-<wave>/`: emptied first, so that the logs read afterwards are
+    /// this run's, and named after the run, so that a failed run's logs outlive the suite's later runs.
     async fn run(
         &self,
         binary: &str,
@@ -214,7 +252,7 @@ impl Pipeline {
             .expect("dlq")
             .url
             .clone();
-        let log_dir = workspace_root().join(format!("target/fault-logs/{binary}-{wave}"));
+        let log_dir = workspace_root().join(format!("target/fault-logs/{}-{wave}", self.prefix));
         let _ = std::fs::remove_dir_all(&log_dir);
         let (stop_tx, stop) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -346,6 +384,24 @@ impl Pipeline {
         }
     }
 
+    /// Stores an idempotency item for charge-payment's intent `payment_id` that no read can parse (its status is
+    /// none), straight into moto: every delivery of that intent fails on reading it.
+    async fn store_unreadable_record(&self, payment_id: &str) {
+        let key = sqsafe_idempotency::KeyBuilder::new("charge-payment", 1)
+            .tenant("acme")
+            .intent("payment", payment_id)
+            .build()
+            .expect("key");
+        self.dynamodb
+            .put_item()
+            .table_name(&self.stack.tables["IdempotencyTable"])
+            .item("pk", AttributeValue::S(key.as_str().to_owned()))
+            .item("status", AttributeValue::S("NOT_A_STATUS".to_owned()))
+            .send()
+            .await
+            .expect("an unreadable idempotency item");
+    }
+
     async fn records(&self) -> Vec<BTreeMap<String, AttributeValue>> {
         let table = &self.stack.tables["IdempotencyTable"];
         let mut out = Vec::new();
@@ -405,6 +461,10 @@ struct LogFindings {
     kills: BTreeMap<String, u64>,
     /// Per message id, its idempotency key and the highest receive count any of its lines logged.
     receives: BTreeMap<String, (String, u64)>,
+    /// Span exports that failed, were cut or were not made (sqsafe-telemetry's `spans not exported, dropped: ...`).
+    spans_dropped: u64,
+    /// Of those, the exports cut (or not made) to answer before the invocation's deadline.
+    spans_cut: u64,
 }
 
 impl LogFindings {
@@ -468,6 +528,18 @@ impl LogFindings {
         {
             self.completions_cut.push(key);
         }
+        if let Some(why) = doc
+            .get("message")
+            .and_then(|m| m.as_str())
+            .and_then(|m| m.strip_prefix(SPANS_DROPPED))
+        {
+            self.spans_dropped += 1;
+            if why.contains("cut to answer before the invocation's deadline")
+                || why.contains("deadline is too near")
+            {
+                self.spans_cut += 1;
+            }
+        }
         match doc.get("message").and_then(|m| m.as_str()) {
             Some("ambiguous write resolved") => self.resolved.push((
                 field("write").unwrap_or_default(),
@@ -496,7 +568,10 @@ impl LogFindings {
 
     fn merge(mut self, other: Self) -> Self {
         self.resolved.extend(other.resolved);
+        self.completions_cut.extend(other.completions_cut);
         self.failed.extend(other.failed);
+        self.spans_dropped += other.spans_dropped;
+        self.spans_cut += other.spans_cut;
         for (id, outcomes) in other.outcomes {
             self.outcomes.entry(id).or_default().extend(outcomes);
         }
@@ -525,6 +600,9 @@ impl LogFindings {
         died
     }
 }
+
+/// How sqsafe-telemetry begins the line of an export whose spans were dropped (failed, cut or not made).
+const SPANS_DROPPED: &str = "spans not exported, dropped: ";
 
 /// How sqsafe-idempotency reports a completion try it cut because no time was left before the deadline reserve.
 const DEADLINE_CUT: &str = "timed out: no time left before the invocation's deadline reserve";
@@ -624,6 +702,33 @@ fn kinds_of(messages: &[aws_sdk_sqs::types::Message]) -> BTreeMap<String, usize>
     kinds
 }
 
+/// One copy of a message in the DLQ: sqsafe's, with the error kind and the attempts its context names, or one SQS
+/// moved (no context: both `None`).
+#[derive(Debug)]
+struct DeadLetter {
+    kind: Option<String>,
+    attempts: Option<u64>,
+}
+
+impl DeadLetter {
+    fn of(m: &aws_sdk_sqs::types::Message) -> Self {
+        Self {
+            kind: context_field(m, "error_kind"),
+            attempts: context_field(m, "attempts").and_then(|n| n.parse().ok()),
+        }
+    }
+}
+
+impl std::fmt::Display for DeadLetter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.kind, self.attempts) {
+            (Some(kind), Some(n)) => write!(f, "{kind} after {n} attempts"),
+            (Some(kind), None) => write!(f, "{kind}"),
+            (None, _) => write!(f, "moved by SQS"),
+        }
+    }
+}
+
 /// A message SQS moved to the DLQ without sqsafe's context: how each of its deliveries ended, from the logs. It is
 /// crash-caused when fewer deliveries logged an outcome than it was received (the others died with the process: a
 /// SIGKILL at a crash point, or the function timeout) and none ended `lease_lost`. An `in_progress` delivery is then
@@ -681,6 +786,12 @@ impl std::fmt::Display for MovedBySqs {
     }
 }
 
+/// Invocations the Runtime API killed at their deadline because they had not answered (Lambda's `Task timed out`):
+/// each one's records come back, and what ran of them happens again.
+fn answers_after_the_deadline(instances: &[InstanceStats]) -> u64 {
+    instances.iter().map(|s| s.timeouts).sum()
+}
+
 fn sum_faults(instances: &[InstanceStats]) -> BTreeMap<String, u64> {
     let mut total = BTreeMap::new();
     for s in instances {
@@ -695,23 +806,150 @@ fn sum_faults(instances: &[InstanceStats]) -> BTreeMap<String, u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn charge_payment_applies_every_intent_once_under_faults() {
-    charge_payment_under_faults("claim").await;
+    charge_payment_under_faults(ChargeRun::new("claim")).await;
 }
 
 /// The keyed mode under the same faults: no claim, so a duplicate delivered while another runs makes the call too,
 /// and the payments API's `Idempotency-Key` keeps it to one charge (its `409` for a key in flight brings the record
-/// back). The same verdict: one charge per intent, nothing lost, nothing in the DLQ but poison and reused keys.
+/// back). Its batch reads fail too: some `BatchGetItem`s come back with every key unprocessed, and a few intents'
+/// stored items do not parse, so every batch that holds one of them loses its read and each record reads its own
+/// key. The same verdict: one charge per intent, nothing lost, nothing in the DLQ but poison, reused keys and the
+/// unreadable intents (never charged).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn charge_payment_applies_every_intent_once_under_faults_in_the_keyed_mode() {
-    charge_payment_under_faults("keyed").await;
+    charge_payment_under_faults(ChargeRun {
+        unreadable: 5,
+        unprocessed_keys_rate: 0.05,
+        ..ChargeRun::new("keyed")
+    })
+    .await;
 }
 
-async fn charge_payment_under_faults(mode: &'static str) {
+/// The trace exporter under the same faults, with a collector that takes each export and never answers: every
+/// invocation's flush waits until it is cut, 250 ms before the deadline at the latest
+/// (`sqsafe_telemetry::traces::ANSWER_MARGIN`), and the batch's answer must still come before the deadline (before
+/// that cut, a silent collector held it 2 s, past the deadline of a batch that had used more than 2 s of its 4).
+///
+/// The export runs after the batch whatever the mode, so the mode is not what the two trace runs test: one runs in
+/// each, so that each mode meets batches that answer late. A batch that waits on its collector is deleted later, so
+/// more of its messages come back (3 s visibility timeout) before their deletes and must replay: from the completed
+/// record in the claim mode, from the batch's read (or the payments API's `Idempotency-Key`) in the keyed mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn charge_payment_exports_traces_to_a_silent_collector_under_faults() {
+    let collector = Collector::start(CollectorKind::BlackHole).await;
+    let verdict = charge_payment_under_faults(ChargeRun {
+        traces: Some(collector.endpoint()),
+        ..ChargeRun::trace_run("claim", "silent collector")
+    })
+    .await;
+    let seen = collector.stats();
+    println!("collector (never answers) {seen}");
+    assert!(
+        seen.requests > 0,
+        "the functions exported to the collector: {seen}"
+    );
+    assert!(
+        verdict.spans_dropped > 0,
+        "exports to a collector that never answers are dropped, and logged"
+    );
+}
+
+/// The trace exporter under the same faults, with a collector that answers each export after 1.5 s: a flush that
+/// starts early enough waits for it, one that starts late is cut; the batch's answer must come before the deadline
+/// either way. Keyed mode: see the silent collector's run for why one run of each mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn charge_payment_exports_traces_to_a_slow_collector_under_faults() {
+    let collector =
+        Collector::start(CollectorKind::AnswersAfter(Duration::from_millis(1_500))).await;
+    charge_payment_under_faults(ChargeRun {
+        traces: Some(collector.endpoint()),
+        ..ChargeRun::trace_run("keyed", "slow collector")
+    })
+    .await;
+    let seen = collector.stats();
+    println!("collector (answers after 1.5 s) {seen}");
+    assert!(
+        seen.answered > 0,
+        "the collector answered some exports: {seen}"
+    );
+}
+
+/// What one charge-payment run under faults varies; the faults themselves (crash points, the proxy's throttling and
+/// 500s, the payments API's failures and slow calls, dropped deletes) are the same in every run.
+#[derive(Debug, Clone)]
+struct ChargeRun {
+    /// `SQSAFE_IDEMPOTENCY_MODE` of the function.
+    mode: &'static str,
+    /// What else sets the run apart, for its banner and its stack's names (empty: nothing).
+    variant: &'static str,
+    /// Payment intents published (each maybe republished).
+    intents: usize,
+    /// More intents, published among the others, whose idempotency item is stored before the run with a status that
+    /// is none (`NOT_A_STATUS`): no delivery of theirs can read its record, so each fails transiently until its last
+    /// attempt and ends in the DLQ, never charged. Used in the keyed mode's run, whose batch read they fail.
+    unreadable: usize,
+    /// The fault proxy's rate of `BatchGetItem`s answered with every key unprocessed (the keyed mode's batch read).
+    unprocessed_keys_rate: f64,
+    /// Spans exported (`SQSAFE_TRACES=otlp`) to this endpoint (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`).
+    traces: Option<String>,
+}
+
+impl ChargeRun {
+    fn new(mode: &'static str) -> Self {
+        Self {
+            mode,
+            variant: "",
+            intents: if heavy() { 4000 } else { 1000 },
+            unreadable: 0,
+            unprocessed_keys_rate: 0.0,
+            traces: None,
+        }
+    }
+
+    /// A run of the trace exporter: fewer intents, to keep the suite's time down (every invocation of the silent
+    /// collector's run waits on it until its flush is cut).
+    fn trace_run(mode: &'static str, variant: &'static str) -> Self {
+        Self {
+            variant,
+            intents: if heavy() { 1000 } else { 300 },
+            ..Self::new(mode)
+        }
+    }
+
+    /// The prefix of the run's tables and queues: the mode, and the variant when there is one.
+    fn prefix(&self) -> String {
+        match self.variant {
+            "" => format!("faults-pay-{}", self.mode),
+            variant => format!("faults-pay-{}-{}", self.mode, variant.replace(' ', "-")),
+        }
+    }
+}
+
+/// What a charge-payment run's verdict found, beyond what it asserted itself.
+#[derive(Debug)]
+struct ChargeVerdict {
+    /// Span exports whose spans were dropped (failed, cut at the deadline, or not made), from the functions' logs.
+    spans_dropped: u64,
+}
+
+async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
+    let started = std::time::Instant::now();
     let seed = seed();
-    let intents = if heavy() { 4000 } else { 1000 };
+    let ChargeRun {
+        mode,
+        variant,
+        intents,
+        unreadable,
+        ..
+    } = run;
+    let variant_note = if variant.is_empty() {
+        String::new()
+    } else {
+        format!(", {variant}")
+    };
     println!(
-        "fault injection (charge-payment, {mode} mode): seed {seed} (replay with SQSAFE_FAULT_SEED={seed}), \
-         {intents} intents, backlog {}",
+        "fault injection (charge-payment, {mode} mode{variant_note}): seed {seed} (replay with \
+         SQSAFE_FAULT_SEED={seed}), {intents} intents, {unreadable} unreadable, backlog {}",
         backlog()
     );
     // The test's own choices (which messages are duplicated, poisoned, slowed down) replay with the seed too.
@@ -734,11 +972,25 @@ async fn charge_payment_under_faults(mode: &'static str) {
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");
-    let p = pipeline_in(
+    let mut env = Vec::new();
+    if let Some(endpoint) = &run.traces {
+        env.extend([
+            ("SQSAFE_TRACES".to_owned(), "otlp".to_owned()),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT".to_owned(),
+                endpoint.clone(),
+            ),
+        ]);
+    }
+    let p = pipeline_with(
         seed,
-        &format!("faults-pay-{mode}"),
+        &run.prefix(),
         BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
-        mode,
+        PipelineOptions {
+            mode,
+            unprocessed_keys_rate: run.unprocessed_keys_rate,
+            env,
+        },
     )
     .await;
 
@@ -766,6 +1018,7 @@ async fn charge_payment_under_faults(mode: &'static str) {
                 correlation_id: format!("corr-{i}-{c}"),
                 group: None,
                 dedup: None,
+                traceparent: None,
             });
         }
         duplicates += copies - 1;
@@ -775,12 +1028,35 @@ async fn charge_payment_under_faults(mode: &'static str) {
                 correlation_id: format!("poison-{i}"),
                 group: None,
                 dedup: None,
+                traceparent: None,
             });
             poison += 1;
         }
     }
+    // Intents whose stored item does not parse, among the others so that they share batches with them.
+    let unreadable_payments: BTreeSet<String> = (0..unreadable).map(|j| format!("u-{j}")).collect();
+    for (j, id) in unreadable_payments.iter().enumerate() {
+        p.store_unreadable_record(id).await;
+        messages.push(Outgoing {
+            body: body(id, 100),
+            correlation_id: format!("unreadable-{j}"),
+            group: None,
+            dedup: None,
+            traceparent: None,
+        });
+    }
     // Shuffle so duplicates arrive apart (and sometimes in the same batch).
     rng.shuffle(&mut messages);
+    // With spans exported, a sampled producer's context on each message: the emulated Lambda's own X-Ray header says
+    // `Sampled=0`, so without one no span would be recorded, and every flush would have nothing to send.
+    let traceparent = |i: usize| {
+        run.traces
+            .as_ref()
+            .map(|_| format!("00-{:032x}-{:016x}-01", i + 1, i + 1))
+    };
+    for (i, m) in messages.iter_mut().enumerate() {
+        m.traceparent = traceparent(i);
+    }
     let (wave1, ids) = p
         .run("charge-payment", "wave1", seed, 4, 0.03, messages.clone())
         .await;
@@ -788,6 +1064,12 @@ async fn charge_payment_under_faults(mode: &'static str) {
         .iter()
         .zip(&ids)
         .filter(|(m, _)| m.correlation_id.starts_with("poison"))
+        .map(|(_, id)| id.clone())
+        .collect();
+    let unreadable_ids: BTreeSet<String> = messages
+        .iter()
+        .zip(&ids)
+        .filter(|(m, _)| m.correlation_id.starts_with("unreadable"))
         .map(|(_, id)| id.clone())
         .collect();
 
@@ -818,6 +1100,7 @@ async fn charge_payment_under_faults(mode: &'static str) {
                 correlation_id: attribute(&m, "correlationId").unwrap_or_default(),
                 group: None,
                 dedup: None,
+                traceparent: attribute(&m, "traceparent"),
             });
             p.sqs
                 .delete_message()
@@ -846,6 +1129,7 @@ async fn charge_payment_under_faults(mode: &'static str) {
             correlation_id: format!("reuse-{i}"),
             group: None,
             dedup: None,
+            traceparent: traceparent(messages.len() + i),
         });
         reused += 1;
     }
@@ -886,9 +1170,33 @@ async fn charge_payment_under_faults(mode: &'static str) {
             (original, context_field(m, "error_kind"))
         })
         .collect();
-    let missing: Vec<_> = expected
+    // Each unreadable intent's copies in the DLQ, by message id.
+    let mut unreadable_letters: BTreeMap<String, Vec<DeadLetter>> = unreadable_ids
+        .iter()
+        .map(|id| (id.clone(), Vec::new()))
+        .collect();
+    for m in &dlq {
+        let original = context_field(m, "original_message_id")
+            .or_else(|| m.message_id().map(str::to_owned))
+            .unwrap_or_default();
+        if let Some(copies) = unreadable_letters.get_mut(&original) {
+            copies.push(DeadLetter::of(m));
+        }
+    }
+    // Lost: an intent never charged, or an unreadable one that never reached the DLQ.
+    let missing: Vec<&String> = expected
         .keys()
         .filter(|id| !by_payment.contains_key(*id))
+        .chain(
+            unreadable_letters
+                .iter()
+                .filter(|(_, copies)| copies.is_empty())
+                .map(|(id, _)| id),
+        )
+        .collect();
+    let unreadable_charged: Vec<&String> = unreadable_payments
+        .iter()
+        .filter(|id| by_payment.contains_key(*id))
         .collect();
     let records = p.records().await;
     let in_progress = records
@@ -900,14 +1208,14 @@ async fn charge_payment_under_faults(mode: &'static str) {
                 == Some("IN_PROGRESS")
         })
         .count();
-    let faults = sum_faults(
-        &wave1
-            .instances
-            .iter()
-            .chain(&wave2.instances)
-            .cloned()
-            .collect::<Vec<_>>(),
-    );
+    let instances: Vec<InstanceStats> = wave1
+        .instances
+        .iter()
+        .chain(&wave2.instances)
+        .cloned()
+        .collect();
+    let faults = sum_faults(&instances);
+    let late = answers_after_the_deadline(&instances);
     let proxy = p.proxy.stats();
     let api = payments.stats();
     let deliveries: u64 = wave1
@@ -928,6 +1236,9 @@ async fn charge_payment_under_faults(mode: &'static str) {
         .iter()
         .chain(&dlq)
         .filter(|m| context_field(m, "error_kind").is_none())
+        // An unreadable intent never completes: SQS moves it when its last delivery died, or after sqsafe's DLQ send
+        // on that delivery, when its batch then died before the delete. Its copies are checked below.
+        .filter(|m| !unreadable_ids.contains(m.message_id().unwrap_or_default()))
         .map(|m| MovedBySqs::of(m, &logs, MAX_RECEIVES.into()))
         .collect();
     // sqsafe dead-letters a message itself, with its context, on its last receive (MaxAttempts, 10 here). One of kind
@@ -973,11 +1284,18 @@ async fn charge_payment_under_faults(mode: &'static str) {
     println!("  republished duplicates  {duplicates}");
     println!("  poison                  {poison}");
     println!("  reused keys (mismatch)  {reused}");
+    println!("  unreadable intents      {unreadable}");
     println!("deliveries                {deliveries}");
     println!("faults injected           crash points {:?}", faults);
     println!(
-        "                          DynamoDB proxy: throttled {}, 500 {}, 500 after the write {} (of {} requests)",
-        proxy.throttled, proxy.errors_500, proxy.after_write_500, proxy.dynamodb_requests
+        "                          DynamoDB proxy: throttled {}, 500 {}, 500 after the write {}, BatchGetItem with \
+         every key unprocessed {} (of {} requests, {} BatchGetItem)",
+        proxy.throttled,
+        proxy.errors_500,
+        proxy.after_write_500,
+        proxy.unprocessed_keys,
+        proxy.dynamodb_requests,
+        proxy.by_operation.get("BatchGetItem").copied().unwrap_or(0)
     );
     println!(
         "                          payments API: 503 before {}, 503 after charging {}",
@@ -991,16 +1309,22 @@ async fn charge_payment_under_faults(mode: &'static str) {
         twice.len()
     );
     println!(
-        "dead-lettered             {} messages in {} copies (poison {}, mismatches {}, intents {})",
+        "dead-lettered             {} messages in {} copies (poison {}, mismatches {}, unreadable {}, intents {})",
         dlq_ids.len(),
         dlq.len(),
         poison_ids.len(),
         reused_ids.len(),
-        dlq_ids
+        unreadable_letters
             .values()
-            .filter(
-                |k| k.as_deref() != Some("bad_payload") && k.as_deref() != Some("payload_mismatch")
-            )
+            .filter(|copies| !copies.is_empty())
+            .count(),
+        dlq_ids
+            .iter()
+            .filter(|(id, k)| {
+                k.as_deref() != Some("bad_payload")
+                    && k.as_deref() != Some("payload_mismatch")
+                    && !unreadable_ids.contains(*id)
+            })
             .count()
     );
     println!("  by kind                 {dead_kinds:?}");
@@ -1029,17 +1353,69 @@ async fn charge_payment_under_faults(mode: &'static str) {
         "deliveries spent on self-conflicts {}",
         conflicts.spent.len()
     );
+    if unreadable > 0 {
+        println!(
+            "unreadable intents        {unreadable}: charged {}; their copies in the DLQ {:?}",
+            unreadable_charged.len(),
+            unreadable_letters
+                .values()
+                .map(|copies| copies
+                    .iter()
+                    .map(DeadLetter::to_string)
+                    .reduce(|a, b| format!("{a} + {b}"))
+                    .unwrap_or_else(|| "none".to_owned()))
+                .collect::<Vec<_>>()
+        );
+    }
+    if run.traces.is_some() {
+        println!(
+            "span exports dropped      {} (cut or not made for the deadline: {})",
+            logs.spans_dropped, logs.spans_cut
+        );
+    }
+    println!("answers after the deadline  {late}");
     println!("lost                      {}", missing.len());
     println!("records left IN_PROGRESS  {in_progress}");
+    println!(
+        "wall time                 {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
 
+    assert_eq!(
+        late, 0,
+        "invocations that had not answered by their deadline, killed by the Runtime API (seed {seed})"
+    );
     assert!(
         twice.is_empty(),
         "intents charged twice (seed {seed}): {twice:?}"
     );
     assert!(
         missing.is_empty(),
-        "intents never charged and not dead-lettered (seed {seed}): {missing:?}"
+        "intents lost: never charged, or (unreadable ones) never dead-lettered (seed {seed}): {missing:?}"
     );
+    assert!(
+        unreadable_charged.is_empty(),
+        "intents whose record does not parse were charged (seed {seed}): {unreadable_charged:?}"
+    );
+    // sqsafe dead-letters an unreadable intent itself, with its context, on its last attempt (MaxAttempts = the
+    // queue's max receive count here); when that delivery died with its process, SQS moves it on the next receive,
+    // without context. Its failures are its own record's: some delivery of it failed `inconsistent_record`.
+    for (id, copies) in &unreadable_letters {
+        for copy in copies {
+            assert!(
+                copy.kind.is_none() || copy.attempts == Some(u64::from(MAX_RECEIVES)),
+                "unreadable intent {id} dead-lettered as {copy}, not on its last attempt ({MAX_RECEIVES}) (seed \
+                 {seed})"
+            );
+        }
+        assert!(
+            logs.outcomes
+                .get(id)
+                .is_some_and(|o| o.iter().any(|k| k == "inconsistent_record")),
+            "unreadable intent {id}: no delivery failed on its unparsable record (seed {seed}): {:?}",
+            logs.outcomes.get(id)
+        );
+    }
     assert_eq!(
         charges.len(),
         intents,
@@ -1060,8 +1436,13 @@ async fn charge_payment_under_faults(mode: &'static str) {
         );
     }
     // A crash or a dropped delete after the DLQ send delivers the record again, and it is dead-lettered again: the DLQ
-    // is at least once too. What must hold is that it holds exactly the poison and reused messages.
-    let expected_dead: BTreeSet<String> = poison_ids.union(&reused_ids).cloned().collect();
+    // is at least once too. What must hold is that it holds exactly the poison, reused and unreadable messages.
+    let expected_dead: BTreeSet<String> = poison_ids
+        .iter()
+        .chain(&reused_ids)
+        .chain(&unreadable_ids)
+        .cloned()
+        .collect();
     let dead: BTreeSet<String> = dlq_ids.keys().cloned().collect();
     assert_eq!(
         dead, expected_dead,
@@ -1107,7 +1488,14 @@ async fn charge_payment_under_faults(mode: &'static str) {
         faults.values().sum::<u64>() > 0 && proxy.throttled + proxy.errors_500 > 0,
         "faults were really injected"
     );
+    assert!(
+        run.unprocessed_keys_rate == 0.0 || proxy.unprocessed_keys > 0,
+        "BatchGetItems were really answered with their keys unprocessed"
+    );
     payments.shutdown().await;
+    ChargeVerdict {
+        spans_dropped: logs.spans_dropped,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1144,6 +1532,7 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
                 correlation_id: format!("corr-{i}-{c}"),
                 group: Some(account.clone()),
                 dedup: Some(format!("e-{i}-{c}")),
+                traceparent: None,
             });
         }
         duplicates += copies - 1;
@@ -1227,6 +1616,12 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
         "deliveries spent on self-conflicts {}",
         conflicts.spent.len()
     );
+    // Printed, not asserted (issue 40 asks it of charge-payment): apply-ledger has had one in a run, and its
+    // entries' exactly-once verdict below holds regardless.
+    println!(
+        "answers after the deadline  {}",
+        answers_after_the_deadline(&run.instances)
+    );
     assert_eq!(
         entries_written, entries,
         "every entry applied exactly once (seed {seed})"
@@ -1250,6 +1645,178 @@ async fn apply_ledger_applies_every_entry_once_under_faults() {
         "writes that met their own earlier try: not resolved {:?}, deliveries spent {:?} (seed {seed})",
         conflicts.unresolved,
         conflicts.spent
+    );
+}
+
+/// How a [`Collector`] treats each export.
+#[derive(Debug, Clone, Copy)]
+enum CollectorKind {
+    /// Reads it and never answers: the connection stays open until the exporter gives up on it.
+    BlackHole,
+    /// Reads it, waits, then answers `200` with an empty body.
+    AnswersAfter(Duration),
+}
+
+/// An OTLP/HTTP collector on loopback that misbehaves on purpose ([`CollectorKind`]), for the trace exporter under
+/// faults. Written on a bare socket rather than with axum (as sqsafe-testkit's `OtlpReceiver` is): it needs only to
+/// read a request whole and to hold or delay the answer. It stops when dropped.
+struct Collector {
+    addr: std::net::SocketAddr,
+    counters: Arc<CollectorCounters>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Debug, Default)]
+struct CollectorCounters {
+    connections: AtomicU64,
+    requests: AtomicU64,
+    answered: AtomicU64,
+}
+
+/// What a [`Collector`] has seen.
+#[derive(Debug, Clone, Copy)]
+struct CollectorStats {
+    /// Connections accepted.
+    connections: u64,
+    /// Requests read whole.
+    requests: u64,
+    /// Answers written (the exporter may have stopped waiting for one before it came).
+    answered: u64,
+}
+
+impl std::fmt::Display for CollectorStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} connections, {} exports read, {} answered",
+            self.connections, self.requests, self.answered
+        )
+    }
+}
+
+impl Collector {
+    async fn start(kind: CollectorKind) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("collector: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("collector: its address");
+        let counters = Arc::new(CollectorCounters::default());
+        let shared = Arc::clone(&counters);
+        let task = tokio::spawn(async move {
+            // The connections' tasks end with the accept loop (dropping the set aborts them).
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                let Ok((socket, _)) = listener.accept().await else {
+                    continue;
+                };
+                shared.connections.fetch_add(1, Ordering::Relaxed);
+                connections.spawn(Self::serve(socket, kind, Arc::clone(&shared)));
+                // Reap the finished ones, so a long run does not keep them all.
+                while connections.try_join_next().is_some() {}
+            }
+        });
+        Self {
+            addr,
+            counters,
+            task,
+        }
+    }
+
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` for the functions.
+    fn endpoint(&self) -> String {
+        format!("http://{}/v1/traces", self.addr)
+    }
+
+    fn stats(&self) -> CollectorStats {
+        CollectorStats {
+            connections: self.counters.connections.load(Ordering::Relaxed),
+            requests: self.counters.requests.load(Ordering::Relaxed),
+            answered: self.counters.answered.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Reads requests off one keep-alive connection until the exporter closes it.
+    async fn serve(
+        mut socket: tokio::net::TcpStream,
+        kind: CollectorKind,
+        counters: Arc<CollectorCounters>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut buffer = Vec::new();
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            // One request: its head, then `content-length` bytes of body (the exporter sends a sized protobuf body).
+            let request_len = loop {
+                if let Some(len) = http_request_len(&buffer) {
+                    break len;
+                }
+                match socket.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                }
+            };
+            buffer.drain(..request_len);
+            counters.requests.fetch_add(1, Ordering::Relaxed);
+            match kind {
+                CollectorKind::BlackHole => {
+                    // Never answer; read on (nothing comes) until the exporter gives up and closes the connection.
+                    while matches!(socket.read(&mut chunk).await, Ok(n) if n > 0) {}
+                    return;
+                }
+                CollectorKind::AnswersAfter(delay) => {
+                    tokio::time::sleep(delay).await;
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                    if socket.write_all(answer).await.is_err() {
+                        return;
+                    }
+                    counters.answered.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The length of the first HTTP/1.1 request in `buffer` (head and `content-length` body) once it is all there.
+fn http_request_len(buffer: &[u8]) -> Option<usize> {
+    let head_end = buffer.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = std::str::from_utf8(&buffer[..head_end]).ok()?;
+    let body_len = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    (buffer.len() >= head_end + body_len).then_some(head_end + body_len)
+}
+
+#[test]
+fn the_collector_reads_a_request_whole_before_answering() {
+    let head = "POST /v1/traces HTTP/1.1\r\nhost: x\r\nContent-Length: 5\r\n\r\n";
+    assert_eq!(
+        http_request_len(head.as_bytes()),
+        None,
+        "body not there yet"
+    );
+    assert_eq!(
+        http_request_len(format!("{head}abc").as_bytes()),
+        None,
+        "part of the body"
+    );
+    assert_eq!(
+        http_request_len(format!("{head}abcdeGET").as_bytes()),
+        Some(head.len() + 5),
+        "the next request's bytes are not this one's"
+    );
+    assert_eq!(
+        http_request_len(b"GET / HTTP/1.1\r\n\r\n"),
+        Some(18),
+        "no body"
     );
 }
 

@@ -27,11 +27,13 @@ use super::server::{FaultProxy, RunningProxy};
 /// | `[0, t)` | `400 ThrottlingException`, not forwarded |
 /// | `[t, t + e)` | `500 InternalServerError`, not forwarded |
 /// | `[t + e, t + e + a)` | forwarded (so applied), then answered `500 InternalServerError` anyway |
+/// | `[t + e + a, t + e + a + k)` | `BatchGetItem`: `200`, every key unprocessed, not forwarded; others: as the rest |
 /// | the rest | forwarded, the upstream's answer returned |
 ///
-/// with `t = throttle_rate`, `e = error_500_rate`, `a = after_write_500_rate`. Requests the filter excludes, and all
-/// requests while faults are [disabled](super::RunningProxy::set_enabled), take no draw: one seed gives one sequence
-/// of faults over the sequence of eligible requests, whatever else goes through the proxy.
+/// with `t = throttle_rate`, `e = error_500_rate`, `a = after_write_500_rate`, `k = unprocessed_keys_rate`.
+/// Requests the filter excludes, and all requests while faults are [disabled](super::RunningProxy::set_enabled), take
+/// no draw: one seed gives one sequence of faults over the sequence of eligible requests, whatever else goes through
+/// the proxy.
 ///
 /// # Default
 /// [`new`](Self::new) sets seed `0`, every rate `0.0` (a transparent proxy) and no operation filter.
@@ -49,6 +51,11 @@ pub struct FaultProxyConfig {
     /// InternalServerError` instead of the upstream's answer: the client cannot tell that its write happened, and a
     /// retry of a conditional write then fails its condition on its own earlier write.
     pub after_write_500_rate: f64,
+    /// Probability that an eligible `BatchGetItem` is answered `200` with no item and every key it asked for
+    /// unprocessed (`{"Responses": {<table>: []}, "UnprocessedKeys": <its RequestItems>}`), without being forwarded:
+    /// what DynamoDB answers when it throttles a batch read without failing it. Other operations that draw into this
+    /// band are forwarded untouched, so the rate does not change how often they fail.
+    pub unprocessed_keys_rate: f64,
     /// Operation names (the part of `X-Amz-Target` after `DynamoDB_20120810.`, such as `PutItem`) that faults apply
     /// to; `None` for every DynamoDB operation.
     pub operations: Option<Vec<String>>,
@@ -63,6 +70,7 @@ impl FaultProxyConfig {
             throttle_rate: 0.0,
             error_500_rate: 0.0,
             after_write_500_rate: 0.0,
+            unprocessed_keys_rate: 0.0,
             operations: None,
         }
     }
@@ -74,6 +82,7 @@ impl FaultProxyConfig {
             ("throttle_rate", self.throttle_rate),
             ("error_500_rate", self.error_500_rate),
             ("after_write_500_rate", self.after_write_500_rate),
+            ("unprocessed_keys_rate", self.unprocessed_keys_rate),
         ];
         for (name, value) in rates {
             // `contains` is false for NaN too.
@@ -81,7 +90,10 @@ impl FaultProxyConfig {
                 return Err(Error::InvalidRate { name, value });
             }
         }
-        let sum = self.throttle_rate + self.error_500_rate + self.after_write_500_rate;
+        let sum = self.throttle_rate
+            + self.error_500_rate
+            + self.after_write_500_rate
+            + self.unprocessed_keys_rate;
         // Decimal rates that add up to 1 on paper may not in binary (0.1 + 0.2 + 0.7).
         if sum > 1.0 + 1e-9 {
             return Err(Error::RatesExceedOne { sum });
@@ -144,8 +156,13 @@ mod tests {
         let c = config();
         assert!(c.validate().is_ok());
         assert_eq!(
-            (c.throttle_rate, c.error_500_rate, c.after_write_500_rate),
-            (0.0, 0.0, 0.0)
+            (
+                c.throttle_rate,
+                c.error_500_rate,
+                c.after_write_500_rate,
+                c.unprocessed_keys_rate
+            ),
+            (0.0, 0.0, 0.0, 0.0)
         );
         assert!(
             FaultProxyConfig::new("http://localhost:5000/")
@@ -179,6 +196,13 @@ mod tests {
                         ..config()
                     },
                 ),
+                (
+                    "unprocessed_keys_rate",
+                    FaultProxyConfig {
+                        unprocessed_keys_rate: bad,
+                        ..config()
+                    },
+                ),
             ];
             for (expected, c) in cases {
                 let err = c.validate().expect_err("rejected");
@@ -200,6 +224,15 @@ mod tests {
             ..config()
         };
         assert!(matches!(over.validate(), Err(Error::RatesExceedOne { .. })));
+        let over_with_unprocessed = FaultProxyConfig {
+            throttle_rate: 0.5,
+            unprocessed_keys_rate: 0.6,
+            ..config()
+        };
+        assert!(matches!(
+            over_with_unprocessed.validate(),
+            Err(Error::RatesExceedOne { .. })
+        ));
         let exactly_one = FaultProxyConfig {
             throttle_rate: 0.1,
             error_500_rate: 0.2,

@@ -9,15 +9,15 @@ pub enum Error {
     /// A fault rate is not a probability.
     #[error("invalid {name}: {value} is not a probability in [0, 1]")]
     InvalidRate {
-        /// Which rate: `throttle_rate`, `error_500_rate` or `after_write_500_rate`.
+        /// Which rate: `throttle_rate`, `error_500_rate`, `after_write_500_rate` or `unprocessed_keys_rate`.
         name: &'static str,
         /// The rejected value.
         value: f64,
     },
-    /// The three rates are each probabilities but together exceed 1: one request gets at most one fault.
+    /// The rates are each probabilities but together exceed 1: one request gets at most one fault.
     #[error("the fault rates add up to {sum}, more than 1")]
     RatesExceedOne {
-        /// `throttle_rate + error_500_rate + after_write_500_rate`.
+        /// `throttle_rate + error_500_rate + after_write_500_rate + unprocessed_keys_rate`.
         sum: f64,
     },
     /// The upstream is not a plain `http://host:port` base URL.

@@ -95,6 +95,21 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             tracing::debug!(operation, "injected InternalServerError before forwarding");
             internal_error()
         }
+        Fault::UnprocessedKeys => match unprocessed_keys_answer(&body) {
+            Some(answer) => {
+                shared.count_unprocessed_keys();
+                tracing::debug!(
+                    operation,
+                    "injected: every key of the BatchGetItem unprocessed"
+                );
+                answer
+            }
+            // Not a request DynamoDB would take: its answer is the upstream's to give.
+            None => match forward(&shared, parts, body).await {
+                Ok((parts, body)) => respond(parts, body),
+                Err(message) => bad_gateway(&shared, message),
+            },
+        },
         Fault::AfterWrite500 => match forward(&shared, parts, body).await {
             Ok((applied, _)) => {
                 shared.count_after_write_500();
@@ -111,6 +126,25 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             Err(message) => bad_gateway(&shared, message),
         },
     }
+}
+
+/// The answer DynamoDB gives a `BatchGetItem` it read nothing of: status 200, an empty item list per table, and the
+/// request's `RequestItems` back as `UnprocessedKeys`. `None` when the body has no `RequestItems` object.
+fn unprocessed_keys_answer(body: &[u8]) -> Option<Response> {
+    let request: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let items = request.get("RequestItems")?.as_object()?;
+    let responses: serde_json::Map<String, serde_json::Value> = items
+        .keys()
+        .map(|table| (table.clone(), serde_json::Value::Array(Vec::new())))
+        .collect();
+    let answer = serde_json::json!({"Responses": responses, "UnprocessedKeys": items});
+    let mut response = Response::new(Body::from(answer.to_string()));
+    response.headers_mut().insert(CONTENT_TYPE, AMZ_JSON);
+    response.headers_mut().insert(
+        X_AMZN_REQUEST_ID,
+        HeaderValue::from_static("sqsafe-fault-proxy"),
+    );
+    Some(response)
 }
 
 /// A held isolation lock, released when dropped (once the answer is ready): held for that, never read.
@@ -272,6 +306,28 @@ mod tests {
         assert_eq!(op("AmazonSQS.SendMessage"), None);
         assert_eq!(op("DynamoDBStreams_20120810.GetRecords"), None);
         assert_eq!(dynamodb_operation(&HeaderMap::new()), None);
+    }
+
+    #[tokio::test]
+    async fn an_unprocessed_keys_answer_gives_the_request_items_back() {
+        let request = serde_json::json!({"RequestItems": {"idem": {
+            "Keys": [{"pk": {"S": "a"}}, {"pk": {"S": "b"}}], "ConsistentRead": true}}});
+        let response = unprocessed_keys_answer(request.to_string().as_bytes()).expect("an answer");
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let answer: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(
+            answer,
+            serde_json::json!({"Responses": {"idem": []},
+                "UnprocessedKeys": request["RequestItems"]})
+        );
+        assert!(unprocessed_keys_answer(b"not json").is_none());
+        assert!(unprocessed_keys_answer(b"{}").is_none());
     }
 
     #[test]

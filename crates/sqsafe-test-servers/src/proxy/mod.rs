@@ -49,6 +49,9 @@
 //!  | PutItem, SDK retry         |                           |
 //!  |--------------------------->|-------------------------->|  condition fails on
 //!  |<---- 400 ConditionalCheckFailedException --------------|  the request's own write
+//!  | BatchGetItem (Unprocessed) |                           |
+//!  |--------------------------->| 200, no item, every key   |  nothing read
+//!  |<---------------------------| in UnprocessedKeys        |
 //! ```
 //!
 //! Faults are drawn in the order requests reach the proxy: sequential clients get the same faults on every run;

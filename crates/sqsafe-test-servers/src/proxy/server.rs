@@ -86,7 +86,7 @@ impl Shared {
             .is_none_or(|only| only.contains(operation));
         // Read under the lock, so that a request either draws with the faults on or does not draw at all.
         if eligible && self.enabled.load(Ordering::SeqCst) {
-            let fault = state.plan.draw();
+            let fault = state.plan.draw(operation);
             let name = match fault {
                 Fault::Throttle => {
                     state.stats.throttled += 1;
@@ -97,6 +97,7 @@ impl Shared {
                     "500"
                 }
                 Fault::AfterWrite500 => "500 after the write",
+                Fault::UnprocessedKeys => "every key unprocessed",
                 Fault::None => return fault,
             };
             let recent = &mut state.stats.recent_faults;
@@ -117,6 +118,11 @@ impl Shared {
     /// Counted once the request was forwarded, so the counter means "applied upstream, answered 500".
     pub(crate) fn count_after_write_500(&self) {
         self.state().stats.after_write_500 += 1;
+    }
+
+    /// Counted once the answer is built (a request whose body does not parse is forwarded instead).
+    pub(crate) fn count_unprocessed_keys(&self) {
+        self.state().stats.unprocessed_keys += 1;
     }
 
     pub(crate) fn count_upstream_error(&self) {
@@ -189,6 +195,7 @@ impl RunningProxy {
                     config.throttle_rate,
                     config.error_500_rate,
                     config.after_write_500_rate,
+                    config.unprocessed_keys_rate,
                 ),
                 stats: ProxyStats::default(),
                 ambiguous: BTreeSet::new(),
@@ -214,6 +221,7 @@ impl RunningProxy {
             throttle_rate = config.throttle_rate,
             error_500_rate = config.error_500_rate,
             after_write_500_rate = config.after_write_500_rate,
+            unprocessed_keys_rate = config.unprocessed_keys_rate,
             "fault proxy listening"
         );
         Ok(Self {

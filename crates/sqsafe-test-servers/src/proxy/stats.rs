@@ -15,6 +15,8 @@ pub struct ProxyStats {
     /// Forwarded, then answered `500 InternalServerError` instead of the upstream's answer (whatever that answer was:
     /// a request that failed its condition upstream is counted too).
     pub after_write_500: u64,
+    /// `BatchGetItem` requests answered `200` with every key unprocessed, without being forwarded.
+    pub unprocessed_keys: u64,
     /// DynamoDB requests per operation name (`PutItem`, ...), faulted or not.
     pub by_operation: BTreeMap<String, u64>,
     /// Requests the upstream did not answer (connection refused, reset, an oversized answer): answered `502`.
@@ -39,7 +41,7 @@ pub struct InjectedFault {
     pub at: SystemTime,
     /// The DynamoDB operation (`PutItem`, ...).
     pub operation: String,
-    /// `throttled`, `500` or `500 after the write`.
+    /// `throttled`, `500`, `500 after the write` or `every key unprocessed`.
     pub fault: &'static str,
 }
 
@@ -56,9 +58,9 @@ pub struct SelfMetWrite {
 }
 
 impl ProxyStats {
-    /// Faults injected so far: `throttled + errors_500 + after_write_500`.
+    /// Faults injected so far: `throttled + errors_500 + after_write_500 + unprocessed_keys`.
     pub fn faults(&self) -> u64 {
-        self.throttled + self.errors_500 + self.after_write_500
+        self.throttled + self.errors_500 + self.after_write_500 + self.unprocessed_keys
     }
 
     /// Self-met writes of every operation.
