@@ -347,3 +347,40 @@ async fn an_answer_too_large_to_store_replays_its_status_without_its_body() {
     assert!(body.is_empty());
     assert_eq!(fx.runs.load(Ordering::SeqCst), 1);
 }
+
+/// Under lambda_http the claim's lease runs to the invocation's deadline (the `lambda_runtime::Context` in the
+/// request's extensions): a handler still running then is stopped, answered 504, and its key released, so the
+/// client's retry runs it again.
+#[tokio::test]
+async fn a_handler_past_the_invocations_deadline_is_stopped_and_its_key_released() {
+    let fx = fixture(
+        |n| Behaviour::Created {
+            delay_ms: if n == 1 { 5_000 } else { 0 },
+        },
+        ApiSettings::default(),
+    )
+    .await;
+    let in_lambda = |ms: u64| {
+        let mut request = charge_request(Some("k-deadline"), Some("acme"), "{\"amount\":3}");
+        let mut context = lambda_runtime::Context::default();
+        let deadline = std::time::SystemTime::now() + Duration::from_millis(ms);
+        context.deadline = deadline
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after the epoch")
+            .as_millis()
+            .try_into()
+            .expect("ms");
+        request.extensions_mut().insert(context);
+        request
+    };
+    let started = std::time::Instant::now();
+    let (status, _, _) = send(&fx.app, in_lambda(600)).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "stopped at the deadline, not after the handler's 5 s"
+    );
+    let (status, headers, _) = send(&fx.app, in_lambda(10_000)).await;
+    assert_eq!((status, replayed(&headers)), (StatusCode::CREATED, false));
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 2);
+}
