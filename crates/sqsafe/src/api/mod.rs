@@ -31,6 +31,7 @@
 //! and the correlation id (the request's `x-correlation-id`, else a new one), inside a span that carries them; never
 //! the body, the key or the caller.
 
+mod request;
 mod stored;
 
 use std::convert::Infallible;
@@ -44,14 +45,15 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use futures::FutureExt;
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
-use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
-use serde_json::{Value, json};
+use serde_json::json;
 use sqsafe_idempotency::{
-    Claim, Error as IdempotencyError, Idempotency, IdempotencyKey, IdempotencyStore, KeyBuilder,
-    Replayed,
+    Claim, Error as IdempotencyError, Idempotency, IdempotencyStore, KeyBuilder, Replayed,
 };
 use tracing::Instrument;
+
+use request::{fingerprint_of, route_of, valid_key};
 
 pub use stored::StoredResponse;
 
@@ -365,20 +367,22 @@ where
         .map(lambda_runtime::Context::deadline)
         .filter(|deadline| *deadline > SystemTime::now());
     let deadline = lambda_deadline.unwrap_or_else(|| SystemTime::now() + settings.lease);
-    let idem_request = match shared.idem.request(key.clone(), &fingerprint) {
+    let idem_request = match shared.idem.request(key, &fingerprint) {
         Ok(r) => r.deadline(deadline),
-        Err(e) => return store_failed(&key, &e),
+        Err(e) => return store_failed(&e),
     };
     let guard = match shared.idem.claim::<StoredResponse>(&idem_request).await {
         Ok(Claim::Acquired(guard)) => guard,
         Ok(Claim::Replay { result, .. }) => return (replay(result), Outcome::Replayed),
         Err(e) if e.is_payload_mismatch() => {
-            return refused(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency-key-reused",
-                "this Idempotency-Key was used with another request",
-            )
-            .with_outcome(Outcome::Mismatch);
+            return (
+                problem(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency-key-reused",
+                    "this Idempotency-Key was used with another request",
+                ),
+                Outcome::Mismatch,
+            );
         }
         Err(IdempotencyError::InProgress {
             lease_expires_at, ..
@@ -388,7 +392,7 @@ where
                 .unwrap_or_default()
                 .as_secs()
                 .clamp(1, 60);
-            let (mut answer, _) = refused(
+            let mut answer = problem(
                 StatusCode::CONFLICT,
                 "request-in-progress",
                 "a request with this Idempotency-Key is still being handled; retry later",
@@ -398,7 +402,7 @@ where
                 .insert(RETRY_AFTER, HeaderValue::from(wait));
             return (answer, Outcome::InFlight);
         }
-        Err(e) => return store_failed(&key, &e),
+        Err(e) => return store_failed(&e),
     };
     // The handler, bounded by the lease: a panic or a timeout releases the key like a 5xx.
     let request = Request::from_parts(parts, ReqBody::from(body));
@@ -414,21 +418,25 @@ where
         Ok(Ok(answer)) => answer,
         Ok(Err(_panic)) => {
             release(guard).await;
-            return refused(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "handler-failed",
-                "the request failed; it may be retried with the same Idempotency-Key",
-            )
-            .with_outcome(Outcome::Released);
+            return (
+                problem(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "handler-failed",
+                    "the request failed; it may be retried with the same Idempotency-Key",
+                ),
+                Outcome::Released,
+            );
         }
         Err(_elapsed) => {
             release(guard).await;
-            return refused(
-                StatusCode::GATEWAY_TIMEOUT,
-                "handler-timed-out",
-                "the request took too long; it may be retried with the same Idempotency-Key",
-            )
-            .with_outcome(Outcome::Released);
+            return (
+                problem(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "handler-timed-out",
+                    "the request took too long; it may be retried with the same Idempotency-Key",
+                ),
+                Outcome::Released,
+            );
         }
     };
     let (answer_parts, answer_body) = answer.into_parts();
@@ -438,12 +446,14 @@ where
         Err(e) => {
             tracing::warn!(error = %e, "the handler's answer body failed: key released");
             release(guard).await;
-            return refused(
-                StatusCode::BAD_GATEWAY,
-                "handler-failed",
-                "the request failed; it may be retried with the same Idempotency-Key",
-            )
-            .with_outcome(Outcome::Released);
+            return (
+                problem(
+                    StatusCode::BAD_GATEWAY,
+                    "handler-failed",
+                    "the request failed; it may be retried with the same Idempotency-Key",
+                ),
+                Outcome::Released,
+            );
         }
     };
     let answer = Response::from_parts(answer_parts, Full::new(body.clone()));
@@ -461,16 +471,6 @@ where
     (answer, Outcome::Executed)
 }
 
-trait WithOutcome {
-    fn with_outcome(self, outcome: Outcome) -> (Response<Full<Bytes>>, Outcome);
-}
-
-impl WithOutcome for (Response<Full<Bytes>>, Outcome) {
-    fn with_outcome(self, outcome: Outcome) -> (Response<Full<Bytes>>, Outcome) {
-        (self.0, outcome)
-    }
-}
-
 async fn pass<Svc, ReqBody, ResBody>(inner: Svc, request: Request<ReqBody>) -> Response<Full<Bytes>>
 where
     Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>,
@@ -483,12 +483,11 @@ where
         Ok(collected) => Response::from_parts(parts, Full::new(collected.to_bytes())),
         Err(e) => {
             tracing::warn!(error = %e, "the handler's answer body failed");
-            refused(
+            problem(
                 StatusCode::BAD_GATEWAY,
                 "handler-failed",
                 "the answer could not be read",
             )
-            .0
         }
     }
 }
@@ -509,9 +508,9 @@ async fn release<S: IdempotencyStore>(guard: sqsafe_idempotency::Guard<S>) {
     }
 }
 
-fn store_failed(_key: &IdempotencyKey, e: &IdempotencyError) -> (Response<Full<Bytes>>, Outcome) {
+fn store_failed(e: &IdempotencyError) -> (Response<Full<Bytes>>, Outcome) {
     tracing::error!(error_kind = e.kind(), "idempotency store unavailable");
-    let (mut answer, _) = refused(
+    let mut answer = problem(
         StatusCode::SERVICE_UNAVAILABLE,
         "idempotency-store-unavailable",
         "the request was not handled; retry it with the same Idempotency-Key",
@@ -522,27 +521,31 @@ fn store_failed(_key: &IdempotencyKey, e: &IdempotencyError) -> (Response<Full<B
     (answer, Outcome::StoreFailed)
 }
 
-/// A problem+json answer (RFC 9457).
+/// A problem+json answer (RFC 9457), refused before the handler.
 fn refused(status: StatusCode, kind: &str, detail: &str) -> (Response<Full<Bytes>>, Outcome) {
+    (problem(status, kind, detail), Outcome::Refused)
+}
+
+/// A problem+json answer (RFC 9457).
+fn problem(status: StatusCode, kind: &str, detail: &str) -> Response<Full<Bytes>> {
     let body = json!({
         "type": format!("https://sqsafe.invalid/problems/{kind}"),
         "title": status.canonical_reason().unwrap_or("error"),
         "status": status.as_u16(),
         "detail": detail,
     });
-    let answer = Response::builder()
+    Response::builder()
         .status(status)
         .header(http::header::CONTENT_TYPE, "application/problem+json")
         .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())));
-    (answer, Outcome::Refused)
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
 fn replay(result: Replayed<StoredResponse>) -> Response<Full<Bytes>> {
     match result {
         Replayed::Value(stored) => stored.into_response(),
         Replayed::Omitted { .. } | Replayed::Unavailable { .. } => {
-            let (mut answer, _) = refused(
+            let mut answer = problem(
                 StatusCode::CONFLICT,
                 "replay-unavailable",
                 "this Idempotency-Key was handled, and its answer cannot be replayed",
@@ -553,62 +556,6 @@ fn replay(result: Replayed<StoredResponse>) -> Response<Full<Bytes>> {
             answer
         }
     }
-}
-
-/// 1 to [`MAX_KEY_CHARS`] visible ASCII characters.
-fn valid_key(value: &HeaderValue) -> Option<&str> {
-    let key = value.to_str().ok()?;
-    let ok =
-        !key.is_empty() && key.len() <= MAX_KEY_CHARS && key.bytes().all(|b| b.is_ascii_graphic());
-    ok.then_some(key)
-}
-
-/// The route the request matched: axum's `MatchedPath` when the layer runs inside a router, else the URI's path.
-fn route_of<B>(request: &Request<B>) -> String {
-    request
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
-        .map_or_else(
-            || request.uri().path().to_owned(),
-            |m| m.as_str().to_owned(),
-        )
-}
-
-/// What a repeat must match: the method, the matched route, the body (its JSON when it is JSON, so that key order and
-/// spacing do not count, else its text, else its bytes in hex), and the named headers. The engine fingerprints it
-/// as it fingerprints a consumer's payload.
-fn fingerprint_of(
-    parts: &http::request::Parts,
-    route: &str,
-    body: &Bytes,
-    headers: &[HeaderName],
-) -> Value {
-    let body =
-        serde_json::from_slice::<Value>(body).unwrap_or_else(|_| match std::str::from_utf8(body) {
-            Ok(text) => json!({ "text": text }),
-            Err(_) => json!({ "hex": body.iter().map(|b| format!("{b:02x}")).collect::<String>() }),
-        });
-    let named: serde_json::Map<String, Value> = headers
-        .iter()
-        .map(|name| {
-            let value = header_values(&parts.headers, name);
-            (name.as_str().to_owned(), Value::from(value))
-        })
-        .collect();
-    json!({
-        "method": parts.method.as_str(),
-        "route": route,
-        "body": body,
-        "headers": named,
-    })
-}
-
-fn header_values(headers: &HeaderMap, name: &HeaderName) -> Vec<String> {
-    headers
-        .get_all(name)
-        .iter()
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .collect()
 }
 
 fn new_correlation_id() -> String {
