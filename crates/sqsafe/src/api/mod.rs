@@ -198,8 +198,37 @@ where
         // The clone that was polled ready handles this request; a fresh clone waits for the next one.
         let ready = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, ready);
+        if !self.shared.settings.methods.contains(request.method()) {
+            return Box::pin(async move { Ok(pass(inner, request).await) });
+        }
         let shared = Arc::clone(&self.shared);
-        Box::pin(async move { Ok(handle(shared, inner, request).await) })
+        let correlation_id = request
+            .headers()
+            .get(sqsafe_telemetry::correlation::HTTP_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty() && v.len() <= 256)
+            .map_or_else(new_correlation_id, str::to_owned);
+        let route = route_of(&request);
+        let span = tracing::info_span!(
+            target: "sqsafe::api",
+            "api request",
+            method = %request.method(),
+            route = %route,
+            correlation_id = %correlation_id,
+        );
+        Box::pin(
+            async move {
+                let (answer, outcome) = guarded(&shared, inner, request, &route).await;
+                let status = answer.status().as_u16();
+                if outcome == Outcome::StoreFailed {
+                    tracing::error!(outcome = outcome.label(), status, "api request handled");
+                } else {
+                    tracing::info!(outcome = outcome.label(), status, "api request handled");
+                }
+                Ok(answer)
+            }
+            .instrument(span),
+        )
     }
 }
 
@@ -237,54 +266,6 @@ impl Outcome {
             Outcome::StoreFailed => "idempotency_store",
         }
     }
-}
-
-async fn handle<S, Svc, ReqBody, ResBody>(
-    shared: Arc<Shared<S>>,
-    inner: Svc,
-    request: Request<ReqBody>,
-) -> Response<Full<Bytes>>
-where
-    S: IdempotencyStore + 'static,
-    Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>
-        + Send
-        + 'static,
-    Svc::Future: Send + 'static,
-    ReqBody: http_body::Body<Data = Bytes> + From<Bytes> + Send + 'static,
-    ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: std::fmt::Display,
-{
-    let settings = &shared.settings;
-    if !settings.methods.contains(request.method()) {
-        return pass(inner, request).await;
-    }
-    let correlation_id = request
-        .headers()
-        .get("x-correlation-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 256)
-        .map_or_else(new_correlation_id, str::to_owned);
-    let route = route_of(&request);
-    let span = tracing::info_span!(
-        target: "sqsafe::api",
-        "api request",
-        method = %request.method(),
-        route = %route,
-        correlation_id = %correlation_id,
-    );
-    async move {
-        let (answer, outcome) = guarded(&shared, inner, request, &route).await;
-        let status = answer.status().as_u16();
-        if outcome == Outcome::StoreFailed {
-            tracing::error!(outcome = outcome.label(), status, "api request handled");
-        } else {
-            tracing::info!(outcome = outcome.label(), status, "api request handled");
-        }
-        answer
-    }
-    .instrument(span)
-    .await
 }
 
 async fn guarded<S, Svc, ReqBody, ResBody>(

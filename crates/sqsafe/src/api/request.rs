@@ -38,7 +38,7 @@ pub(super) fn fingerprint_of(
     let body =
         serde_json::from_slice::<Value>(body).unwrap_or_else(|_| match std::str::from_utf8(body) {
             Ok(text) => json!({ "text": text }),
-            Err(_) => json!({ "hex": body.iter().map(|b| format!("{b:02x}")).collect::<String>() }),
+            Err(_) => json!({ "hex": hex::encode(body) }),
         });
     let named: serde_json::Map<String, Value> = headers
         .iter()

@@ -58,10 +58,7 @@ impl StoredResponse {
             .collect();
         let (text, hex) = match std::str::from_utf8(body) {
             Ok(text) if text.len() <= max_body => (Some(text.to_owned()), None),
-            Err(_) if body.len() * 2 <= max_body => (
-                None,
-                Some(body.iter().map(|b| format!("{b:02x}")).collect()),
-            ),
+            Err(_) if body.len() * 2 <= max_body => (None, Some(hex::encode(body))),
             _ => (None, None),
         };
         let body_omitted = text.is_none() && hex.is_none() && !body.is_empty();
@@ -80,17 +77,11 @@ impl StoredResponse {
         if let Some(text) = &self.text {
             return Bytes::from(text.clone());
         }
-        let Some(hex) = &self.hex else {
-            return Bytes::new();
-        };
-        let bytes: Option<Vec<u8>> = (0..hex.len())
-            .step_by(2)
-            .map(|i| {
-                hex.get(i..i + 2)
-                    .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-            })
-            .collect();
-        bytes.map(Bytes::from).unwrap_or_default()
+        self.hex
+            .as_deref()
+            .and_then(|hex| hex::decode(hex).ok())
+            .map(Bytes::from)
+            .unwrap_or_default()
     }
 
     /// The replayed answer: the stored status, headers and body, with `Idempotent-Replayed: true` (and
