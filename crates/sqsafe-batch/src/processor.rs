@@ -969,7 +969,8 @@ impl BatchProcessor {
 
 /// Time kept before the invocation's deadline to return the batch's response: a DLQ send or a visibility change
 /// still running then is cut (`BatchProcessor::call_budget`).
-const REPORT_MARGIN: Duration = Duration::from_millis(250);
+/// The same margin the span export keeps before the answer (`sqsafe_telemetry::traces::ANSWER_MARGIN`).
+const REPORT_MARGIN: Duration = sqsafe_telemetry::traces::ANSWER_MARGIN;
 /// Deadlines before one day after the epoch are durations or placeholders, not points in time (Lambda's deadline is
 /// the invocation's start plus at most 15 minutes).
 const NOT_A_POINT_IN_TIME: Duration = Duration::from_secs(86_400);
