@@ -12,13 +12,13 @@ mod fingerprint;
 mod key;
 pub mod protocol;
 mod record;
+mod settings;
 mod store;
 
 pub use cache::CacheConfig;
 pub use clock::{Clock, ManualClock, RandomTokens, SystemClock, TokenSource};
 pub use config::{
-    CompletionRetry, DEFAULT_MAX_RESULT_BYTES, DEFAULT_TAKEOVER_MARGIN, Heartbeat,
-    IdempotencyBuilder, MAX_RESULT_BYTES_LIMIT,
+    DEFAULT_MAX_RESULT_BYTES, DEFAULT_TAKEOVER_MARGIN, IdempotencyBuilder, MAX_RESULT_BYTES_LIMIT,
 };
 pub use engine::{
     Claim, Guard, Idempotency, MAX_CORRELATION_CHARS, Outcome, ReplaySource, Replayed, Request,
@@ -26,7 +26,9 @@ pub use engine::{
 pub use error::{BoxError, Error, ErrorClass, Result, RunError};
 pub use fingerprint::{Fingerprint, FingerprintFields};
 pub use key::{IdempotencyKey, KeyBuilder, MAX_KEY_BYTES};
-pub use record::{Completion, IdempotencyRecord, Status, StoredResult};
+pub use protocol::Status;
+pub use record::{Completion, IdempotencyRecord, StoredResult};
+pub use settings::{CompletionRetry, Heartbeat};
 #[cfg(feature = "dynamodb")]
 pub use store::dynamodb::{AttributeNames, DynamoDbStore, DynamoDbStoreBuilder};
 pub use store::memory::InMemoryStore;

@@ -22,7 +22,33 @@
 //! assert!(!protocol::claim_lands(Some(&seen), 41_000, 2_000));
 //! ```
 
-use crate::record::Status;
+/// The stored state of a key. Expired is derived from [`IdempotencyRecord::expiration`], never stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Claimed; the claimer's effect may be running. Valid while the lease lasts.
+    InProgress,
+    /// The effect ran; the record holds its result for replay.
+    Completed,
+}
+
+impl Status {
+    /// The stored spelling: `IN_PROGRESS` or `COMPLETED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::InProgress => "IN_PROGRESS",
+            Status::Completed => "COMPLETED",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "IN_PROGRESS" => Some(Status::InProgress),
+            "COMPLETED" => Some(Status::Completed),
+            _ => None,
+        }
+    }
+}
 
 /// A stored record as one claim attempt sees it: what its conditions and decisions look at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

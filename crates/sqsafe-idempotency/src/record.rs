@@ -3,35 +3,7 @@ use std::time::{Duration, SystemTime};
 use crate::clock::{duration_millis, epoch_millis, from_millis};
 use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
-use crate::protocol::{self, Seen};
-
-/// The stored state of a key. Expired is derived from [`IdempotencyRecord::expiration`], never stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Status {
-    /// Claimed; the claimer's effect may be running. Valid while the lease lasts.
-    InProgress,
-    /// The effect ran; the record holds its result for replay.
-    Completed,
-}
-
-impl Status {
-    /// The stored spelling: `IN_PROGRESS` or `COMPLETED`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::InProgress => "IN_PROGRESS",
-            Status::Completed => "COMPLETED",
-        }
-    }
-
-    /// Parses the stored spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "IN_PROGRESS" => Some(Status::InProgress),
-            "COMPLETED" => Some(Status::Completed),
-            _ => None,
-        }
-    }
-}
+use crate::protocol::{self, Seen, Status};
 
 /// A stored outcome, as kept for replay.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,8 @@ use crate::clock::epoch_secs;
 use crate::error::{BoxError, Error, Result};
 use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
-use crate::record::{Completion, IdempotencyRecord, Status, StoredResult, takeover_cutoff_ms};
+use crate::protocol::Status;
+use crate::record::{Completion, IdempotencyRecord, StoredResult, takeover_cutoff_ms};
 
 /// DynamoDB's item size limit: 400 KB, counting attribute names and values.
 const MAX_ITEM_BYTES: usize = 400 * 1024;

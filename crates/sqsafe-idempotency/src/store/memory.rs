@@ -7,7 +7,8 @@ use crate::clock::{duration_millis, epoch_millis};
 use crate::error::Result;
 use crate::key::IdempotencyKey;
 use crate::protocol;
-use crate::record::{Completion, IdempotencyRecord, Status};
+use crate::protocol::Status;
+use crate::record::{Completion, IdempotencyRecord};
 
 /// Records in this process's memory, with the same conditions as the DynamoDB store.
 ///

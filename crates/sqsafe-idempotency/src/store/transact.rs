@@ -14,7 +14,7 @@ use crate::clock::{duration_millis, epoch_millis};
 use crate::engine::{Claim, Idempotency, ReplaySource, Replayed, Request};
 use crate::error::{Error, Result};
 use crate::protocol;
-use crate::record::Status;
+use crate::protocol::Status;
 
 /// DynamoDB allows 100 items per transaction; the record takes one.
 pub const MAX_EFFECT_ITEMS: usize = 99;
