@@ -9,7 +9,9 @@ use aws_sdk_dynamodb::types::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::dynamodb::{CLAIM_CONDITION, DynamoDbStore, claim_values, store_error};
+use super::dynamodb::DynamoDbStore;
+use super::dynamodb::item::{CLAIM_CONDITION, claim_values};
+use super::dynamodb::ops::store_error;
 use crate::clock::{duration_millis, epoch_millis};
 use crate::engine::{Claim, Idempotency, ReplaySource, Replayed, Request};
 use crate::error::{Error, Result};
