@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub mod attributes;
 mod context;
 mod dlq;
 mod envelope;
@@ -14,7 +15,7 @@ mod visibility;
 pub use context::DeadLetterContext;
 pub use dlq::{
     DEFAULT_MAX_MESSAGE_SIZE, DeadLetterQueue, FailureContext, MAX_MESSAGE_SIZE_LIMIT,
-    SqsDeadLetterQueue, attributes,
+    SqsDeadLetterQueue,
 };
 pub use envelope::{Envelope, S3Object};
 pub use error::{BatchError, ErrorClass, RecordError};

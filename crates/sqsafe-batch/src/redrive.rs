@@ -15,7 +15,7 @@ use aws_lambda_events::sqs::SqsMessage;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::dlq::attributes;
+use crate::attributes;
 
 /// The redrive facts of one dead letter. Every field is optional: a message without an event source ARN or a
 /// `SentTimestamp`, or a DLQ without an idempotency window, leaves the field out.

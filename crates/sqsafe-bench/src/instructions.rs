@@ -23,7 +23,7 @@ use crate::proxy::Backend;
 const PARTS: [(&str, &str); 7] = [
     (
         "the records: sqsafe's batch processor, idempotency layer and effect, their I/O included",
-        "sqsafe_batch::processor::BatchProcessor::run_record",
+        "sqsafe_batch::processor::run::<impl sqsafe_batch::processor::config::BatchProcessor>::run_record",
     ),
     (
         "AWS SDK requests (DynamoDB PutItem, UpdateItem), signing included",

@@ -1,0 +1,193 @@
+//! One invocation's batch: checked, run (in parallel, or through the FIFO path), its metrics written.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+
+use futures::{FutureExt, StreamExt, stream};
+use lambda_runtime::LambdaEvent;
+use serde::de::DeserializeOwned;
+
+use sqsafe_telemetry::{BatchMetrics, Metric};
+use tracing::Instrument;
+
+use super::budget::epoch_millis;
+use super::config::{AllFailedPolicy, BatchProcessor, FifoMode, RecordHandler};
+use super::report::{BatchReport, RecordReport};
+
+use crate::envelope::{BadEnvelope, Opened};
+use crate::error::{BatchError, RecordError};
+
+impl BatchProcessor {
+    /// Handles a Lambda invocation: one span for it (request id, cold start), the deadline from its context, the
+    /// batch metrics written as one EMF line at the end, whether the batch succeeded or was refused.
+    pub async fn handle<H: RecordHandler>(
+        &self,
+        event: LambdaEvent<SqsEvent>,
+        handler: &H,
+    ) -> Result<SqsBatchResponse, BatchError> {
+        self.handle_report(event, handler)
+            .await
+            .map(|report| report.response)
+    }
+
+    /// [`handle`](Self::handle), returning each record's disposition with the response: what a test of a consumer
+    /// asserts (applied, replayed, dead-lettered), where the response alone cannot tell a dead letter from a success.
+    pub async fn handle_report<H: RecordHandler>(
+        &self,
+        event: LambdaEvent<SqsEvent>,
+        handler: &H,
+    ) -> Result<BatchReport, BatchError> {
+        let span = sqsafe_telemetry::invocation_span(&event.context);
+        let deadline = self.usable_deadline(event.context.deadline());
+        let report = async move {
+            let started = Instant::now();
+            let metrics = self.new_metrics();
+            let outcome = self
+                .process_into(event.payload, deadline, handler, &metrics)
+                .await;
+            if let Err(e) = &outcome {
+                metrics.incr(Metric::BatchRefused);
+                tracing::error!(error = %e, "batch refused");
+            }
+            let mut line = Vec::with_capacity(1024);
+            if metrics
+                .write_to(&mut line, epoch_millis(self.clock.now()), started.elapsed())
+                .is_ok()
+            {
+                (self.metrics_out)(&line);
+            }
+            outcome.map(|(response, records)| BatchReport {
+                response,
+                records,
+                metrics,
+            })
+        }
+        .instrument(span)
+        .await;
+        // After the invocation's span has closed, so it goes too; Lambda may freeze the process once we answer. Cut
+        // before the deadline: a slow collector costs spans, never the batch's answer.
+        sqsafe_telemetry::traces::flush(deadline, self.clock.now()).await;
+        report
+    }
+
+    /// Parses a message's payload as a record of this processor would ([`Record::parse_with_raw`], behind the
+    /// envelope): for a handler that reads a batch's payloads before its records run (the keyed mode keys them all
+    /// to read their idempotency records in one request). `Ok(None)`: not an event for the handler. Errors are the
+    /// record's own (`bad_envelope`, `bad_payload`, `missing_body`), which it reports again when it runs.
+    pub fn parse_message<T: DeserializeOwned>(
+        &self,
+        message: &SqsMessage,
+    ) -> Result<Option<(T, serde_json::Value)>, RecordError> {
+        let body = || {
+            message.body.as_deref().ok_or_else(|| {
+                RecordError::permanent(RecordError::MISSING_BODY, "the message has no body")
+            })
+        };
+        match self
+            .envelope
+            .open(body()?, self.correlation.attribute_name())
+        {
+            Ok(None) => crate::record::parse_with_raw(None, body).map(Some),
+            Ok(Some(Opened::Payload { payload, .. })) => {
+                crate::record::parse_with_raw(Some(&payload), body).map(Some)
+            }
+            Ok(Some(Opened::NotAnEvent(_))) => Ok(None),
+            Err(BadEnvelope(why)) => Err(RecordError::permanent(RecordError::BAD_ENVELOPE, why)),
+        }
+    }
+
+    pub(super) fn new_metrics(&self) -> BatchMetrics {
+        BatchMetrics::new(self.metrics_namespace.clone(), self.consumer.clone())
+    }
+
+    /// Processes a batch.
+    pub async fn process<H: RecordHandler>(
+        &self,
+        event: SqsEvent,
+        deadline: Option<SystemTime>,
+        handler: &H,
+    ) -> Result<BatchReport, BatchError> {
+        let metrics = self.new_metrics();
+        let (response, records) = self
+            .process_into(event, deadline, handler, &metrics)
+            .await?;
+        Ok(BatchReport {
+            response,
+            records,
+            metrics,
+        })
+    }
+
+    /// Processes a batch, counting into `metrics` (so that a refused batch is counted too).
+    pub(super) async fn process_into<H: RecordHandler>(
+        &self,
+        event: SqsEvent,
+        deadline: Option<SystemTime>,
+        handler: &H,
+        metrics: &BatchMetrics,
+    ) -> Result<(SqsBatchResponse, Vec<RecordReport>), BatchError> {
+        metrics.add(Metric::Received, event.records.len() as u64);
+        let messages = validate(event)?;
+        let fifo = match self.fifo {
+            FifoMode::Always => true,
+            FifoMode::Never => false,
+            FifoMode::Auto => messages.iter().any(|(_, m)| {
+                m.event_source_arn
+                    .as_deref()
+                    .is_some_and(|arn| arn.ends_with(".fifo"))
+            }),
+        };
+        let total = messages.len();
+        if fifo {
+            self.check_receive_count(total, deadline).await;
+        }
+        let mut results: Vec<(usize, RecordReport)> = if fifo {
+            self.run_fifo(messages, deadline, handler, metrics).await
+        } else {
+            stream::iter(messages.into_iter().enumerate())
+                .map(|(i, (id, m))| {
+                    self.run_record(m, id, deadline, handler, metrics)
+                        .map(move |r| (i, r))
+                })
+                .buffer_unordered(self.max_concurrency)
+                .collect()
+                .await
+        };
+        results.sort_by_key(|(i, _)| *i);
+        let records: Vec<RecordReport> = results.into_iter().map(|(_, r)| r).collect();
+        let mut response = SqsBatchResponse::default();
+        for r in records.iter().filter(|r| r.disposition.is_reported()) {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = r.message_id.clone();
+            response.batch_item_failures.push(failure);
+        }
+        let reported = response.batch_item_failures.len();
+        if reported == total && self.all_failed == AllFailedPolicy::FailInvocation {
+            return Err(BatchError::AllFailed(total));
+        }
+        Ok((response, records))
+    }
+}
+
+/// Every record must have a non-empty message id; an empty batch is not a batch.
+pub(super) fn validate(event: SqsEvent) -> Result<Vec<(String, Arc<SqsMessage>)>, BatchError> {
+    if event.records.is_empty() {
+        return Err(BatchError::MalformedEvent(
+            "the event has no records".into(),
+        ));
+    }
+    event
+        .records
+        .into_iter()
+        .enumerate()
+        // Blank is missing; anything else is reported exactly as it came (Lambda matches it byte for byte).
+        .map(|(i, m)| match m.message_id.as_deref() {
+            Some(id) if !id.trim().is_empty() => Ok((id.to_owned(), Arc::new(m))),
+            _ => Err(BatchError::MalformedEvent(format!(
+                "record {i} has no messageId"
+            ))),
+        })
+        .collect()
+}
