@@ -8,6 +8,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::error::{Error, Result};
 use crate::event::OutboxEvent;
 
+/// The value of `entity` on an event id's reservation item (the relay and the sweeper ignore it).
+pub const RESERVATION_ENTITY: &str = "sqsafe.outbox-id";
+
 /// Attribute names of an outbox item (the key attributes are the table's, see
 /// [`Outbox::key_attributes`](crate::Outbox::key_attributes)).
 pub mod attributes {
@@ -122,10 +125,7 @@ pub(crate) fn reservation_item(
 ) -> HashMap<String, AttributeValue> {
     let s = |v: &str| AttributeValue::S(v.to_owned());
     let mut item = key;
-    item.insert(
-        attributes::ENTITY.into(),
-        s(crate::outbox::RESERVATION_ENTITY),
-    );
+    item.insert(attributes::ENTITY.into(), s(RESERVATION_ENTITY));
     item.insert(attributes::EVENT_ID.into(), s(&event.event_id));
     item.insert(attributes::EVENT_TYPE.into(), s(&event.event_type));
     item.insert(attributes::DESTINATION.into(), s(&event.destination));

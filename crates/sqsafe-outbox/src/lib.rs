@@ -12,8 +12,8 @@ pub use error::{Error, Result};
 pub use event::{
     MAX_DESTINATION_BYTES, MAX_EVENT_TYPE_CHARS, MAX_ID_CHARS, MAX_PAYLOAD_BYTES, OutboxEvent,
 };
-pub use item::{ENTITY, OutboxRecord, PENDING_INDEX, Status, attributes};
-pub use outbox::{MAX_BUSINESS_WRITES, Outbox, RESERVATION_ENTITY, Written};
+pub use item::{ENTITY, OutboxRecord, PENDING_INDEX, RESERVATION_ENTITY, Status, attributes};
+pub use outbox::{MAX_BUSINESS_WRITES, Outbox, Written};
 pub use relay::{
     EVENT_ID_ATTRIBUTE, EVENT_TYPE_ATTRIBUTE, Marked, Relay, Relayed, TRACEPARENT_ATTRIBUTE,
 };

@@ -22,9 +22,6 @@ use crate::item::{OutboxRecord, new_item, reservation_item, reservation_matches}
 /// DynamoDB allows 100 items per transaction; the outbox event takes two: its item and its id's reservation.
 pub const MAX_BUSINESS_WRITES: usize = 98;
 
-/// The value of `entity` on an event id's reservation item (the relay and the sweeper ignore it).
-pub const RESERVATION_ENTITY: &str = "sqsafe.outbox-id";
-
 /// What a write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -357,6 +354,7 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
+    use crate::item::RESERVATION_ENTITY;
 
     fn event(group: Option<&str>) -> OutboxEvent {
         let e = OutboxEvent::new("T", "{}", "https://q/x").with_event_id("e-1");

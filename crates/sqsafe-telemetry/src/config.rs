@@ -1,5 +1,8 @@
 use crate::traces::Traces;
 
+/// The target of this crate's spans; the log filter always lets it through.
+pub(crate) const SPAN_TARGET: &str = "sqsafe_telemetry::spans";
+
 /// The level used when neither `AWS_LAMBDA_LOG_LEVEL` nor `RUST_LOG` is set.
 pub(crate) const DEFAULT_LEVEL: &str = "info";
 

@@ -8,10 +8,9 @@ use tracing_subscriber::fmt::{self, MakeWriter};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::config::{DEFAULT_LEVEL, LogConfig, LogFormat};
+use crate::config::{DEFAULT_LEVEL, LogConfig, LogFormat, SPAN_TARGET};
 use crate::error::{Error, Result};
 use crate::json::JsonLayer;
-use crate::spans::SPAN_TARGET;
 use crate::timestamp::Rfc3339Millis;
 use crate::traces::Traces;
 

@@ -3,8 +3,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::Span;
 use tracing::field::Empty;
 
-/// The target of this crate's spans; the log filter always lets it through.
-pub(crate) const SPAN_TARGET: &str = "sqsafe_telemetry::spans";
+use crate::config::SPAN_TARGET;
 
 /// Set by the first invocation in this process; Lambda runs one invocation at a time per process, so "first" is
 /// the cold start.

@@ -12,7 +12,7 @@ use sqsafe_batch::{Envelope, Record, RecordError};
 use sqsafe_idempotency::IdempotencyKey;
 use sqsafe_telemetry::{CorrelationId, TraceContext};
 
-use crate::app::Setup;
+use crate::setup::Setup;
 
 /// What a user writes: the payload, the intent that keys it, and the effect it asks for.
 ///

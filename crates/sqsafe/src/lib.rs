@@ -10,12 +10,14 @@ mod error;
 #[cfg(feature = "http")]
 pub mod http;
 mod settings;
+mod setup;
 
-pub use app::{App, ConsumerBuilder, Setup, consumer, main, run, runtime};
+pub use app::{App, ConsumerBuilder, consumer, main, run, runtime};
 pub use clients::Clients;
 pub use consumer::{Consumer, Context, Effect, Intent};
 pub use error::{BoxError, Error};
 pub use settings::{ConfigError, Env, IdempotencyMode, Settings};
+pub use setup::Setup;
 
 /// The record-level error a consumer returns: [`RecordError::transient`] comes back, [`RecordError::permanent`] goes to
 /// the DLQ with its context.
