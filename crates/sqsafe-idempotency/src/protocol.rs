@@ -123,7 +123,7 @@ pub fn is_claimable(seen: &Seen, now_ms: u64, margin_ms: u64) -> bool {
 /// content is not taken over: its effect may have run, so the other content is a payload mismatch (found by the
 /// model checker, property 5).
 ///
-/// DynamoDB: `CLAIM_CONDITION` in `store/dynamodb.rs`.
+/// DynamoDB: `CLAIM_CONDITION` in `store/dynamodb/item.rs`.
 pub fn claim_lands(existing: Option<&Seen>, now_ms: u64, margin_ms: u64) -> bool {
     existing.is_none_or(|seen| {
         is_expired(seen.expiration_s, now_ms)
@@ -159,14 +159,14 @@ pub fn claimable_after_ms(lease_ms: Option<u64>, margin_ms: u64) -> Option<u64> 
 
 /// The fence of complete and release: the record is still in progress under this attempt's token.
 ///
-/// DynamoDB: `OWNED_BY_TOKEN` in `store/dynamodb.rs`.
+/// DynamoDB: `OWNED_BY_TOKEN` in `store/dynamodb/item.rs`.
 pub fn owns(existing: Option<&Seen>) -> bool {
     existing.is_some_and(|seen| seen.own_token && seen.status == Status::InProgress)
 }
 
 /// The fence of extend: owned, and the new lease ends later than the stored one (a lease only grows).
 ///
-/// DynamoDB: `OWNED_AND_LEASE_EARLIER` in `store/dynamodb.rs`.
+/// DynamoDB: `OWNED_AND_LEASE_EARLIER` in `store/dynamodb/item.rs`.
 pub fn extend_lands(existing: Option<&Seen>, new_lease_ms: u64) -> bool {
     owns(existing) && existing.is_some_and(|seen| seen.lease_ms.is_none_or(|l| l < new_lease_ms))
 }
@@ -177,7 +177,7 @@ pub fn extend_lands(existing: Option<&Seen>, new_lease_ms: u64) -> bool {
 /// completed record, or a live record of other content, is left alone: the write is refused and
 /// [`keyed_completion_refused`] says what the old record means.
 ///
-/// DynamoDB: `KEYED_COMPLETION_CONDITION` in `store/dynamodb.rs`.
+/// DynamoDB: `KEYED_COMPLETION_CONDITION` in `store/dynamodb/item.rs`.
 pub fn keyed_completion_lands(existing: Option<&Seen>, now_ms: u64) -> bool {
     existing.is_none_or(|seen| {
         is_expired(seen.expiration_s, now_ms)

@@ -1,6 +1,6 @@
 //! One table of cases, two evaluations: the in-memory store's conditional writes and the protocol's functions
 //! ([`sqsafe_idempotency::protocol`]) must agree on every case. Each case names the DynamoDB condition expression
-//! (`store/dynamodb.rs`) and the clause of it that decides, so the DynamoDB store's tests (against moto) and this
+//! (`store/dynamodb/item.rs`) and the clause of it that decides, so the DynamoDB store's tests (against moto) and this
 //! table cover the same ground; the model checker (`crates/sqsafe-model`) calls the same functions.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
