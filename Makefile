@@ -34,7 +34,7 @@ help:
 	@echo "  make size        a team's consumer (templates/project, outside the workspace) against charge-payment, both release"
 	@echo "                   builds for this machine: within 10%, figures appended to bench/SIZE.md (about ten minutes;"
 	@echo "                   make test compares the two sam builds' arm64 bootstraps)"
-	@echo "  make model       the claim protocol model-checked deeper than make test (release): states, depth, time, mutants, skew"
+	@echo "  make model       the claim protocol and the HTTP layer model-checked deeper than make test (release): states, depth, time, mutants, skew"
 	@echo "  make clean-venv  delete the Python venv (.venv)"
 
 test:
