@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo book venv local local-watch moto local-resources bench bench-smoke bench-bill size model clean-venv
+.PHONY: help test demo book venv local local-watch moto local-resources bench bench-smoke bench-bill bench-api size model clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -31,10 +31,11 @@ help:
 	@echo "  make bench-smoke the harness with a few batches per peer, request counts and the keyed mode's bill asserted"
 	@echo "                   (a step of make test)"
 	@echo "  make bench-bill  the bill alone, release builds: replaces that section of bench/RESULTS.md (about a minute)"
+	@echo "  make bench-api   figure 8 alone (the idempotent HTTP layer), release build: replaces that section of bench/RESULTS.md"
 	@echo "  make size        a team's consumer (templates/project, outside the workspace) against charge-payment, both release"
 	@echo "                   builds for this machine: within 10%, figures appended to bench/SIZE.md (about ten minutes;"
 	@echo "                   make test compares the two sam builds' arm64 bootstraps)"
-	@echo "  make model       the claim protocol model-checked deeper than make test (release): states, depth, time, mutants, skew"
+	@echo "  make model       the claim protocol and the HTTP layer model-checked deeper than make test (release): states, depth, time, mutants, skew"
 	@echo "  make clean-venv  delete the Python venv (.venv)"
 
 test:
@@ -83,6 +84,9 @@ bench-smoke:
 
 bench-bill:
 	bash scripts/bench.sh --bill
+
+bench-api:
+	bash scripts/bench.sh --api
 
 size:
 	.venv/bin/python scripts/size-check.py

@@ -2,6 +2,7 @@
 
 Usage: render.py RESULTS_JSON --md OUT.md --png OUT.png [--criterion target/criterion]
        render.py BILL_JSON --md bench/RESULTS.md --bill-only   (section 1b alone, from `sqsafe-bench --bill-only`)
+       render.py API_JSON --md bench/RESULTS.md --api-only     (section 8 alone, from `sqsafe-bench --api-only`)
 Runs in the bench venv (.venv-bench: matplotlib, Powertools and awslambdaric, whose versions it reports).
 """
 
@@ -371,6 +372,8 @@ def render(data, criterion, md_path, png_path):
         w(f"- {note}")
     w("")
 
+    api_section(w, data)
+
     ahead(w, res, proc_, pipe)
 
     w("## Checks (facts, not timings)\n")
@@ -718,6 +721,75 @@ def ahead(w, res, proc_, pipe):
     w("")
 
 
+API_HEADING = "## 8. The idempotent HTTP layer (sqsafe::api), one request at a time"
+
+
+def api_section(w, data):
+    """Figure 8 (crates/sqsafe-bench/src/api.rs): the layer beside the same axum handler without it."""
+    runs = data.get("api", [])
+    if not runs:
+        return
+    plain = next((r for r in runs if r["handler"] == "plain"), None)
+    w(API_HEADING + "\n")
+    n = runs[0]["requests"]
+    w(f"An axum handler (`POST /orders`: `201` with a small JSON body) called in the driver's process, {n} requests per row "
+      "one after the other, alone (`plain`) and behind `sqsafe::api::IdempotencyLayer` over DynamoDB (`layer`), "
+      f"{runs[0]['latency_ms']} ms added by the proxy to each DynamoDB request. `moto`: moto server answers; "
+      "`canned`: every DynamoDB request answered `{}` after the added delay alone (the network floor, without moto's "
+      "own time; a repeat cannot be measured there). *fresh*: a key never seen; *repeat*: the same key and body again "
+      "(the stored answer replayed); *other content*: the same key with another body (`422`). Added: the row's "
+      "figure minus the plain handler's.\n")
+    w("| handler | request | backend | DynamoDB requests per request | handler runs per request | answers | "
+      "p50 ms | p99 ms | added p50 ms | added p99 ms |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    for r in runs:
+        ops = ", ".join(f"{op} {v:g}" for op, v in r["dynamodb_per_request"].items()) or "none"
+        answers = ", ".join(f"{code} × {count}" for code, count in r["statuses"].items())
+        d = r["duration"]
+        if r["handler"] == "plain" or plain is None:
+            added = "", ""
+        else:
+            added = (f"{d['p50_ms'] - plain['duration']['p50_ms']:.1f}",
+                     f"{d['p99_ms'] - plain['duration']['p99_ms']:.1f}")
+        backend = "none" if r["handler"] == "plain" else r["backend"]
+        w(f"| {r['handler']} | {r['kind'].replace('_', ' ')} | {backend} | {ops} | "
+          f"{r['handler_runs_per_request']:g} | {answers} | {d['p50_ms']:.3f} | {d['p99_ms']:.3f} | "
+          f"{added[0]} | {added[1]} |")
+    w("")
+    w("A fresh request makes two DynamoDB round trips one after the other (the claim, then the completion after the "
+      "handler), a repeat or other content one (the refused claim, whose `ALL_OLD` record carries the stored answer "
+      "or the fingerprint): the layer's added latency is about that many of the proxy's delays, plus moto's time on "
+      "the moto rows. The counts are asserted (every run, the smoke too); the timings are not.")
+    w("")
+
+
+def splice_api(data, md_path):
+    """Section 8 of an existing RESULTS.md replaced (or added, before "Where Powertools is ahead") by the figures of
+    `data` (an `--api-only` run); the rest of the file is left as it was."""
+    out = []
+    api_section(out.append, data)
+    if not out:
+        raise SystemExit("render.py: the results hold no figure 8")
+    meta = data.get("meta", {})
+    when = datetime.datetime.fromtimestamp(meta.get("started_unix", 0), datetime.timezone.utc)
+    load = meta.get("load_start") or []
+    load = " / ".join(f"{x:.2f}" for x in load) if load else "unknown"
+    out.insert(1, f"Regenerated alone by `sqsafe-bench --api-only` (`make bench-api`; {meta.get('profile', '?')} build, "
+                  f"{when:%Y-%m-%d %H:%M} UTC, on a shared {meta.get('cores', '?')}-core machine, load average {load} at the "
+                  "start); "
+                  "the other sections are from the last full run. The counts do not depend on the machine's load; "
+                  "the durations do.\n")
+    section = "\n".join(out).rstrip("\n") + "\n\n"
+    lines = Path(md_path).read_text().splitlines(keepends=True)
+    start = next((i for i, l in enumerate(lines) if l.startswith("## 8.")), None)
+    if start is None:
+        start = end = next(i for i, l in enumerate(lines)
+                           if l.startswith("## Where Powertools is ahead") or l.startswith("## Checks"))
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    Path(md_path).write_text("".join(lines[:start]) + section + "".join(lines[end:]))
+
+
 def splice_bill(data, md_path):
     """Section 1b of an existing RESULTS.md replaced by the bill of `data` (a `--bill-only` run); the rest of the file,
     from the last full run, is left as it was."""
@@ -747,12 +819,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("results")
     parser.add_argument("--md", required=True)
-    parser.add_argument("--png", default=None, help="the chart (required unless --bill-only)")
+    parser.add_argument("--png", default=None, help="the chart (required unless --bill-only or --api-only)")
     parser.add_argument("--criterion", default=None, help="criterion's output folder (target/criterion)")
     parser.add_argument("--bill-only", action="store_true",
                         help="replace section 1b of the existing --md with the bill of a --bill-only run")
+    parser.add_argument("--api-only", action="store_true",
+                        help="replace (or add) section 8 of the existing --md with the figures of an --api-only run")
     args = parser.parse_args()
     data = json.loads(Path(args.results).read_text())
+    if args.api_only:
+        splice_api(data, args.md)
+        print(f"render.py: section 8 of {args.md} replaced")
+        return
     if args.bill_only:
         splice_bill(data, args.md)
         print(f"render.py: section 1b of {args.md} replaced")

@@ -9,6 +9,9 @@
 #                             keyed mode's bill, never on a timing
 #   scripts/bench.sh --bill   release builds; the bill alone (figure 1b: the claim mode, the keyed mode, Powertools),
 #                             replacing that section of bench/RESULTS.md and nothing else (about a minute once built)
+#   scripts/bench.sh --api    release build of the driver; figure 8 alone (the idempotent HTTP layer beside the same
+#                             axum handler without it), replacing that section of bench/RESULTS.md and nothing else
+#                             (about 30 s once built)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
@@ -18,7 +21,8 @@ case "${1:-}" in
   "") ;;
   --smoke) mode=smoke ;;
   --bill) mode=bill ;;
-  *) echo "usage: scripts/bench.sh [--smoke | --bill]" >&2; exit 2 ;;
+  --api) mode=api ;;
+  *) echo "usage: scripts/bench.sh [--smoke | --bill | --api]" >&2; exit 2 ;;
 esac
 step() { printf '\n==> %s\n' "$*"; }
 started="${SECONDS}"
@@ -46,7 +50,18 @@ if [[ "${mode}" == smoke ]]; then
   done
   grep -q '^## 1. DynamoDB requests per message' "${out}/RESULTS.md"
   grep -q '^## 1b. The bill' "${out}/RESULTS.md"
+  grep -q '^## 8. The idempotent HTTP layer' "${out}/RESULTS.md"
   echo "bench smoke passed in $((SECONDS - started)) s (results in ${out})"
+  exit 0
+fi
+
+if [[ "${mode}" == api ]]; then
+  step "build (release): the driver, which runs the layer in its own process"
+  cargo build --release -p sqsafe-bench --bin sqsafe-bench
+  step "figure 8 alone: the idempotent HTTP layer beside the plain handler (crates/sqsafe-bench --api-only)"
+  target/release/sqsafe-bench --api-only --out target/bench/api.json
+  .venv-bench/bin/python bench/render.py target/bench/api.json --md bench/RESULTS.md --api-only
+  echo "make bench-api done in $((SECONDS - started)) s"
   exit 0
 fi
 

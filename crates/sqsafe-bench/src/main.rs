@@ -4,6 +4,7 @@
 //! See `bench/README.md` for what is measured and how.
 #![forbid(unsafe_code)]
 
+mod api;
 mod bed;
 mod bench;
 mod bill;
@@ -61,6 +62,10 @@ struct Args {
     /// section of bench/RESULTS.md alone (`make bench-bill`).
     #[arg(long, conflicts_with = "smoke")]
     bill_only: bool,
+    /// Only figure 8, the idempotent HTTP layer (`sqsafe::api`) beside the same axum handler without it: moto and
+    /// the proxy, no peer (`make bench-api`). With `--smoke`, a few requests of each kind.
+    #[arg(long, conflicts_with = "bill_only")]
+    api_only: bool,
 }
 
 #[tokio::main]
@@ -106,12 +111,17 @@ async fn run(args: Args) -> Result<bool, String> {
         powertools: bed::powertools_dir(&root),
         logs,
     };
-    for program in [
-        programs.bins.join("charge-payment"),
-        programs.bins.join("charge-payment-cached"),
-        programs.bins.join("naive-rust"),
-        programs.python.clone(),
-    ] {
+    let peers = if args.api_only {
+        Vec::new()
+    } else {
+        vec![
+            programs.bins.join("charge-payment"),
+            programs.bins.join("charge-payment-cached"),
+            programs.bins.join("naive-rust"),
+            programs.python.clone(),
+        ]
+    };
+    for program in peers {
         if !program.exists() {
             return Err(format!(
                 "{} is missing: run scripts/bench.sh",
@@ -126,14 +136,25 @@ async fn run(args: Args) -> Result<bool, String> {
                 "smoke"
             } else if args.bill_only {
                 "bill"
+            } else if args.api_only {
+                "api"
             } else {
                 "full"
             },
-            profile: programs
-                .bins
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            // `--api-only` measures the layer in this process: the driver's own build counts.
+            profile: if args.api_only {
+                if cfg!(debug_assertions) {
+                    "debug".to_owned()
+                } else {
+                    "release".to_owned()
+                }
+            } else {
+                programs
+                    .bins
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            },
             started_unix: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
@@ -147,7 +168,7 @@ async fn run(args: Args) -> Result<bool, String> {
 
     let bed = Bed::start(programs).await?;
     let mut bench = Bench::new(&bed, &plan, report, tick);
-    if !plan.smoke && !args.bill_only && !args.no_profile {
+    if !plan.smoke && !args.bill_only && !args.api_only && !args.no_profile {
         if profile::available() {
             bench.profiles = Some(out.with_extension("profiles"));
         } else {
@@ -156,10 +177,13 @@ async fn run(args: Args) -> Result<bool, String> {
     }
     let mut outcome = if args.bill_only {
         bench.bill_only().await
+    } else if args.api_only {
+        bench.api().await
     } else {
         figures(&mut bench).await
     };
-    if outcome.is_ok() && !plan.smoke && !args.bill_only && !args.no_instructions {
+    if outcome.is_ok() && !plan.smoke && !args.bill_only && !args.api_only && !args.no_instructions
+    {
         if instructions::available() {
             outcome = bench.instructions(out.with_extension("callgrind")).await;
         } else {
@@ -206,5 +230,6 @@ async fn figures(bench: &mut Bench<'_>) -> Result<(), String> {
     bench.bill();
     bench.table_sizes().await?;
     bench.moto_ceiling().await?;
-    bench.pipeline().await
+    bench.pipeline().await?;
+    bench.api().await
 }

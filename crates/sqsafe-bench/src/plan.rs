@@ -26,6 +26,8 @@ pub(crate) struct Plan {
     pub(crate) pipeline_messages: usize,
     pub(crate) pipeline_timeout: Duration,
     pub(crate) ceiling_probe: Duration,
+    /// Figure 8: HTTP requests per series (fresh, repeat, other content; the plain handler).
+    pub(crate) api_requests: usize,
 }
 
 /// The added latency of the "slow" runs: a round trip to a region from outside it.
@@ -50,6 +52,7 @@ impl Plan {
             pipeline_messages: 400,
             pipeline_timeout: Duration::from_secs(180),
             ceiling_probe: Duration::from_secs(3),
+            api_requests: 400,
         }
     }
 
@@ -69,6 +72,7 @@ impl Plan {
             pipeline_messages: 20,
             pipeline_timeout: Duration::from_secs(60),
             ceiling_probe: Duration::from_millis(300),
+            api_requests: 5,
         }
     }
 

@@ -29,6 +29,8 @@ pub(crate) struct Report {
     /// The bill per million messages (module `bill`), and the prices it used.
     pub(crate) bill: Vec<crate::bill::Line>,
     pub(crate) prices: Option<crate::bill::Prices>,
+    /// Figure 8: the idempotent HTTP layer beside the plain handler (module `api`).
+    pub(crate) api: Vec<crate::api::ApiRun>,
     /// What the run asserts (request counts, answers, charges): never a timing.
     pub(crate) checks: Vec<Check>,
 }

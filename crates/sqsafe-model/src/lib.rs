@@ -10,6 +10,10 @@
 //! every refused write come from [`sqsafe_idempotency::protocol`], which the engine and the in-memory store call too.
 //! A [`Mutation`] reverts one guard at a time to show the checker catches it.
 //!
+//! [`HttpModel`] checks the idempotent HTTP layer (`sqsafe::api`, issue #41) on the same protocol functions: clients
+//! that retry (concurrently, after a `409`, a `5xx` or a lost answer), callers that send one key, other content
+//! under a key, an instance that crashes mid-handler.
+//!
 //! [`Config::keyed`] checks the keyed mode instead of the claim protocol (no claim: a read, the effect under the
 //! downstream key, one conditional put of the completed record), under its assumption: the downstream applies a key
 //! at most once, and refuses the key with other content (the IETF draft's 422).
@@ -25,6 +29,7 @@
 
 mod check;
 mod config;
+mod http;
 mod model;
 mod outbox;
 mod properties;
@@ -33,6 +38,12 @@ mod trace;
 
 pub use check::{Report, Stop, Violation, check};
 pub use config::{Config, Fp, LEFTOVER_TOKEN, Mutation, TICK_MS};
+pub use http::{
+    AnswerId, Attempt, Client, EXAMPLE_HTTP_SECOND_RUN, EXAMPLE_LOST_ANSWER_REPLAYED,
+    EXAMPLE_RETRY_AFTER_CRASH, EXAMPLE_RETRY_AFTER_RELEASE, HttpAction, HttpConfig, HttpGhost,
+    HttpModel, HttpMutation, HttpRecord, HttpReport, HttpState, P9_HANDLER_AT_MOST_ONCE,
+    P9_OTHER_CONTENT_NEVER_RUNS, P9_REPLAY_IS_STORED, P9_RETRY_RUNS, ScopeGhost, Stage, check_http,
+};
 pub use model::{Action, ProtocolModel};
 pub use outbox::{
     Event, OutboxAction, OutboxConfig, OutboxModel, OutboxReport, OutboxState, P8_APPLIED_ONCE,

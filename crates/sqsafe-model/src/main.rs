@@ -2,12 +2,14 @@
 //! reached and the time; each mutant with the length of the trace that caught it; the skew at which property 2
 //! fails for each margin; and the shortest trace of a second application without a downstream key.
 //!
-//! `cargo run --release -p sqsafe-model -p sqsafe-workspace-hack -- [--threads N] [--traces]`
+//! `cargo run --release -p sqsafe-model -p sqsafe-workspace-hack -- [--threads N] [--traces] [--http]`
+//! (`--http`: the idempotent HTTP layer's part alone).
 
 use std::time::Instant;
 
 use sqsafe_model::{
-    Config, Mutation, OutboxConfig, P2_SECOND_ONLY_NAMED, Report, Stop, check, check_outbox,
+    Config, HttpConfig, HttpMutation, Mutation, OutboxConfig, P2_SECOND_ONLY_NAMED, Report, Stop,
+    check, check_http, check_outbox,
 };
 
 fn deep() -> Vec<(&'static str, Config)> {
@@ -120,6 +122,14 @@ fn main() {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .and_then(|n| n.parse().ok());
+    // `--http`: the HTTP layer's configurations and mutants alone.
+    if args.iter().any(|a| a == "--http") {
+        let failures = http_layer(threads, traces);
+        if failures > 0 {
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Some(n) = only {
         if let Some((name, config)) = deep().into_iter().nth(n) {
             let report = check(config, Stop::Exhaustive, threads);
@@ -266,6 +276,8 @@ fn main() {
         }
     }
 
+    failures += http_layer(threads, traces);
+
     println!(
         "\n{failures} unexpected result(s); total {:.1?}",
         started.elapsed()
@@ -273,4 +285,76 @@ fn main() {
     if failures > 0 {
         std::process::exit(1);
     }
+}
+
+/// The idempotent HTTP layer (`sqsafe::api`): deeper configurations than `make test`'s, then its mutants. Returns the
+/// unexpected results.
+fn http_layer(threads: usize, traces: bool) -> usize {
+    println!(
+        "\nIdempotent HTTP layer (sqsafe::api: clients that retry, callers that share a key):"
+    );
+    let mut failures = 0;
+    for (name, config) in [
+        (
+            "one request, 4 attempts, 2 crashes, 2 lost answers, 2 handler 5xx",
+            HttpConfig {
+                attempts: 4,
+                crashes: 2,
+                lost_answers: 2,
+                handler_failures: 2,
+                ..HttpConfig::bounded()
+            },
+        ),
+        (
+            "two callers, one key, skew 1, 3 attempts each",
+            HttpConfig {
+                attempts: 3,
+                skew: 1,
+                ..HttpConfig::two((0, 0), (1, 0))
+            },
+        ),
+        (
+            "one caller, contents 0 and 1, skew 1, 3 attempts each, a handler 5xx",
+            HttpConfig {
+                attempts: 3,
+                skew: 1,
+                handler_failures: 1,
+                ..HttpConfig::two((0, 0), (0, 1))
+            },
+        ),
+    ] {
+        let report = check_http(config, false, threads);
+        println!("- {name}: {}", report.summary());
+        for (property, steps, trace) in &report.violations {
+            failures += 1;
+            println!("  VIOLATION of \"{property}\" ({steps} steps):\n{trace}");
+        }
+    }
+    println!(
+        "\nHTTP layer mutants (each guard reverted alone; the shortest trace that catches it):"
+    );
+    for mutation in HttpMutation::ALL {
+        let report = check_http(HttpConfig::for_mutant(mutation), true, threads);
+        match report.violations.iter().min_by_key(|v| v.1) {
+            Some((property, steps, trace)) => {
+                println!(
+                    "- {}: caught by \"{property}\" in {steps} steps ({})",
+                    mutation.describe(),
+                    report.summary()
+                );
+                if traces {
+                    println!("{trace}");
+                }
+            }
+            None => {
+                failures += 1;
+                println!(
+                    "- {}: NOT CAUGHT ({})",
+                    mutation.describe(),
+                    report.summary()
+                );
+            }
+        }
+    }
+    failures
 }

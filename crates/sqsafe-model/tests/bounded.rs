@@ -1,5 +1,6 @@
 //! The bounded check `make test` runs (debug build): 2 instances, a message and its duplicate, one crash and one
-//! lost answer, every interleaving up to the horizon; then each mutant, and the skew at which property 2 fails.
+//! lost answer, every interleaving up to the horizon; then each mutant, and the skew at which property 2 fails. Then
+//! the idempotent HTTP layer's model (property 9): retries of one key, other content, two callers, and its mutants.
 
 use sqsafe_model::{
     Config, Mutation, P1_AT_MOST_ONCE_WITH_KEY, P2_SECOND_ONLY_NAMED, P4_NOT_STUCK, P7_NONE_LOST,
@@ -233,4 +234,96 @@ fn outbox_without_a_sweeper_strands_an_event_past_the_retries() {
         ..stranded
     });
     assert!(swept.violations.is_empty(), "{:?}", swept.violations);
+}
+
+fn clean_http(name: &str, config: sqsafe_model::HttpConfig) -> sqsafe_model::HttpReport {
+    let report = sqsafe_model::check_http(config, false, 1);
+    eprintln!("{name}: {}", report.summary());
+    for (property, steps, trace) in &report.violations {
+        eprintln!("VIOLATION of {property} ({steps} steps):\n{trace}");
+    }
+    assert!(
+        report.violations.is_empty(),
+        "{name}: {} properties fail",
+        report.violations.len()
+    );
+    report
+}
+
+/// The HTTP layer: one request and its retries, concurrent or after a `5xx`, a crash mid-handler or a lost answer.
+#[test]
+fn api_retries_of_one_key() {
+    let report = clean_http(
+        "api, retries of one key",
+        sqsafe_model::HttpConfig::bounded(),
+    );
+    // Each scenario is reached, not vacuously absent: the lost answer replayed, the retry after a crash mid-handler
+    // (its lease ended) and after a release ran the handler, and the named case of a second run exists.
+    for example in [
+        sqsafe_model::EXAMPLE_LOST_ANSWER_REPLAYED,
+        sqsafe_model::EXAMPLE_RETRY_AFTER_CRASH,
+        sqsafe_model::EXAMPLE_RETRY_AFTER_RELEASE,
+        sqsafe_model::EXAMPLE_HTTP_SECOND_RUN,
+    ] {
+        assert!(report.examples.contains(&example), "not reached: {example}");
+    }
+}
+
+#[test]
+fn api_other_content_under_one_key() {
+    let config = sqsafe_model::HttpConfig {
+        skew: 1,
+        ..sqsafe_model::HttpConfig::two((0, 0), (0, 1))
+    };
+    clean_http("api, other content", config);
+}
+
+#[test]
+fn api_two_callers_with_one_key() {
+    for other in [0, 1] {
+        let report = clean_http(
+            "api, two callers",
+            sqsafe_model::HttpConfig::two((0, 0), (1, other)),
+        );
+        assert!(
+            report
+                .examples
+                .contains(&sqsafe_model::EXAMPLE_LOST_ANSWER_REPLAYED)
+        );
+    }
+}
+
+#[test]
+fn every_api_mutant_is_caught() {
+    for mutation in sqsafe_model::HttpMutation::ALL {
+        let report =
+            sqsafe_model::check_http(sqsafe_model::HttpConfig::for_mutant(mutation), true, 1);
+        let (property, steps, trace) = report
+            .violations
+            .iter()
+            .min_by_key(|v| v.1)
+            .unwrap_or_else(|| panic!("mutant not caught: {}", mutation.describe()));
+        eprintln!(
+            "mutant `{}` caught by \"{property}\" in {steps} steps ({}):\n{trace}",
+            mutation.describe(),
+            report.summary()
+        );
+        let expected = match mutation {
+            // A request handed an answer that is not its own: another caller's, or another content's.
+            sqsafe_model::HttpMutation::NoCallerScope
+            | sqsafe_model::HttpMutation::ReplayIgnoresFingerprint => {
+                sqsafe_model::P9_REPLAY_IS_STORED
+            }
+            // The handler still running when a retry takes the key over: two runs, neither crashed.
+            sqsafe_model::HttpMutation::HandlerOutlivesLease => {
+                sqsafe_model::P9_HANDLER_AT_MOST_ONCE
+            }
+            sqsafe_model::HttpMutation::MismatchTakesOverPassedLease => {
+                sqsafe_model::P9_OTHER_CONTENT_NEVER_RUNS
+            }
+            // A crashed attempt's key still in progress at the end: the liveness check is not vacuous.
+            sqsafe_model::HttpMutation::ClaimWithoutDeadline => sqsafe_model::P9_RETRY_RUNS,
+        };
+        assert_eq!(*property, expected, "{}", mutation.describe());
+    }
 }
