@@ -472,6 +472,17 @@ async fn routes_health_ledger_404_and_405() {
         .expect("ledger JSON");
     assert_eq!(ledger, api.charges());
 
+    let stats: Stats = client
+        .get(format!("{}/v1/stats", api.base_url()))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("stats JSON");
+    assert_eq!(stats, api.stats());
+    assert_eq!(stats.charges, 1);
+
     let missing = client
         .get(format!("{}/v2/charges", api.base_url()))
         .send()

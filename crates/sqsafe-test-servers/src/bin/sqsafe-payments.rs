@@ -22,7 +22,8 @@ const USAGE: &str = "usage: sqsafe-payments [--port N] [--seed N] [--fail-before
                       a killed process blocks its key (default 30)
   --ledger FILE       append each charge to FILE as a JSON line, and start with the charges already there
   --hold PAYMENT_ID   hold that payment's first request in flight for good, and every charge after it; prints
-                      `held` once no charge is without its stored answer (a point for tests to kill the process)";
+                      `held N` once no charge is without its stored answer, N the requests then waiting, claimed
+                      and not charged (a point for tests to kill the process)";
 
 #[derive(Debug)]
 struct Args {
@@ -100,8 +101,8 @@ async fn main() -> ExitCode {
     let stopped = tokio::select! {
         stopped = stop_signal() => stopped,
         () = async {
-            payments.held().await;
-            println!("held");
+            let waiting = payments.held().await;
+            println!("held {waiting}");
             let _ = std::io::stdout().flush();
             std::future::pending::<()>().await;
         } => Ok(()),

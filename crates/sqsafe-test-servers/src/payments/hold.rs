@@ -11,8 +11,11 @@ struct HoldState {
     holding: bool,
     /// Requests charged whose answer has not come back through the idempotency layer yet (its record not completed).
     uncharged_answers: usize,
-    /// `holding`, and `uncharged_answers` reached 0: a kill now leaves no charge without its completed record.
-    held: bool,
+    /// Requests waiting, claimed and not charged: the held payment's and every one that reached its charge since.
+    waiting: usize,
+    /// `holding`, and `uncharged_answers` reached 0: a kill now leaves no charge without its completed record. The
+    /// requests waiting then.
+    held: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -49,10 +52,12 @@ impl Hold {
         let mut hold_here = false;
         self.state.send_modify(|s| {
             if s.holding {
+                s.waiting += 1;
                 return;
             }
             if payment_id == self.payment_id {
                 s.holding = true;
+                s.waiting += 1;
                 hold_here = true;
             } else {
                 s.uncharged_answers += 1;
@@ -66,7 +71,7 @@ impl Hold {
             let mut state = self.state.subscribe();
             // The sender lives as long as this hold: the wait ends only when the count reaches 0.
             let _ = state.wait_for(|s| s.uncharged_answers == 0).await;
-            self.state.send_modify(|s| s.held = true);
+            self.state.send_modify(|s| s.held = Some(s.waiting));
             tracing::info!(
                 payment_id,
                 "holding the payment in flight, every other charge done or waiting"
@@ -75,10 +80,16 @@ impl Hold {
         std::future::pending::<Charging>().await
     }
 
-    /// Resolves once the hold is in place (see [`RunningPayments::held`](super::RunningPayments::held)).
-    pub(crate) async fn held(&self) {
+    /// Resolves once the hold is in place, with the requests waiting then (see
+    /// [`RunningPayments::held`](super::RunningPayments::held)).
+    pub(crate) async fn held(&self) -> usize {
         let mut state = self.state.subscribe();
-        let _ = state.wait_for(|s| s.held).await;
+        let held = state
+            .wait_for(|s| s.held.is_some())
+            .await
+            .ok()
+            .and_then(|s| s.held);
+        held.unwrap_or_default()
     }
 }
 
@@ -110,7 +121,7 @@ mod tests {
         );
         drop(charging);
         assert!(poll(held_request.as_mut()).is_pending(), "held for good");
-        assert!(poll(held.as_mut()).is_ready());
+        assert_eq!(poll(held.as_mut()), Poll::Ready(2), "p-held and p-2 wait");
         assert!(poll(later.as_mut()).is_pending());
     }
 }

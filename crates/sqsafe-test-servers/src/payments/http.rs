@@ -75,6 +75,10 @@ pub(crate) fn router<S: IdempotencyStore + 'static>(
             get(health).head(only("GET")).fallback(only("GET")),
         )
         .route(
+            "/v1/stats",
+            get(stats).head(only("GET")).fallback(only("GET")),
+        )
+        .route(
             "/v1/charges",
             get(list_charges)
                 .post_service(charge)
@@ -93,6 +97,10 @@ pub(crate) fn router<S: IdempotencyStore + 'static>(
 
 async fn health() -> Response {
     json(StatusCode::OK, &serde_json::json!({ "status": "ok" }))
+}
+
+async fn stats(State(shared): State<Arc<Shared>>) -> Response {
+    json(StatusCode::OK, &shared.ledger().stats())
 }
 
 async fn list_charges(State(shared): State<Arc<Shared>>) -> Response {

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `POST /v1/charges` with `Idempotency-Key` | `201` and the charge; see below |
 //! | `GET /v1/charges` | `200` and the ledger, a JSON array of [`Charge`] |
+//! | `GET /v1/stats` | `200` and this process's counters, [`Stats`] |
 //! | `GET /health` | `200` |
 //! | another path / another method | `404` / `405` (with `Allow`) |
 //!

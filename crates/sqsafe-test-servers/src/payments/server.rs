@@ -112,8 +112,9 @@ impl RunningPayments {
     }
 
     /// Resolves once the payment given to [`hold_in_flight`](crate::PaymentsApiBuilder::hold_in_flight) is held and
-    /// no charge is without its stored answer; never, without a hold.
-    pub async fn held(&self) {
+    /// no charge is without its stored answer, with the number of requests then waiting, claimed and not charged
+    /// (the held one among them); never, without a hold.
+    pub async fn held(&self) -> usize {
         match &self.shared.hold {
             Some(hold) => hold.held().await,
             None => std::future::pending().await,
