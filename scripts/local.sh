@@ -2,7 +2,8 @@
 # make local / make local-watch: `sqsafe local up [ARGS]` with this repository's fake payments API as charge-payment's
 # PaymentsApiUrl. sqsafe knows no payments API (it would give PaymentsApiUrl a generic stand-in, whose answers
 # charge-payment cannot read): the payments API is sqsafe-payments, of crates/sqsafe-test-servers, run here on a free
-# loopback port for as long as `up` runs. Ctrl-C or SIGTERM (to this script, or to make, which passes it on) stops
+# loopback port for as long as `up` runs. It honours Idempotency-Key through sqsafe's layer with its keys in its own
+# memory: it starts before `up`'s moto exists (`up` needs its URL), and the keys live as long as moto's tables do. Ctrl-C or SIGTERM (to this script, or to make, which passes it on) stops
 # `up`, then the payments API, which prints its counters. `--parameter PaymentsApiUrl=URL` in ARGS points
 # charge-payment elsewhere (the later value wins).
 #

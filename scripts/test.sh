@@ -330,11 +330,14 @@ step "fault-injection suite: its functions built, then run in the background bes
 # runs below it takes little more than alone. Figures and seed are printed when it ends (SQSAFE_FAULT_SEED=<n>
 # replays, SQSAFE_FAULTS_HEAVY=1 for more). Its functions are built here with the fault-injection feature and copied
 # into a folder of their own (SQSAFE_E2E_FAULT_BIN_DIR): cargo test then builds the plain ones under the same names,
-# and the suite, which builds nothing, never runs those.
+# and the suite, which builds nothing, never runs those. The payments API's binary (sqsafe-payments, which one run
+# kills in flight) is copied there too.
 cargo build -q -p charge-payment -p apply-ledger --features charge-payment/fault-injection,apply-ledger/fault-injection
+cargo build -q -p sqsafe-test-servers --bin sqsafe-payments
 FAULT_BINS="${ROOT}/target/e2e-fault-bin-make-test"
 mkdir -p "${FAULT_BINS}"
-cp "${ROOT}/target/debug/charge-payment" "${ROOT}/target/debug/apply-ledger" "${FAULT_BINS}/"
+cp "${ROOT}/target/debug/charge-payment" "${ROOT}/target/debug/apply-ledger" "${ROOT}/target/debug/sqsafe-payments" \
+  "${FAULT_BINS}/"
 background "the fault-injection suite" env SQSAFE_E2E_FAULT_BIN_DIR="${FAULT_BINS}" \
   cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
 

@@ -1,19 +1,34 @@
-//! The payments API over real HTTP on 127.0.0.1, with reqwest.
+//! The payments API over real HTTP on 127.0.0.1, with reqwest, its keys in moto's DynamoDB (kept by sqsafe's
+//! idempotency layer).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqsafe_test_servers::{Charge, Fault, PaymentsApi, PaymentsApiBuilder, RunningPayments, Stats};
+use sqsafe_testkit::{RequestCounter, create_table, dynamodb, unique_name};
 use tokio::sync::Notify;
 
 fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
+/// A fresh key table in moto.
+async fn key_table() -> (aws_sdk_dynamodb::Client, String) {
+    let client = dynamodb(&RequestCounter::default()).await;
+    let table = unique_name("payments-keys");
+    create_table(&client, &table, "pk", None).await;
+    (client, table)
+}
+
+/// The API with its keys on a table of its own.
 async fn start(builder: PaymentsApiBuilder) -> RunningPayments {
+    let (client, table) = key_table().await;
     builder
+        .keys_in_dynamodb(client, table)
         .start(loopback())
         .await
         .expect("payments API starts")
@@ -35,6 +50,7 @@ fn charge_body(payment_id: &str, amount: u64) -> Value {
 struct Reply {
     status: StatusCode,
     replayed: Option<String>,
+    retry_after: Option<String>,
     body: String,
 }
 
@@ -43,11 +59,19 @@ impl Reply {
         serde_json::from_str(&self.body).expect("JSON body")
     }
 
+    /// The API's own errors: `{"error": "<code>", ...}`.
     fn error_code(&self) -> String {
         self.json()["error"]
             .as_str()
             .expect("error code")
             .to_owned()
+    }
+
+    /// The idempotency layer's answers: problem+json, `type` ending in `/problems/<kind>`.
+    fn problem_kind(&self) -> String {
+        let json = self.json();
+        let kind = json["type"].as_str().expect("problem type");
+        kind.rsplit('/').next().unwrap_or_default().to_owned()
     }
 }
 
@@ -77,10 +101,15 @@ async fn read(response: reqwest::Response) -> Reply {
         .headers()
         .get("idempotent-replayed")
         .map(|v| v.to_str().expect("ASCII").to_owned());
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().expect("ASCII").to_owned());
     let body = response.text().await.expect("body");
     Reply {
         status,
         replayed,
+        retry_after,
         body,
     }
 }
@@ -161,7 +190,8 @@ async fn a_retry_while_the_first_is_in_flight_gets_409() {
 
     let concurrent = post(&client, &api, "k-1", &charge_body("p-1", 1250)).await;
     assert_eq!(concurrent.status, StatusCode::CONFLICT);
-    assert_eq!(concurrent.error_code(), "request_in_flight");
+    assert_eq!(concurrent.problem_kind(), "request-in-progress");
+    assert!(concurrent.retry_after.is_some(), "409 with Retry-After");
     assert!(api.charges().is_empty(), "nothing charged while in flight");
 
     release.notify_one();
@@ -202,7 +232,7 @@ async fn a_changed_body_gets_422_but_reformatting_is_not_a_change() {
 
     let changed = post(&client, &api, "k-1", &charge_body("p-1", 9999)).await;
     assert_eq!(changed.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(changed.error_code(), "idempotency_key_reused");
+    assert_eq!(changed.problem_kind(), "idempotency-key-reused");
     assert_eq!(changed.replayed, None);
 
     assert_eq!(api.charges().len(), 1);
@@ -217,15 +247,15 @@ async fn a_missing_empty_or_overlong_key_gets_400() {
 
     let missing = post_raw(&client, &api, None, body.clone()).await;
     assert_eq!(missing.status, StatusCode::BAD_REQUEST);
-    assert_eq!(missing.error_code(), "missing_idempotency_key");
+    assert_eq!(missing.problem_kind(), "missing-idempotency-key");
 
     let empty = post_raw(&client, &api, Some(""), body.clone()).await;
     assert_eq!(empty.status, StatusCode::BAD_REQUEST);
-    assert_eq!(empty.error_code(), "invalid_idempotency_key");
+    assert_eq!(empty.problem_kind(), "invalid-idempotency-key");
 
     let overlong = post_raw(&client, &api, Some(&"k".repeat(256)), body.clone()).await;
     assert_eq!(overlong.status, StatusCode::BAD_REQUEST);
-    assert_eq!(overlong.error_code(), "invalid_idempotency_key");
+    assert_eq!(overlong.problem_kind(), "invalid-idempotency-key");
 
     let longest = post_raw(&client, &api, Some(&"k".repeat(255)), body).await;
     assert_eq!(longest.status, StatusCode::CREATED);
@@ -376,6 +406,7 @@ async fn stats_count_every_outcome() {
             failed_before: 1,
             failed_after: 1,
             bad_requests: 1,
+            layer_errors: 0,
         }
     );
 }
@@ -441,6 +472,17 @@ async fn routes_health_ledger_404_and_405() {
         .expect("ledger JSON");
     assert_eq!(ledger, api.charges());
 
+    let stats: Stats = client
+        .get(format!("{}/v1/stats", api.base_url()))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("stats JSON");
+    assert_eq!(stats, api.stats());
+    assert_eq!(stats.charges, 1);
+
     let missing = client
         .get(format!("{}/v2/charges", api.base_url()))
         .send()
@@ -489,29 +531,35 @@ async fn shutdown_and_drop_stop_the_server() {
 async fn binding_a_taken_port_is_a_typed_error() {
     let api = start(PaymentsApi::builder()).await;
     let err = PaymentsApi::builder()
+        .keys_in_memory()
         .start(api.addr())
         .await
         .expect_err("port taken");
     assert!(err.is_bind(), "{err}");
 }
 
+/// A request dropped in flight (its client went away) may have charged already, so its claim is not released: a
+/// retry gets `409` until the claim's lease runs out, then takes it over and charges once.
 #[tokio::test]
-async fn a_request_abandoned_in_flight_releases_its_key() {
+async fn a_request_abandoned_in_flight_holds_its_key_until_its_lease_ends() {
     let entered = Arc::new(Notify::new());
-    let release = Arc::new(Notify::new());
+    let first = Arc::new(AtomicBool::new(true));
     let delay = {
-        let (entered, release) = (entered.clone(), release.clone());
+        let (entered, first) = (entered.clone(), first.clone());
         move || {
-            let (entered, release) = (entered.clone(), release.clone());
+            let held = first.swap(false, Ordering::SeqCst);
+            let entered = entered.clone();
             async move {
-                entered.notify_one();
-                release.notified().await;
+                if held {
+                    entered.notify_one();
+                    std::future::pending::<()>().await;
+                }
             }
         }
     };
-    let api = Arc::new(start(PaymentsApi::builder().processing_delay(delay)).await);
+    let lease = Duration::from_secs(1);
+    let api = Arc::new(start(PaymentsApi::builder().lease(lease).processing_delay(delay)).await);
     let client = client();
-
     let abandoned = tokio::spawn({
         let (client, api) = (client.clone(), api.clone());
         async move { post(&client, &api, "k-1", &charge_body("p-1", 1250)).await }
@@ -519,25 +567,111 @@ async fn a_request_abandoned_in_flight_releases_its_key() {
     entered.notified().await;
     abandoned.abort();
 
-    // The server notices the closed connection, drops the request and releases the key: a retry is new again
-    // and reaches the processing step instead of getting a 409.
-    let retry = tokio::spawn({
-        let (client, api) = (client.clone(), api.clone());
-        async move {
-            for _ in 0..1_000 {
-                let reply = post(&client, &api, "k-1", &charge_body("p-1", 1250)).await;
-                if reply.status != StatusCode::CONFLICT {
-                    return reply;
-                }
-                tokio::task::yield_now().await;
-            }
-            panic!("the abandoned request never released its key");
+    let started = Instant::now();
+    let mut conflicts = 0;
+    let retry = loop {
+        let reply = post(&client, &api, "k-1", &charge_body("p-1", 1250)).await;
+        if reply.status != StatusCode::CONFLICT {
+            break reply;
         }
-    });
-    entered.notified().await;
-    release.notify_one();
-    let retry = retry.await.expect("retry");
+        conflicts += 1;
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the abandoned claim was never taken over"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        conflicts > 0,
+        "the abandoned claim held its key for a while"
+    );
     assert_eq!(retry.status, StatusCode::CREATED);
     assert_eq!(retry.replayed, None);
     assert_eq!(api.charges().len(), 1);
+}
+
+/// The keys live in the table, not in the process: a server started again on the same table replays what the first
+/// one charged, although that charge's client was told it failed.
+#[tokio::test]
+async fn a_restarted_api_on_the_same_table_replays_what_the_first_charged() {
+    let (dynamo, table) = key_table().await;
+    let client = client();
+    let first = PaymentsApi::builder()
+        .keys_in_dynamodb(dynamo.clone(), table.clone())
+        .start(loopback())
+        .await
+        .expect("started");
+    first.force_next(Fault::After);
+    let failed = post(&client, &first, "k-1", &charge_body("p-1", 1250)).await;
+    assert_eq!(failed.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(first.charges().len(), 1);
+    first.shutdown().await;
+
+    let second = PaymentsApi::builder()
+        .keys_in_dynamodb(dynamo, table)
+        .start(loopback())
+        .await
+        .expect("started again");
+    let retry = post(&client, &second, "k-1", &charge_body("p-1", 1250)).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert_eq!(retry.replayed.as_deref(), Some("true"));
+    assert!(second.charges().is_empty(), "not charged again");
+}
+
+/// What `keys_in_memory` is documented to do: a restart forgets the keys, and the same retry charges again.
+#[tokio::test]
+async fn keys_in_memory_are_forgotten_by_a_restart() {
+    let client = client();
+    let first = PaymentsApi::builder()
+        .keys_in_memory()
+        .start(loopback())
+        .await
+        .expect("started");
+    first.force_next(Fault::After);
+    post(&client, &first, "k-1", &charge_body("p-1", 1250)).await;
+    first.shutdown().await;
+    let second = PaymentsApi::builder()
+        .keys_in_memory()
+        .start(loopback())
+        .await
+        .expect("started again");
+    let retry = post(&client, &second, "k-1", &charge_body("p-1", 1250)).await;
+    assert_eq!(retry.replayed, None);
+    assert_eq!(second.charges().len(), 1, "charged again");
+}
+
+/// `hold_in_flight`: the held payment and every later charge wait, claimed; `held` resolves once no charge is
+/// without its stored answer.
+#[tokio::test]
+async fn a_hold_stops_every_charge_and_says_when_it_is_in_place() {
+    let api = Arc::new(start(PaymentsApi::builder().hold_in_flight("p-held")).await);
+    let client = client();
+    let before = post(&client, &api, "k-1", &charge_body("p-1", 100)).await;
+    assert_eq!(before.status, StatusCode::CREATED);
+    let held = tokio::spawn({
+        let (client, api) = (client.clone(), api.clone());
+        async move { post(&client, &api, "k-held", &charge_body("p-held", 100)).await }
+    });
+    api.held().await;
+    let later = tokio::spawn({
+        let (client, api) = (client.clone(), api.clone());
+        async move { post(&client, &api, "k-2", &charge_body("p-2", 100)).await }
+    });
+    // The later request is claimed (a repeat of it is refused as in flight) and not charged.
+    let repeat = loop {
+        let reply = post(&client, &api, "k-2", &charge_body("p-2", 100)).await;
+        if reply.status == StatusCode::CONFLICT {
+            break reply;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(repeat.problem_kind(), "request-in-progress");
+    assert_eq!(
+        api.charges().len(),
+        1,
+        "only the charge made before the hold"
+    );
+    assert!(!held.is_finished() && !later.is_finished());
+    held.abort();
+    later.abort();
 }

@@ -35,6 +35,8 @@ async fn fixture_in(mode: &str) -> Fixture {
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let payments = PaymentsApi::builder()
+        .keys_in_new_table(dynamodb.clone())
+        .await
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");

@@ -432,6 +432,8 @@ async fn a_crash_between_publishing_and_marking_republishes_and_charge_payment_c
     let mut fx = fixture().await;
     // charge-payment as deployed, with the local payments API.
     let payments = sqsafe_test_servers::PaymentsApi::builder()
+        .keys_in_new_table(fx.dynamodb.clone())
+        .await
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");

@@ -222,6 +222,8 @@ async fn an_event_the_relay_gave_up_on_is_published_by_the_sweeper_and_charge_pa
     .await;
     // charge-payment as deployed, with the local payments API.
     let payments = sqsafe_test_servers::PaymentsApi::builder()
+        .keys_in_new_table(fx.dynamodb.clone())
+        .await
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");

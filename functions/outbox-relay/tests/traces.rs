@@ -118,6 +118,8 @@ async fn one_trace_from_the_producer_through_the_relay_to_the_payment() {
     let dlq = create_queue(&sqs, "traces-dlq", false).await;
     let failures = create_queue(&sqs, "outbox-relay-failures", false).await;
     let payments = sqsafe_test_servers::PaymentsApi::builder()
+        .keys_in_new_table(dynamodb.clone())
+        .await
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");

@@ -145,6 +145,8 @@ pub async fn run() -> Result<DemoReport, String> {
     let mut tasks = Vec::new();
     for (i, mode) in MODES.into_iter().enumerate() {
         let payments = PaymentsApi::builder()
+            .keys_in_new_table(dynamodb.clone())
+            .await
             .start("127.0.0.1:0".parse().map_err(|e| format!("{e}"))?)
             .await
             .map_err(|e| e.to_string())?;

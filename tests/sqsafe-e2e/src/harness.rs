@@ -74,6 +74,53 @@ fn build_functions_now(fault_injection: bool) -> PathBuf {
     dir
 }
 
+/// The payments API's binary (`sqsafe-payments`), for the fault suite's run that kills its process: built once per
+/// process and copied out of cargo's way, or, with [`PREBUILT_FAULT_BINARIES`] set, that folder's (make test copies
+/// it there beside the functions).
+///
+/// # Panics
+/// When the build fails, or the prebuilt folder has no `sqsafe-payments`.
+pub fn payments_binary() -> PathBuf {
+    if let Some(dir) = std::env::var_os(PREBUILT_FAULT_BINARIES) {
+        let binary = PathBuf::from(dir).join("sqsafe-payments");
+        assert!(
+            binary.is_file(),
+            "{PREBUILT_FAULT_BINARIES} has no sqsafe-payments: build it (cargo build -p sqsafe-test-servers --bin \
+             sqsafe-payments) and copy it there"
+        );
+        return binary;
+    }
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = workspace_root();
+            let output = Command::new(env!("CARGO"))
+                .current_dir(&root)
+                .args([
+                    "build",
+                    "-q",
+                    "-p",
+                    "sqsafe-test-servers",
+                    "--bin",
+                    "sqsafe-payments",
+                ])
+                .output()
+                .expect("run cargo build");
+            assert!(
+                output.status.success(),
+                "cargo build of sqsafe-payments failed:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let dir = root.join("target/e2e-bin");
+            std::fs::create_dir_all(&dir).expect("binary folder");
+            let binary = dir.join("sqsafe-payments");
+            std::fs::copy(root.join("target/debug/sqsafe-payments"), &binary)
+                .expect("copy the payments binary");
+            binary
+        })
+        .clone()
+}
+
 /// A message to publish: body and correlation id.
 #[derive(Debug, Clone)]
 pub struct Outgoing {

@@ -6,8 +6,9 @@
 //! `in_progress`), and no delivery spent on a write that met its own earlier try: every such write the proxy saw was
 //! resolved by the function (`ambiguous write resolved` in its logs).
 //!
-//! The runs: charge-payment in the claim mode and in the keyed mode (1000 intents each), apply-ledger (400 entries),
-//! and charge-payment twice more with its spans exported (`SQSAFE_TRACES=otlp`, 300 intents each) to a collector
+//! The runs: charge-payment in the claim mode and in the keyed mode (1000 intents each), in the keyed mode with its
+//! payments API's process SIGKILLed in flight and started again on the same key table (300 intents), apply-ledger
+//! (400 entries), and charge-payment twice more with its spans exported (`SQSAFE_TRACES=otlp`, 300 intents each) to a collector
 //! that never answers (claim mode) and to one that answers after 1.5 s (keyed mode). The keyed run's batch reads
 //! fail too: the proxy answers some `BatchGetItem`s with every key unprocessed, and 5 intents, published among the
 //! others, have a stored idempotency item that does not parse. Those must end in the DLQ (sqsafe's letter,
@@ -37,7 +38,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::json;
 use sqsafe_e2e::harness::{
     Outgoing, PipelineTimings, ProgressWatch, RunEnd, attribute, build_functions, context_field,
-    feed, queue_state, read_all, watch_run,
+    feed, payments_binary, queue_state, read_all, watch_run,
 };
 use sqsafe_e2e::workspace_root;
 use sqsafe_local::esm::{EventSourceMapping, MappingConfig, MappingStats};
@@ -45,8 +46,12 @@ use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT, Instanc
 use sqsafe_local::moto::{MotoServer, venv_bin};
 use sqsafe_local::stack::{LocalStack, StackOptions, TemplateSpec, template_path};
 use sqsafe_test_servers::proxy::SelfMetWrite;
-use sqsafe_test_servers::{FaultProxy, FaultProxyConfig, PaymentsApi, ProxyStats};
-use tokio::sync::watch;
+use sqsafe_test_servers::{
+    Charge, FaultProxy, FaultProxyConfig, PaymentsApi, ProxyStats, RunningPayments, Stats,
+};
+use sqsafe_testkit::{create_table, unique_name};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::{oneshot, watch};
 
 fn seed() -> u64 {
     std::env::var("SQSAFE_FAULT_SEED")
@@ -62,6 +67,9 @@ fn seed() -> u64 {
 
 /// The functions' timeout here: short, so that a slow payments call outlives it (one of the faults).
 const FUNCTION_TIMEOUT: Duration = Duration::from_secs(4);
+/// The payments API's lease here (`sqsafe::api`'s claim of a key): longer than its slowest charge (3.5 s), and short
+/// enough that a claim its killed process left is taken over well within the run's stall bound.
+const PAYMENTS_LEASE: Duration = Duration::from_secs(5);
 /// The source queue's visibility timeout here.
 const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(3);
 /// The backoff the functions get here (`BACKOFF_BASE_SECONDS`, `BACKOFF_MAX_SECONDS`).
@@ -137,6 +145,22 @@ async fn pipeline_with(
     parameters: BTreeMap<String, String>,
     options: PipelineOptions,
 ) -> Pipeline {
+    local_aws(seed, &options)
+        .await
+        .pipeline(prefix, parameters, options)
+        .await
+}
+
+/// moto and the fault proxy in front of it, before the stack is made (a payments API is started in between, to give
+/// the stack its URL).
+struct LocalAws {
+    moto: MotoServer,
+    proxy: sqsafe_test_servers::RunningProxy,
+    sqs: aws_sdk_sqs::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
+}
+
+async fn local_aws(seed: u64, options: &PipelineOptions) -> LocalAws {
     let moto = MotoServer::start(&venv_bin()).await.expect("moto server");
     let proxy = FaultProxy::start(FaultProxyConfig {
         upstream: moto.endpoint(),
@@ -164,28 +188,51 @@ async fn pipeline_with(
     let config = sqsafe_testkit::sdk_config_at(&moto.endpoint()).await;
     let sqs = aws_sdk_sqs::Client::new(&config);
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-    let spec = TemplateSpec::read(&template_path()).expect("template.yaml");
-    let mut parameters = parameters;
-    // Faults here are far more frequent than in production: give each message more receives than the template's 5.
-    parameters.insert("MaxAttempts".into(), MAX_RECEIVES.to_string());
-    let stack_options = StackOptions {
-        prefix: prefix.to_owned(),
-        visibility_timeout: Some(VISIBILITY_TIMEOUT),
-        parameters,
-        max_receive_count: Some(MAX_RECEIVES),
-        ..StackOptions::default()
-    };
-    let stack = LocalStack::create(&sqs, &dynamodb, spec, stack_options)
-        .await
-        .expect("local stack");
-    Pipeline {
+    LocalAws {
         moto,
         proxy,
         sqs,
         dynamodb,
-        stack,
-        prefix: prefix.to_owned(),
-        options,
+    }
+}
+
+impl LocalAws {
+    /// The template's stack in moto, named with `prefix`.
+    async fn pipeline(
+        self,
+        prefix: &str,
+        parameters: BTreeMap<String, String>,
+        options: PipelineOptions,
+    ) -> Pipeline {
+        let LocalAws {
+            moto,
+            proxy,
+            sqs,
+            dynamodb,
+        } = self;
+        let spec = TemplateSpec::read(&template_path()).expect("template.yaml");
+        let mut parameters = parameters;
+        // Faults here are far more frequent than in production: give each message more receives than the template's 5.
+        parameters.insert("MaxAttempts".into(), MAX_RECEIVES.to_string());
+        let stack_options = StackOptions {
+            prefix: prefix.to_owned(),
+            visibility_timeout: Some(VISIBILITY_TIMEOUT),
+            parameters,
+            max_receive_count: Some(MAX_RECEIVES),
+            ..StackOptions::default()
+        };
+        let stack = LocalStack::create(&sqs, &dynamodb, spec, stack_options)
+            .await
+            .expect("local stack");
+        Pipeline {
+            moto,
+            proxy,
+            sqs,
+            dynamodb,
+            stack,
+            prefix: prefix.to_owned(),
+            options,
+        }
     }
 }
 
@@ -874,6 +921,222 @@ async fn charge_payment_exports_traces_to_a_slow_collector_under_faults() {
     );
 }
 
+/// The payments API as a process of its own (`sqsafe-payments`, its keys in a moto table through `sqsafe::api`, its
+/// ledger in a file), SIGKILLed once in flight and started again on the same table, port and ledger: the keyed mode,
+/// which relies on the API's `Idempotency-Key` for every duplicate in flight. The kill comes when the payment
+/// `p-<intents/2>` reaches its charge: from then on every charge waits (claimed by the layer, not charged) until no
+/// charge is without its stored answer, and the process dies there (`hold_in_flight`: a kill between a charge and
+/// the layer's completion of its record would charge again on the takeover, since the two are separate writes). The
+/// claims it leaves answer `409` with `Retry-After` until their lease ends, then the retries take them over; what it
+/// completed (the charges answered `503` after charging among them) is replayed by the new process from the table.
+/// The same verdict: nothing charged twice, nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn charge_payment_survives_its_payments_api_killed_in_flight_under_faults() {
+    charge_payment_under_faults(ChargeRun {
+        variant: "payments killed",
+        payments: PaymentsKind::KilledInFlight,
+        intents: if heavy() { 1000 } else { 300 },
+        ..ChargeRun::new("keyed")
+    })
+    .await;
+}
+
+/// Where a run's payments API runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PaymentsKind {
+    /// In the test's process, for the whole run.
+    InProcess,
+    /// `sqsafe-payments`, a process of its own, killed once in flight and started again (see
+    /// `charge_payment_survives_its_payments_api_killed_in_flight_under_faults`).
+    KilledInFlight,
+}
+
+/// A run's payments API.
+enum Payments {
+    InProcess(RunningPayments),
+    Process(PaymentsProcess),
+}
+
+impl Payments {
+    fn base_url(&self) -> String {
+        match self {
+            Payments::InProcess(api) => api.base_url(),
+            Payments::Process(process) => process.url.clone(),
+        }
+    }
+
+    /// Every charge made, by every life of the process.
+    async fn charges(&self) -> Vec<Charge> {
+        match self {
+            Payments::InProcess(api) => api.charges(),
+            Payments::Process(process) => {
+                serde_json::from_value(process.get("/v1/charges").await).expect("charges")
+            }
+        }
+    }
+
+    /// The counters: for a process, its last life's.
+    async fn stats(&self) -> Stats {
+        match self {
+            Payments::InProcess(api) => api.stats(),
+            Payments::Process(process) => {
+                serde_json::from_value(process.get("/v1/stats").await).expect("stats")
+            }
+        }
+    }
+
+    async fn shutdown(self) -> Option<KillReport> {
+        match self {
+            Payments::InProcess(api) => {
+                api.shutdown().await;
+                None
+            }
+            Payments::Process(process) => Some(process.shutdown().await),
+        }
+    }
+}
+
+/// `sqsafe-payments` under a task that kills it once it says `held`, and starts it again on the same port.
+struct PaymentsProcess {
+    url: String,
+    client: reqwest::Client,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<KillReport>,
+}
+
+/// What happened to a killed payments API.
+#[derive(Debug)]
+struct KillReport {
+    /// It said `held` and was SIGKILLed.
+    killed: bool,
+    /// Requests in flight it left claimed and not charged, by its own count.
+    waiting: usize,
+    /// From the kill to the new process listening.
+    restarted_after: Duration,
+}
+
+impl PaymentsProcess {
+    /// Starts `sqsafe-payments ARGS --hold HOLD` on a free port, its stderr in `log`.
+    async fn start(args: Vec<String>, hold: &str, log: PathBuf) -> Self {
+        let binary = payments_binary();
+        let mut first_args = args.clone();
+        first_args.extend([
+            "--hold".to_owned(),
+            hold.to_owned(),
+            "--port".to_owned(),
+            "0".to_owned(),
+        ]);
+        let (mut first, mut lines, url) = Self::spawn(&binary, &first_args, &log).await;
+        let port = url.rsplit(':').next().unwrap_or_default().to_owned();
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let held = loop {
+                tokio::select! {
+                    _ = &mut stopped => break None,
+                    line = lines.next_line() => match line {
+                        Ok(Some(line)) if line.starts_with("held ") => {
+                            break line["held ".len()..].parse::<usize>().ok();
+                        }
+                        Ok(Some(_)) => {}
+                        other => panic!("sqsafe-payments ended before it held a payment: {other:?} (see {})", log.display()),
+                    },
+                }
+            };
+            let Some(waiting) = held else {
+                let _ = first.kill().await;
+                return KillReport {
+                    killed: false,
+                    waiting: 0,
+                    restarted_after: Duration::ZERO,
+                };
+            };
+            // SIGKILL: no destructor runs, nothing is released; the claims stay in the table.
+            first.kill().await.expect("SIGKILL sqsafe-payments");
+            let killed_at = std::time::Instant::now();
+            let mut again_args = args;
+            again_args.extend(["--port".to_owned(), port]);
+            let (mut second, mut lines, _) = Self::spawn(&binary, &again_args, &log).await;
+            let restarted_after = killed_at.elapsed();
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    line = lines.next_line() => if !matches!(line, Ok(Some(_))) { break },
+                }
+            }
+            let _ = second.kill().await;
+            KillReport {
+                killed: true,
+                waiting,
+                restarted_after,
+            }
+        });
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("HTTP client");
+        Self {
+            url,
+            client,
+            stop,
+            task,
+        }
+    }
+
+    /// Spawns the binary and reads its stdout until it listens: the child, the rest of its stdout, its URL.
+    async fn spawn(
+        binary: &Path,
+        args: &[String],
+        log: &Path,
+    ) -> (
+        tokio::process::Child,
+        tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+        String,
+    ) {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("payments log");
+        let mut child = tokio::process::Command::new(binary)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start sqsafe-payments");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.strip_prefix("payments API listening on ") {
+                let url = rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                return (child, lines, url);
+            }
+        }
+        panic!("sqsafe-payments did not start (see {})", log.display());
+    }
+
+    async fn get(&self, path: &str) -> serde_json::Value {
+        self.client
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .expect("payments API answers")
+            .json()
+            .await
+            .expect("payments API JSON")
+    }
+
+    async fn shutdown(self) -> KillReport {
+        let _ = self.stop.send(());
+        self.task.await.expect("payments process task")
+    }
+}
+
 /// What one charge-payment run under faults varies; the faults themselves (crash points, the proxy's throttling and
 /// 500s, the payments API's failures and slow calls, dropped deletes) are the same in every run.
 #[derive(Debug, Clone)]
@@ -892,6 +1155,8 @@ struct ChargeRun {
     unprocessed_keys_rate: f64,
     /// Spans exported (`SQSAFE_TRACES=otlp`) to this endpoint (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`).
     traces: Option<String>,
+    /// Where the payments API runs, and whether it is killed.
+    payments: PaymentsKind,
 }
 
 impl ChargeRun {
@@ -903,6 +1168,7 @@ impl ChargeRun {
             unreadable: 0,
             unprocessed_keys_rate: 0.0,
             traces: None,
+            payments: PaymentsKind::InProcess,
         }
     }
 
@@ -955,23 +1221,6 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
     // The test's own choices (which messages are duplicated, poisoned, slowed down) replay with the seed too.
     let mut rng = fastrand::Rng::with_seed(seed);
 
-    // A payments API that fails before or after charging, and is sometimes slower than the queue's visibility timeout.
-    let slow = Arc::new(Mutex::new(fastrand::Rng::with_seed(seed ^ 0x5EED)));
-    let payments = PaymentsApi::builder()
-        .seed(seed)
-        .fail_before_rate(0.03)
-        .fail_after_rate(0.03)
-        .processing_delay(move || {
-            let ms = if slow.lock().map(|mut r| r.f64()).unwrap_or(1.0) < 0.01 {
-                3_500
-            } else {
-                0
-            };
-            async move { tokio::time::sleep(Duration::from_millis(ms)).await }
-        })
-        .start("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("payments API");
     let mut env = Vec::new();
     if let Some(endpoint) = &run.traces {
         env.extend([
@@ -982,17 +1231,73 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
             ),
         ]);
     }
-    let p = pipeline_with(
-        seed,
-        &run.prefix(),
-        BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
-        PipelineOptions {
-            mode,
-            unprocessed_keys_rate: run.unprocessed_keys_rate,
-            env,
-        },
-    )
-    .await;
+    let options = PipelineOptions {
+        mode,
+        unprocessed_keys_rate: run.unprocessed_keys_rate,
+        env,
+    };
+    let local = local_aws(seed, &options).await;
+    // A payments API that honours the key through sqsafe::api on a table of its own in moto (reached directly, not
+    // through the fault proxy, whose counts are the function's), and fails before or after charging.
+    let payments_table = unique_name("payments-keys");
+    create_table(&local.dynamodb, &payments_table, "pk", None).await;
+    let hold = format!("p-{}", intents / 2);
+    let payments = match run.payments {
+        PaymentsKind::InProcess => {
+            // Sometimes slower than the queue's visibility timeout.
+            let slow = Arc::new(Mutex::new(fastrand::Rng::with_seed(seed ^ 0x5EED)));
+            let api = PaymentsApi::builder()
+                .seed(seed)
+                .fail_before_rate(0.03)
+                .fail_after_rate(0.03)
+                .lease(PAYMENTS_LEASE)
+                .keys_in_dynamodb(local.dynamodb.clone(), payments_table)
+                .processing_delay(move || {
+                    let ms = if slow.lock().map(|mut r| r.f64()).unwrap_or(1.0) < 0.01 {
+                        3_500
+                    } else {
+                        0
+                    };
+                    async move { tokio::time::sleep(Duration::from_millis(ms)).await }
+                })
+                .start("127.0.0.1:0".parse().expect("addr"))
+                .await
+                .expect("payments API");
+            Payments::InProcess(api)
+        }
+        PaymentsKind::KilledInFlight => {
+            let dir = workspace_root().join("target/fault-logs");
+            std::fs::create_dir_all(&dir).expect("log folder");
+            let ledger = dir.join(format!("{}-payments-ledger.jsonl", run.prefix()));
+            let log = dir.join(format!("{}-payments.log", run.prefix()));
+            let _ = std::fs::remove_file(&ledger);
+            let _ = std::fs::remove_file(&log);
+            let args = [
+                "--seed".to_owned(),
+                seed.to_string(),
+                "--fail-before".to_owned(),
+                "0.03".to_owned(),
+                "--fail-after".to_owned(),
+                "0.03".to_owned(),
+                "--dynamodb".to_owned(),
+                local.moto.endpoint(),
+                "--table".to_owned(),
+                payments_table,
+                "--lease".to_owned(),
+                PAYMENTS_LEASE.as_secs().to_string(),
+                "--ledger".to_owned(),
+                ledger.display().to_string(),
+            ];
+            Payments::Process(PaymentsProcess::start(args.to_vec(), &hold, log).await)
+        }
+    };
+    let p = local
+        .pipeline(
+            &run.prefix(),
+            BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
+            options,
+        )
+        .await;
 
     // Intents, republished duplicates, poison bodies, and payloads reused under an existing key.
     let body = |id: &str, amount: u64| {
@@ -1147,7 +1452,7 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
     let reused_ids: BTreeSet<String> = wave2_ids.into_iter().take(second.len()).collect();
 
     // Effects: the payments API's own ledger.
-    let charges = payments.charges();
+    let charges = payments.charges().await;
     let mut by_payment: BTreeMap<String, u64> = BTreeMap::new();
     for c in &charges {
         *by_payment.entry(c.payment_id.clone()).or_insert(0) += 1;
@@ -1217,7 +1522,8 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
     let faults = sum_faults(&instances);
     let late = answers_after_the_deadline(&instances);
     let proxy = p.proxy.stats();
-    let api = payments.stats();
+    let api = payments.stats().await;
+    let kill = payments.shutdown().await;
     let deliveries: u64 = wave1
         .mappings
         .iter()
@@ -1297,9 +1603,13 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
         proxy.dynamodb_requests,
         proxy.by_operation.get("BatchGetItem").copied().unwrap_or(0)
     );
+    let api_life = match run.payments {
+        PaymentsKind::InProcess => "",
+        PaymentsKind::KilledInFlight => " (its life after the kill)",
+    };
     println!(
-        "                          payments API: 503 before {}, 503 after charging {}",
-        api.failed_before, api.failed_after
+        "                          payments API{api_life}: 503 before {}, 503 after charging {}, 409 {}, replays {}",
+        api.failed_before, api.failed_after, api.conflicts_409, api.replays
     );
     println!("                          pollers dropped the delete of {dropped} batches");
     println!(
@@ -1373,6 +1683,14 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
             logs.spans_dropped, logs.spans_cut
         );
     }
+    if let Some(kill) = &kill {
+        println!(
+            "payments API killed       SIGKILL once {hold} was held in flight, {} requests claimed and not charged; \
+             listening again on the same port and table after {} ms",
+            kill.waiting,
+            kill.restarted_after.as_millis()
+        );
+    }
     println!("answers after the deadline  {late}");
     println!("lost                      {}", missing.len());
     println!("records left IN_PROGRESS  {in_progress}");
@@ -1381,6 +1699,12 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
         started.elapsed().as_secs_f64()
     );
 
+    if let Some(kill) = &kill {
+        assert!(
+            kill.killed && kill.waiting > 0,
+            "the payments API was killed with requests in flight (seed {seed}): {kill:?}"
+        );
+    }
     assert_eq!(
         late, 0,
         "invocations that had not answered by their deadline, killed by the Runtime API (seed {seed})"
@@ -1492,7 +1816,6 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
         run.unprocessed_keys_rate == 0.0 || proxy.unprocessed_keys > 0,
         "BatchGetItems were really answered with their keys unprocessed"
     );
-    payments.shutdown().await;
     ChargeVerdict {
         spans_dropped: logs.spans_dropped,
     }

@@ -24,6 +24,8 @@ async fn charge_payment_under_cargo_lambda_watch() {
     let dlq = create_queue(&sqs, "charge-payment-dlq", false).await;
     let queue = create_queue(&sqs, "charge-payment", false).await;
     let payments = PaymentsApi::builder()
+        .keys_in_new_table(dynamodb.clone())
+        .await
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");

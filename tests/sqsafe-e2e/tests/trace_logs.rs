@@ -151,6 +151,8 @@ async fn at_trace_no_body_value_reaches_the_logs() {
     let destination = create_queue(&sqs, "relayed", false).await;
     let failures = create_queue(&sqs, "relay-failures", false).await;
     let payments = PaymentsApi::builder()
+        .keys_in_new_table(dynamodb.clone())
+        .await
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");

@@ -1,36 +1,73 @@
-//! The payments API's routes (see the [module documentation](super) for what each answers).
+//! The payments API's routes (see the [module documentation](super) for what each answers). `POST /v1/charges` runs
+//! through two layers: `admit` (reads and validates the body, counts the answers, turns an injected fault after
+//! charging into a `503`), then sqsafe's [`IdempotencyLayer`], which owns everything about the key.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::handler::Handler;
 use axum::http::header::{ALLOW, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use axum::http::{StatusCode, Uri};
+use axum::http::{Method, StatusCode, Uri};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
-use serde_json::Value;
+use sqsafe::api::{ApiSettings, IDEMPOTENCY_KEY, IdempotencyLayer, REPLAYED};
+use sqsafe_idempotency::{Idempotency, IdempotencyStore};
+use tower::Layer;
 
 use super::fault::Fault;
-use super::fingerprint::fingerprint;
-use super::ledger::{Admission, ChargeRequest, StoredResponse};
+use super::hold::Charging;
+use super::ledger::ChargeRequest;
 use super::server::Shared;
 
-/// Longest accepted `Idempotency-Key`, in bytes (header values are ASCII).
-const MAX_KEY_LEN: usize = 255;
 /// Largest accepted request body.
 const MAX_BODY_BYTES: usize = 64 * 1024;
+/// The records' name and version (their keys' consumer part).
+const RECORD_NAME: &str = "payments-api";
+/// The one caller: this fake has one merchant account, so every client's keys are that account's.
+const MERCHANT: &str = "merchant";
 
-const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 const CORRELATION_ID: HeaderName = HeaderName::from_static("x-correlation-id");
-const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// What the charge handler tells `admit` about one request: its fault, and whether it charged (kept until the answer
+/// is back through the layer, for a hold).
+#[derive(Clone, Default)]
+struct Slot(Arc<Mutex<SlotState>>);
+
+#[derive(Default)]
+struct SlotState {
+    fault: Option<Fault>,
+    charging: Option<Charging>,
+}
+
+impl Slot {
+    fn with<R>(&self, f: impl FnOnce(&mut SlotState) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
 
 /// The routes, each with a `405` (and its `Allow`) for the other methods, HEAD included (axum would answer it with
 /// the GET handler), and a JSON `404` elsewhere.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+pub(crate) fn router<S: IdempotencyStore + 'static>(
+    shared: Arc<Shared>,
+    idem: Idempotency<S>,
+    lease: Duration,
+) -> Router {
+    let settings = ApiSettings {
+        methods: vec![Method::POST],
+        lease,
+        name: (RECORD_NAME.to_owned(), 1),
+        ..ApiSettings::default()
+    };
+    let keys = IdempotencyLayer::with_settings(idem, |_: &_| Some(MERCHANT.to_owned()), settings);
+    let charge = axum::middleware::from_fn_with_state(Arc::clone(&shared), admit)
+        .layer(keys.layer(create_charge.with_state(Arc::clone(&shared))));
     let only = |allow: &'static str| move || async move { method_not_allowed(allow) };
     Router::new()
         .route(
@@ -38,9 +75,13 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             get(health).head(only("GET")).fallback(only("GET")),
         )
         .route(
+            "/v1/stats",
+            get(stats).head(only("GET")).fallback(only("GET")),
+        )
+        .route(
             "/v1/charges",
             get(list_charges)
-                .post(create_charge)
+                .post_service(charge)
                 .head(only("GET, POST"))
                 .fallback(only("GET, POST")),
         )
@@ -58,150 +99,104 @@ async fn health() -> Response {
     json(StatusCode::OK, &serde_json::json!({ "status": "ok" }))
 }
 
+async fn stats(State(shared): State<Arc<Shared>>) -> Response {
+    json(StatusCode::OK, &shared.ledger().stats())
+}
+
 async fn list_charges(State(shared): State<Arc<Shared>>) -> Response {
     json(StatusCode::OK, &shared.charges())
 }
 
+/// In front of the idempotency layer: a request that is not a valid charge is refused before any key is claimed
+/// (as a gateway's request validation would), and each answer is counted.
+async fn admit(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    shared.ledger().stats_mut().requests += 1;
+    let (mut parts, body) = request.into_parts();
+    let body = match read_body(body).await {
+        Ok(body) => body,
+        Err(rejection) => {
+            shared.ledger().stats_mut().bad_requests += 1;
+            return rejection.into_response();
+        }
+    };
+    let slot = Slot::default();
+    parts.extensions.insert(slot.clone());
+    let answer = next.run(Request::from_parts(parts, Body::from(body))).await;
+    // The answer is back through the layer: its record is completed (or released). A hold may go on.
+    let (fault, charging) = slot.with(|s| (s.fault, s.charging.take()));
+    drop(charging);
+    let mut ledger = shared.ledger();
+    let stats = ledger.stats_mut();
+    let status = answer.status();
+    if answer.headers().get(REPLAYED).is_some_and(|v| v == "true") {
+        stats.replays += 1;
+    } else if status == StatusCode::CONFLICT {
+        stats.conflicts_409 += 1;
+    } else if status == StatusCode::UNPROCESSABLE_ENTITY {
+        stats.mismatches_422 += 1;
+    } else if status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE {
+        stats.bad_requests += 1;
+    } else if status.is_server_error() && fault != Some(Fault::Before) {
+        stats.layer_errors += 1;
+    }
+    drop(ledger);
+    if fault == Some(Fault::After) && status == StatusCode::CREATED {
+        // Charged, and its 201 stored for replay by the layer: the client is told it failed all the same.
+        return unavailable();
+    }
+    answer
+}
+
+/// Runs only for a key the layer has just claimed: draws the fault, waits the processing delay, charges.
 async fn create_charge(
     State(shared): State<Arc<Shared>>,
+    Extension(slot): Extension<Slot>,
     headers: HeaderMap,
-    body: Body,
+    body: Bytes,
 ) -> Response {
-    shared.ledger().count_request();
-    let (key, correlation_id) = match read_headers(&headers) {
-        Ok(found) => found,
-        Err(rejection) => return bad_request(&shared, rejection),
+    // `admit` validated the body; a failure here would be this file's bug, answered as a bad request all the same.
+    let charge: ChargeRequest = match serde_json::from_slice(&body) {
+        Ok(charge) => charge,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request", &e.to_string()),
     };
-    let (body, charge) = match read_body(body).await {
-        Ok(parsed) => parsed,
-        Err(rejection) => return bad_request(&shared, rejection),
-    };
-    let fingerprint = fingerprint(&body);
-
-    let admission = shared
-        .ledger()
-        .admit(&key, &fingerprint, &charge.payment_id);
-    let fault = match admission {
-        Admission::New(fault) => fault,
-        Admission::Replay(stored) => {
-            tracing::debug!(key, "replaying stored response");
-            return replay(stored);
-        }
-        Admission::InFlight => {
-            return error(
-                StatusCode::CONFLICT,
-                "request_in_flight",
-                "a request with this Idempotency-Key is still being processed; retry later",
-            );
-        }
-        Admission::Mismatch => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
-                "this Idempotency-Key was used with a different request body",
-            );
-        }
-    };
-
-    let in_flight = InFlight::new(shared.clone(), key);
+    let key = text(&headers, &IDEMPOTENCY_KEY).unwrap_or_default();
+    let correlation_id = text(&headers, &CORRELATION_ID);
+    let fault = shared.ledger().next_fault(&charge.payment_id);
+    slot.with(|s| s.fault = Some(fault));
     if let Some(delay) = &shared.delay {
         delay.delay().await;
     }
-    match fault {
-        Fault::Before => {
-            in_flight.fail_before();
-            unavailable()
-        }
-        Fault::After => {
-            in_flight.charge(charge, correlation_id, true);
-            unavailable()
-        }
-        Fault::None => stored(in_flight.charge(charge, correlation_id, false)),
+    if fault == Fault::Before {
+        shared.ledger().stats_mut().failed_before += 1;
+        tracing::info!(key, "injected failure before charging");
+        // A 5xx: the layer releases the key, so the retry charges.
+        return unavailable();
     }
-}
-
-/// Owns an in-flight key until it is charged or released. If the request is dropped first (the client went away,
-/// the server shut down), the key is released so that a retry can charge, as a crash before charging would leave it.
-struct InFlight {
-    shared: Arc<Shared>,
-    key: String,
-    settled: bool,
-}
-
-impl InFlight {
-    fn new(shared: Arc<Shared>, key: String) -> Self {
-        Self {
-            shared,
-            key,
-            settled: false,
-        }
+    if let Some(hold) = &shared.hold {
+        let charging = hold.before_charge(&charge.payment_id).await;
+        slot.with(|s| s.charging = Some(charging));
     }
-
-    fn fail_before(mut self) {
-        self.settled = true;
-        let mut ledger = self.shared.ledger();
-        ledger.release(&self.key);
-        ledger.count_failed_before();
-        tracing::info!(key = self.key, "injected failure before charging");
-    }
-
-    fn charge(
-        mut self,
-        charge: ChargeRequest,
-        correlation_id: Option<String>,
-        fail_after: bool,
-    ) -> StoredResponse {
-        self.settled = true;
-        let mut ledger = self.shared.ledger();
-        let stored = ledger.charge(&self.key, charge, correlation_id);
-        if fail_after {
-            ledger.count_failed_after();
-            tracing::info!(key = self.key, "charged, injected failure after charging");
-        } else {
-            tracing::info!(key = self.key, "charged");
+    let body = {
+        let mut ledger = shared.ledger();
+        if fault == Fault::After {
+            ledger.stats_mut().failed_after += 1;
         }
-        stored
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if !self.settled {
-            self.shared.ledger().release(&self.key);
-        }
-    }
-}
-
-fn read_headers(headers: &HeaderMap) -> Result<(String, Option<String>), Rejection> {
-    let key = match headers.get(IDEMPOTENCY_KEY) {
-        None => {
-            return Err(Rejection::new(
-                StatusCode::BAD_REQUEST,
-                "missing_idempotency_key",
-                "the Idempotency-Key header is required",
-            ));
-        }
-        Some(value) => value.to_str().ok().map(str::trim).unwrap_or_default(),
+        ledger.charge(&key, charge, correlation_id)
     };
-    if key.is_empty() || key.len() > MAX_KEY_LEN {
-        return Err(Rejection::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_idempotency_key",
-            format!(
-                "the Idempotency-Key header must be 1 to {MAX_KEY_LEN} visible ASCII characters"
-            ),
-        ));
-    }
-    let correlation_id = headers
-        .get(CORRELATION_ID)
+    tracing::info!(key, after = fault == Fault::After, "charged");
+    with_body(StatusCode::CREATED, Bytes::from(body))
+}
+
+fn text(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
+    headers
+        .get(name)
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|v| !v.is_empty())
-        .map(str::to_owned);
-    Ok((key.to_owned(), correlation_id))
+        .map(str::to_owned)
 }
 
-async fn read_body(body: Body) -> Result<(Value, ChargeRequest), Rejection> {
+async fn read_body(body: Body) -> Result<Bytes, Rejection> {
     let bytes = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => {
@@ -219,14 +214,14 @@ async fn read_body(body: Body) -> Result<(Value, ChargeRequest), Rejection> {
             ));
         }
     };
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
         Rejection::new(
             StatusCode::BAD_REQUEST,
             "invalid_json",
             format!("the request body is not JSON: {e}"),
         )
     })?;
-    let charge: ChargeRequest = serde_json::from_value(value.clone()).map_err(|e| {
+    let charge: ChargeRequest = serde_json::from_value(value).map_err(|e| {
         Rejection::new(
             StatusCode::BAD_REQUEST,
             "invalid_request",
@@ -235,7 +230,7 @@ async fn read_body(body: Body) -> Result<(Value, ChargeRequest), Rejection> {
     })?;
     validate(&charge)
         .map_err(|message| Rejection::new(StatusCode::BAD_REQUEST, "invalid_request", message))?;
-    Ok((value, charge))
+    Ok(bytes)
 }
 
 fn validate(charge: &ChargeRequest) -> Result<(), &'static str> {
@@ -252,24 +247,6 @@ fn validate(charge: &ChargeRequest) -> Result<(), &'static str> {
         return Err("currency must be a three-letter ISO 4217 code");
     }
     Ok(())
-}
-
-fn bad_request(shared: &Shared, rejection: Rejection) -> Response {
-    shared.ledger().count_bad_request();
-    rejection.into_response()
-}
-
-fn stored(stored: StoredResponse) -> Response {
-    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    with_body(status, stored.body)
-}
-
-fn replay(stored_response: StoredResponse) -> Response {
-    let mut response = stored(stored_response);
-    response
-        .headers_mut()
-        .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
-    response
 }
 
 fn unavailable() -> Response {
@@ -297,7 +274,7 @@ fn error(status: StatusCode, code: &'static str, message: &str) -> Response {
     Rejection::new(status, code, message).into_response()
 }
 
-/// A request refused before it touched the ledger.
+/// A request refused before any key was claimed.
 #[derive(Debug)]
 struct Rejection {
     status: StatusCode,
@@ -328,7 +305,7 @@ fn json(status: StatusCode, body: &impl Serialize) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// Bytes already serialised as JSON (a stored answer, replayed byte for byte).
+/// Bytes already serialised as JSON.
 fn with_body(status: StatusCode, body: Bytes) -> Response {
     (
         status,

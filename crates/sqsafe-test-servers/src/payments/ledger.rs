@@ -1,10 +1,12 @@
-use std::collections::HashMap;
 use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::fault::{Fault, FaultPlan};
+use crate::error::{Error, Result};
 
 /// One charge the payments API made: an entry of its ledger.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,25 +27,29 @@ pub struct Charge {
     pub correlation_id: Option<String>,
 }
 
-/// Counters since the server started.
+/// Counters since the server started (a restarted server counts afresh; its ledger file, if any, keeps the charges).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Stats {
     /// `POST /v1/charges` requests received, valid or not.
     pub requests: u64,
     /// Charges made (ledger entries), including those answered with an injected `503` after charging.
     pub charges: u64,
-    /// Stored responses replayed to a retry with the same key and body.
+    /// Stored answers replayed by the idempotency layer to a repeat of the same key and content.
     pub replays: u64,
-    /// Requests refused with `409` because the first request with their key was still being processed.
+    /// Requests refused with `409` because the first request with their key was still in flight (or its claim, left
+    /// by a process that died, had not yet run out).
     pub conflicts_409: u64,
-    /// Requests refused with `422` because their key was first used with another body.
+    /// Requests refused with `422` because their key was first used with other content.
     pub mismatches_422: u64,
-    /// Injected `503`s before charging (key forgotten, nothing charged).
+    /// Injected `503`s before charging (the layer released the key, nothing charged).
     pub failed_before: u64,
-    /// Injected `503`s after charging (charge made and stored for replay).
+    /// Injected `503`s after charging (charge made and its `201` stored for replay).
     pub failed_after: u64,
-    /// Requests refused with `400` or `413`: no usable key, unreadable or invalid body. Their key is not stored.
+    /// Requests refused with `400` or `413`: no usable key, unreadable or invalid body. No key is claimed for them.
     pub bad_requests: u64,
+    /// `5xx` answers of the idempotency layer itself: its table failed (`503`, nothing charged), or a request ran past
+    /// its lease (`504`, its key released).
+    pub layer_errors: u64,
 }
 
 impl fmt::Display for Stats {
@@ -51,7 +57,7 @@ impl fmt::Display for Stats {
         write!(
             f,
             "requests={} charges={} replays={} conflicts_409={} mismatches_422={} failed_before={} failed_after={} \
-             bad_requests={}",
+             bad_requests={} layer_errors={}",
             self.requests,
             self.charges,
             self.replays,
@@ -59,7 +65,8 @@ impl fmt::Display for Stats {
             self.mismatches_422,
             self.failed_before,
             self.failed_after,
-            self.bad_requests
+            self.bad_requests,
+            self.layer_errors
         )
     }
 }
@@ -75,138 +82,79 @@ pub(crate) struct ChargeRequest {
 
 /// The `201` body, in this field order.
 #[derive(Serialize)]
-struct ChargeResponse<'a> {
-    id: &'a str,
-    payment_id: &'a str,
-    amount: u64,
-    currency: &'a str,
-    status: &'static str,
+pub(crate) struct ChargeResponse<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) payment_id: &'a str,
+    pub(crate) amount: u64,
+    pub(crate) currency: &'a str,
+    pub(crate) status: &'static str,
 }
 
-/// A response kept for replay: exactly the status and bytes the first request got (or would have got).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StoredResponse {
-    pub(crate) status: u16,
-    pub(crate) body: Bytes,
-}
-
-/// What to do with a request whose key and fingerprint are known.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Admission {
-    /// The key was new and is now in flight for this request, which must settle it with
-    /// [`Ledger::charge`] or [`Ledger::release`].
-    New(Fault),
-    /// The key is done: answer with this.
-    Replay(StoredResponse),
-    /// The first request with this key is still being processed.
-    InFlight,
-    /// The key was first used with another body.
-    Mismatch,
-}
-
-#[derive(Debug)]
-enum KeyState {
-    InFlight,
-    Done(StoredResponse),
-}
-
-#[derive(Debug)]
-struct KeyEntry {
-    fingerprint: String,
-    state: KeyState,
-}
-
-/// The payments API's whole state: keys, charges, counters and the fault plan. Kept under one lock, never held
-/// across an await, so each transition below is atomic.
+/// The charges, the counters and the fault plan, under one lock never held across an await. Keys are not here: the
+/// idempotency layer keeps them, in its table.
 #[derive(Debug)]
 pub(crate) struct Ledger {
-    keys: HashMap<String, KeyEntry>,
     charges: Vec<Charge>,
     stats: Stats,
     faults: FaultPlan,
+    /// Where each charge is appended as a JSON line, when the ledger must outlive the process.
+    file: Option<(PathBuf, File)>,
 }
 
 impl Ledger {
-    pub(crate) fn new(faults: FaultPlan) -> Self {
-        Self {
-            keys: HashMap::new(),
-            charges: Vec::new(),
+    /// A ledger with the charges already in `file` (created when missing), each later charge appended to it.
+    pub(crate) fn new(faults: FaultPlan, file: Option<&Path>) -> Result<Self> {
+        let mut charges = Vec::new();
+        let file = match file {
+            None => None,
+            Some(path) => {
+                let ledger_error = |source| Error::Ledger {
+                    path: path.to_owned(),
+                    source,
+                };
+                let opened = OpenOptions::new()
+                    .create(true)
+                    .read(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(ledger_error)?;
+                for line in BufReader::new(&opened).lines() {
+                    let line = line.map_err(ledger_error)?;
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let charge = serde_json::from_str(&line).map_err(|e| {
+                        ledger_error(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+                    })?;
+                    charges.push(charge);
+                }
+                Some((path.to_owned(), opened))
+            }
+        };
+        Ok(Self {
+            charges,
             stats: Stats::default(),
             faults,
-        }
+            file,
+        })
     }
 
-    pub(crate) fn count_request(&mut self) {
-        self.stats.requests += 1;
+    pub(crate) fn stats_mut(&mut self) -> &mut Stats {
+        &mut self.stats
     }
 
-    pub(crate) fn count_bad_request(&mut self) {
-        self.stats.bad_requests += 1;
+    /// The fault for a new request of `payment_id` (its key just claimed).
+    pub(crate) fn next_fault(&mut self, payment_id: &str) -> Fault {
+        self.faults.next_for(payment_id)
     }
 
-    /// A body that differs from the first one is refused even while the first is in flight: the request is wrong
-    /// whatever happens to the first, so retrying it later cannot help.
-    pub(crate) fn admit(&mut self, key: &str, fingerprint: &str, payment_id: &str) -> Admission {
-        match self.keys.get(key) {
-            Some(entry) if entry.fingerprint != fingerprint => {
-                self.stats.mismatches_422 += 1;
-                Admission::Mismatch
-            }
-            Some(KeyEntry {
-                state: KeyState::InFlight,
-                ..
-            }) => {
-                self.stats.conflicts_409 += 1;
-                Admission::InFlight
-            }
-            Some(KeyEntry {
-                state: KeyState::Done(response),
-                ..
-            }) => {
-                self.stats.replays += 1;
-                Admission::Replay(response.clone())
-            }
-            None => {
-                self.keys.insert(
-                    key.to_owned(),
-                    KeyEntry {
-                        fingerprint: fingerprint.to_owned(),
-                        state: KeyState::InFlight,
-                    },
-                );
-                Admission::New(self.faults.next_for(payment_id))
-            }
-        }
-    }
-
-    /// Forgets an in-flight key without charging, so that a retry starts afresh. A done key is kept.
-    pub(crate) fn release(&mut self, key: &str) {
-        if matches!(
-            self.keys.get(key),
-            Some(KeyEntry {
-                state: KeyState::InFlight,
-                ..
-            })
-        ) {
-            self.keys.remove(key);
-        }
-    }
-
-    pub(crate) fn count_failed_before(&mut self) {
-        self.stats.failed_before += 1;
-    }
-
-    pub(crate) fn count_failed_after(&mut self) {
-        self.stats.failed_after += 1;
-    }
-
-    /// Makes the charge for an in-flight key and stores its `201` for replay.
+    /// Makes the charge: an entry of the ledger (and a line of its file), counted. Returns the `201` body.
     pub(crate) fn charge(
         &mut self,
         key: &str,
         request: ChargeRequest,
         correlation_id: Option<String>,
-    ) -> StoredResponse {
+    ) -> Vec<u8> {
         let id = format!("ch_{}", self.charges.len() + 1);
         let body = ChargeResponse {
             id: &id,
@@ -215,14 +163,9 @@ impl Ledger {
             currency: &request.currency,
             status: "succeeded",
         };
-        let response = StoredResponse {
-            status: 201,
-            // Five plain fields cannot fail to serialise; the fallback only keeps `unwrap` out.
-            body: serde_json::to_vec(&body)
-                .map(Bytes::from)
-                .unwrap_or_default(),
-        };
-        self.charges.push(Charge {
+        // Five plain fields cannot fail to serialise; the fallback only keeps `unwrap` out.
+        let body = serde_json::to_vec(&body).unwrap_or_default();
+        let charge = Charge {
             id,
             idempotency_key: key.to_owned(),
             payment_id: request.payment_id,
@@ -230,12 +173,18 @@ impl Ledger {
             currency: request.currency,
             customer_id: request.customer_id,
             correlation_id,
-        });
-        self.stats.charges += 1;
-        if let Some(entry) = self.keys.get_mut(key) {
-            entry.state = KeyState::Done(response.clone());
+        };
+        if let Some((path, file)) = &mut self.file {
+            // One write per line, to a file opened for appending: a process killed after it keeps the line.
+            let mut line = serde_json::to_vec(&charge).unwrap_or_default();
+            line.push(b'\n');
+            if let Err(e) = file.write_all(&line) {
+                tracing::error!(path = %path.display(), error = %e, "the charge could not be written to the ledger file");
+            }
         }
-        response
+        self.charges.push(charge);
+        self.stats.charges += 1;
+        body
     }
 
     pub(crate) fn force_for_payment(&mut self, payment_id: &str, fault: Fault) {
@@ -259,13 +208,9 @@ impl Ledger {
 mod tests {
     use super::*;
 
-    fn ledger() -> Ledger {
-        Ledger::new(FaultPlan::new(0, 0.0, 0.0))
-    }
-
-    fn request() -> ChargeRequest {
+    fn request(payment_id: &str) -> ChargeRequest {
         ChargeRequest {
-            payment_id: "p-1".into(),
+            payment_id: payment_id.into(),
             amount: 1250,
             currency: "EUR".into(),
             customer_id: "c-1".into(),
@@ -273,47 +218,48 @@ mod tests {
     }
 
     #[test]
-    fn a_key_goes_from_new_to_in_flight_to_done() {
-        let mut l = ledger();
-        assert_eq!(l.admit("k", "f", "p"), Admission::New(Fault::None));
-        assert_eq!(l.admit("k", "f", "p"), Admission::InFlight);
-        let stored = l.charge("k", request(), Some("corr-1".into()));
-        assert_eq!(stored.status, 201);
-        assert_eq!(l.admit("k", "f", "p"), Admission::Replay(stored));
-        assert_eq!(l.admit("k", "other", "p"), Admission::Mismatch);
-        assert_eq!(l.charges().len(), 1);
-        assert_eq!(l.charges()[0].correlation_id.as_deref(), Some("corr-1"));
-        let stats = l.stats();
-        assert_eq!(
-            (
-                stats.charges,
-                stats.replays,
-                stats.conflicts_409,
-                stats.mismatches_422
-            ),
-            (1, 1, 1, 1)
-        );
-    }
-
-    #[test]
-    fn a_released_key_is_new_again_but_a_done_key_is_not_released() {
-        let mut l = ledger();
-        assert!(matches!(l.admit("k", "f", "p"), Admission::New(_)));
-        l.release("k");
-        assert!(matches!(l.admit("k", "other", "p"), Admission::New(_)));
-        l.charge("k", request(), None);
-        l.release("k");
-        assert!(matches!(l.admit("k", "other", "p"), Admission::Replay(_)));
-    }
-
-    #[test]
-    fn charge_ids_count_up() {
-        let mut l = ledger();
+    fn charge_ids_count_up_and_the_body_names_the_charge() {
+        let mut l = Ledger::new(FaultPlan::new(0, 0.0, 0.0), None).expect("ledger");
+        let mut bodies = Vec::new();
         for key in ["a", "b", "c"] {
-            l.admit(key, "f", "p");
-            l.charge(key, request(), None);
+            bodies.push(l.charge(key, request("p-1"), Some("corr".into())));
         }
         let ids: Vec<&str> = l.charges().iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, ["ch_1", "ch_2", "ch_3"]);
+        assert_eq!(
+            String::from_utf8(bodies[1].clone()).expect("utf-8"),
+            r#"{"id":"ch_2","payment_id":"p-1","amount":1250,"currency":"EUR","status":"succeeded"}"#
+        );
+        assert_eq!(l.stats().charges, 3);
+    }
+
+    #[test]
+    fn a_ledger_file_outlives_its_ledger_and_its_ids_go_on() {
+        let dir = std::env::temp_dir().join(format!(
+            "sqsafe-ledger-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("ledger.jsonl");
+        let mut first = Ledger::new(FaultPlan::new(0, 0.0, 0.0), Some(&path)).expect("ledger");
+        first.charge("k-1", request("p-1"), None);
+        first.charge("k-2", request("p-2"), None);
+        drop(first);
+        let mut second = Ledger::new(FaultPlan::new(0, 0.0, 0.0), Some(&path)).expect("ledger");
+        assert_eq!(
+            second.charges().len(),
+            2,
+            "the first life's charges are read back"
+        );
+        assert_eq!(second.stats().charges, 0, "counters are this life's");
+        second.charge("k-3", request("p-3"), None);
+        let third = Ledger::new(FaultPlan::new(0, 0.0, 0.0), Some(&path)).expect("ledger");
+        let ids: Vec<&str> = third.charges().iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["ch_1", "ch_2", "ch_3"]);
+        std::fs::write(&path, "not json\n").expect("write");
+        let err = Ledger::new(FaultPlan::new(0, 0.0, 0.0), Some(&path)).expect_err("refused");
+        assert!(err.to_string().contains("ledger.jsonl"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

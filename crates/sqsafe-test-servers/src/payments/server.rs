@@ -1,10 +1,12 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use sqsafe_idempotency::{DynamoDbStore, Idempotency, IdempotencyStore, InMemoryStore};
 use tokio::net::TcpListener;
 
-use super::config::{PaymentsApi, ProcessingDelay};
+use super::config::{KeyPlace, PaymentsApi, ProcessingDelay};
 use super::fault::{Fault, FaultPlan};
+use super::hold::Hold;
 use super::http::router;
 use super::ledger::{Charge, Ledger, Stats};
 use crate::error::{Error, Result};
@@ -14,6 +16,7 @@ use sqsafe_testkit::{ServerSettings as Settings, ServerTask};
 pub(crate) struct Shared {
     ledger: Mutex<Ledger>,
     pub(crate) delay: Option<Arc<dyn ProcessingDelay>>,
+    pub(crate) hold: Option<Arc<Hold>>,
 }
 
 impl Shared {
@@ -39,23 +42,33 @@ pub struct RunningPayments {
 
 impl RunningPayments {
     pub(crate) async fn start(api: PaymentsApi, addr: SocketAddr) -> Result<Self> {
+        let faults = FaultPlan::new(api.seed, api.fail_before_rate, api.fail_after_rate);
+        let shared = Arc::new(Shared {
+            ledger: Mutex::new(Ledger::new(faults, api.ledger_file.as_deref())?),
+            delay: api.delay,
+            hold: api.hold.map(|payment_id| Arc::new(Hold::new(payment_id))),
+        });
+        let router = match api.keys {
+            KeyPlace::DynamoDb { client, table } => {
+                let store = DynamoDbStore::builder(client, table)
+                    .build()
+                    .map_err(|e| Error::Layer(e.to_string()))?;
+                router(Arc::clone(&shared), engine(store)?, api.lease)
+            }
+            KeyPlace::InMemory => router(
+                Arc::clone(&shared),
+                engine(InMemoryStore::new())?,
+                api.lease,
+            ),
+        };
         let bind_error = |source| Error::Bind { addr, source };
         let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
         let local = listener.local_addr().map_err(bind_error)?;
-        let shared = Arc::new(Shared {
-            ledger: Mutex::new(Ledger::new(FaultPlan::new(
-                api.seed,
-                api.fail_before_rate,
-                api.fail_after_rate,
-            ))),
-            delay: api.delay,
-        });
         let settings = Settings {
             nodelay: false,
             header_read_timeout: true,
             log_prefix: "",
         };
-        let router = router(shared.clone());
         let server = ServerTask::spawn(listener, settings, move || router.clone());
         tracing::info!(addr = %local, seed = api.seed, "payments API listening");
         Ok(Self {
@@ -75,20 +88,20 @@ impl RunningPayments {
         format!("http://{}", self.addr)
     }
 
-    /// The ledger: every charge made so far, oldest first.
+    /// The ledger: every charge made so far, oldest first (with a ledger file, those of earlier processes first).
     pub fn charges(&self) -> Vec<Charge> {
         self.shared.charges()
     }
 
-    /// Queues `fault` for the next new request of `payment_id` (its first use of a key), ahead of
-    /// [`force_next`](Self::force_next)'s queue and the seeded RNG: a fault aimed at one payment whatever the order in
-    /// which concurrent requests arrive.
+    /// Queues `fault` for the next new request of `payment_id` (a request whose key the layer has just claimed), ahead
+    /// of [`force_next`](Self::force_next)'s queue and the seeded RNG: a fault aimed at one payment whatever the order
+    /// in which concurrent requests arrive.
     pub fn force_for_payment(&self, payment_id: &str, fault: Fault) {
         self.shared.ledger().force_for_payment(payment_id, fault);
     }
 
-    /// Queues `fault` for the next new request (a request whose key is not known yet), ahead of the seeded RNG.
-    /// Several calls queue several outcomes, used in order; forcing does not shift the seeded sequence.
+    /// Queues `fault` for the next new request (a request whose key the layer has just claimed), ahead of the seeded
+    /// RNG. Several calls queue several outcomes, used in order; forcing does not shift the seeded sequence.
     pub fn force_next(&self, fault: Fault) {
         self.shared.ledger().force(fault);
     }
@@ -98,11 +111,28 @@ impl RunningPayments {
         self.shared.ledger().stats()
     }
 
-    /// Stops accepting, cuts open connections (requests still in flight are dropped, their keys released) and waits
-    /// until the listening socket is closed.
+    /// Resolves once the payment given to [`hold_in_flight`](crate::PaymentsApiBuilder::hold_in_flight) is held and
+    /// no charge is without its stored answer, with the number of requests then waiting, claimed and not charged
+    /// (the held one among them); never, without a hold.
+    pub async fn held(&self) -> usize {
+        match &self.shared.hold {
+            Some(hold) => hold.held().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops accepting, cuts open connections and waits until the listening socket is closed. Requests still in
+    /// flight are dropped: their keys stay claimed until their lease runs out (a retry gets `409` until then), as a
+    /// crashed server would leave them, since a request dropped after its charge must not be charged again.
     pub async fn shutdown(self) {
         self.server.shutdown().await;
     }
+}
+
+fn engine<S: IdempotencyStore>(store: S) -> Result<Idempotency<S>> {
+    Idempotency::builder(store, "payments-api", 1)
+        .build()
+        .map_err(|e| Error::Layer(e.to_string()))
 }
 
 impl std::fmt::Debug for Shared {
@@ -110,6 +140,7 @@ impl std::fmt::Debug for Shared {
         f.debug_struct("Shared")
             .field("ledger", &self.ledger)
             .field("processing_delay", &self.delay.is_some())
+            .field("hold", &self.hold)
             .finish()
     }
 }
