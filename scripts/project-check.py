@@ -21,7 +21,8 @@
    (it finds the workspace and the template upward), and 3 and 4 again for the new consumer (the first one is
    rendered behind an SNS subscription, `envelope: sns`: both consumers' sample events, tests and deliveries go
    through an envelope); then `sqsafe new consumer --envelope s3` a third time, and 3 for it (its payload is the
-   object notification's `sqsafe::S3Object`);
+   object notification's `sqsafe::S3Object`); then `sqsafe new api` (an HTTP API behind sqsafe::api's layer): its
+   crate checked as in 3, its tests failing, every one, with the layer taken out of its handler, and 4 again;
 6. the local pipeline on the project's template with both consumers under `cargo lambda watch`
    (`sqsafe local up --watch`, the sqsafe a team installs: no test servers): each sample message sent twice, one effect per intent, and the standard queue's second
    delivery answered from the record (replayed or skipped by the cache), not applied again;
@@ -68,6 +69,15 @@ PROJECT = "probe-shop"
 NAME = "ship-order"
 NAME_TRANSACT = "book-shipment"
 NAME_S3 = "scan-upload"
+API = "orders-api"
+# An API's tests, each of which must fail when the idempotency layer is taken out of its handler.rs (api_checks).
+API_TESTS = [
+    "the_first_request_runs_the_handler_once_and_keeps_its_answer",
+    "a_repeat_replays_the_first_answer_byte_for_byte",
+    "other_content_under_the_key_is_refused",
+    "two_callers_with_one_key_are_two_requests",
+]
+LAYER = re.compile(r"\s*\.layer\(IdempotencyLayer::with_settings\([^;]*?\)\)(?=\))")
 # Each generated handler's effect broken on purpose, as a real effect could be: (how it is broken, the text replaced,
 # its replacement, a test that must then fail). A plain consumer's effect is one call to its API (sqsafe::http); a
 # transactional one's is a write committed with the record. Its tests must fail for each.
@@ -373,6 +383,33 @@ def crate_checks(project: Path, env: dict, name: str) -> None:
     # `cargo test` built the function's binary from the broken source too: build it again from the restored one,
     # or the pipeline would run the broken binary.
     run("cargo", "build", "-q", "-p", name, "--bins", cwd=project, env=env)
+
+
+def api_checks(project: Path, env: dict, name: str) -> None:
+    """The generated API: formatted, clippy-clean, its tests pass; with the idempotency layer taken out of its
+    handler.rs (the routes served bare), every one of its tests fails: none of them passes by the handler alone."""
+    run("cargo", "fmt", "--check", "-p", name, cwd=project, env=env)
+    run("cargo", "clippy", "-p", name, "--all-targets", "--", "-D", "warnings", cwd=project, env=env)
+    run("cargo", "test", "-p", name, cwd=project, env=env)
+    handler = project / "functions" / name / "src" / "handler.rs"
+    original = handler.read_text()
+    if len(LAYER.findall(original)) != 1:
+        raise SystemExit(f"project: {handler} does not wrap its routes in IdempotencyLayer exactly once")
+    try:
+        handler.write_text(LAYER.sub("", original))
+        print(f"$ cargo test -p {name}   (without the idempotency layer: every test must fail)", flush=True)
+        broken = subprocess.run(
+            ["cargo", "test", "-p", name, "--no-fail-fast"], cwd=project, env=env, capture_output=True, text=True
+        )
+        out = broken.stdout + broken.stderr
+        if "could not compile" in out:
+            raise SystemExit(f"project: {name} without its layer does not compile:\n{out[-3000:]}")
+        failed = sorted(set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE)))
+        if broken.returncode == 0 or failed != sorted(API_TESTS):
+            raise SystemExit(f"project: {name} without its layer: failed {failed}, expected {API_TESTS}:\n{out[-3000:]}")
+        print(f"without the idempotency layer {name}'s tests fail as they must: {', '.join(failed)}", flush=True)
+    finally:
+        handler.write_text(original)
 
 
 def template_checks(project: Path, env: dict) -> None:
@@ -687,6 +724,10 @@ def main() -> int:
         step(f"sqsafe new consumer {NAME_S3} --envelope s3: built, tested, its tests fail when its effect breaks (after the pipeline, which runs the first two)")
         run(SQSAFE, "new", "consumer", NAME_S3, "--envelope", "s3", cwd=project, env=env)
         crate_checks(project, env, NAME_S3)
+        step(f"sqsafe new api {API}: built, tested, its tests fail without the idempotency layer; the template checks")
+        run(SQSAFE, "new", "api", API, cwd=project, env=env)
+        api_checks(project, env, API)
+        template_checks(project, env)
         step("binary size")
         sizes(inside)
         step(f"make build {pascal(NAME)}Function: its end (it ran beside the steps since the render)")
@@ -702,7 +743,7 @@ def main() -> int:
         if PROJECT_TARGET != TARGET:
             # A folder of the project's own (make test's): all of it is the project's.
             shutil.rmtree(PROJECT_TARGET, ignore_errors=True)
-        for name in (NAME, NAME_TRANSACT, NAME_S3):
+        for name in (NAME, NAME_TRANSACT, NAME_S3, API):
             for leftover in (PROJECT_TARGET / "debug").glob(f"{name}*"):
                 if leftover.is_file():
                     leftover.unlink()

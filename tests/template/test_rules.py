@@ -86,6 +86,14 @@ def add_consumer_without_dlq(doc: dict) -> None:
     doc[R]["RefundFunction"] = fn
 
 
+def add_api_on_sams_implicit_api(doc: dict) -> None:
+    """An HTTP API function (as sqsafe new api makes) whose route is on SAM's implicit API: no authorizer, no alarm."""
+    fn = copy.deepcopy(doc[R]["ChargePaymentFunction"])
+    fn["Metadata"]["BuildProperties"]["Binary"] = "orders-api"
+    fn["Properties"]["Events"] = {"Api": {"Type": "HttpApi", "Properties": {"Path": "/orders", "Method": "POST"}}}
+    doc[R]["OrdersApiFunction"] = fn
+
+
 def use_sam_generated_role(doc: dict) -> None:
     del props(doc, "ApplyLedgerFunction")["Role"]
     props(doc, "ApplyLedgerFunction")["Policies"] = ["AmazonDynamoDBFullAccess"]
@@ -433,6 +441,7 @@ MUTATIONS: list[Mutation] = [
      "least-privilege", "ChargePaymentRole"),
     ("the sweeper may delete outbox items", lambda d: statement(d, "OutboxSweeperRole", "MarkSent").update(Action=["dynamodb:UpdateItem", "dynamodb:DeleteItem"]),
      "grant-only-what-is-used", "OutboxSweeperRole"),
+    ("an HTTP API function on SAM's implicit API", add_api_on_sams_implicit_api, "api-function", "OrdersApiFunction"),
     ("a nested application in S3", lambda d: d[R].update(Extras={
         "Type": "AWS::Serverless::Application",
         "Properties": {"Location": "https://s3.amazonaws.com/bucket/extras.yaml"}}),

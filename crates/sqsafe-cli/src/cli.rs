@@ -37,7 +37,7 @@ pub enum Command {
     /// Add to the project around the current folder (its Cargo workspace and SAM template).
     #[command(subcommand)]
     New(NewCommand),
-    /// Check a SAM template against sqsafe's 42 deployment rules (no AWS, no Python).
+    /// Check a SAM template against sqsafe's 43 deployment rules (no AWS, no Python).
     ///
     /// Every function, queue, table, alarm, role and dashboard found is checked: DLQs and their retention and alarms,
     /// visibility timeout against the function timeout, idempotency window against the retentions, least
@@ -66,6 +66,23 @@ pub enum NewCommand {
     /// A consumer: functions/NAME (payload, handler, tests, README), events/NAME.json, and its resources in
     /// template.yaml (queue, DLQ, log group, role, function and mapping, alarms, dashboard, outputs).
     Consumer(NewConsumerArgs),
+    /// An HTTP API: functions/NAME (an axum Router served by lambda_http, behind sqsafe's idempotency layer on the
+    /// project's idempotency table; tests against moto, README), events/NAME.json (a sample request), and its
+    /// resources in template.yaml (HTTP API with IAM authorization, log group, role whose table grant is limited to
+    /// its own keys, function, alarms on errors, throttles and 5xx answers, outputs).
+    Api(NewApiArgs),
+}
+
+/// `sqsafe new api`
+#[derive(Debug, Clone, Args)]
+pub struct NewApiArgs {
+    /// The API's name: lower-case letters, digits and `-`, starting with a letter (e.g. `orders-api`). It names
+    /// the crate, the binary, the function and its records' key prefix.
+    pub name: String,
+    /// The workspace root (default: found upward from the current folder, as cargo finds a workspace; the
+    /// template.yaml at or above it).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
 }
 
 /// `sqsafe new consumer`
@@ -96,15 +113,11 @@ pub struct NewConsumerArgs {
 /// # Errors
 /// What refuses the consumer (see [`ScaffoldError`](crate::ScaffoldError)); nothing is written then.
 pub fn run_new(command: NewCommand, out: &mut dyn Write) -> Result<(), Error> {
-    let NewCommand::Consumer(args) = command;
-    let project = match &args.root {
-        Some(root) => crate::Project::at(root)?,
-        None => {
-            let here = std::env::current_dir()
-                .map_err(|e| Error::Usage(format!("the current folder: {e}")))?;
-            crate::Project::find(&here)?
-        }
+    let args = match command {
+        NewCommand::Consumer(args) => args,
+        NewCommand::Api(args) => return run_new_api(&args, out),
     };
+    let project = project_at(args.root.as_deref())?;
     let spec = crate::Spec::new(&args.name, args.fifo, args.transact)?.envelope(args.envelope);
     let generated = crate::generate(&project, &spec)?;
     for path in generated.written {
@@ -116,6 +129,33 @@ pub fn run_new(command: NewCommand, out: &mut dyn Write) -> Result<(), Error> {
     writeln!(
         out,
         "\nnext: edit functions/{name}/src/handler.rs (payload, intent, effect), then `cargo test -p {name}`",
+        name = args.name
+    )?;
+    Ok(())
+}
+
+/// The project at `root`, or found upward from the current folder.
+fn project_at(root: Option<&std::path::Path>) -> Result<crate::Project, Error> {
+    Ok(match root {
+        Some(root) => crate::Project::at(root)?,
+        None => {
+            let here = std::env::current_dir()
+                .map_err(|e| Error::Usage(format!("the current folder: {e}")))?;
+            crate::Project::find(&here)?
+        }
+    })
+}
+
+fn run_new_api(args: &NewApiArgs, out: &mut dyn Write) -> Result<(), Error> {
+    let project = project_at(args.root.as_deref())?;
+    let spec = crate::ApiSpec::new(&args.name)?;
+    let generated = crate::generate_api(&project, &spec)?;
+    for path in generated.written {
+        writeln!(out, "wrote {path}")?;
+    }
+    writeln!(
+        out,
+        "\nnext: edit functions/{name}/src/handler.rs (routes, handlers, caller), then `cargo test -p {name}`",
         name = args.name
     )?;
     Ok(())

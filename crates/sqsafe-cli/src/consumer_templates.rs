@@ -27,8 +27,8 @@ macro_rules! template {
     };
 }
 
-/// Every template file of a consumer, compiled in.
-const FILES: [(&str, &str); 11] = [
+/// Every template file of a consumer and of an API, compiled in.
+const FILES: [(&str, &str); 20] = [
     template!("consumer/Cargo.toml.jinja"),
     template!("consumer/README.md.jinja"),
     template!("consumer/events/event.json.jinja"),
@@ -40,6 +40,15 @@ const FILES: [(&str, &str); 11] = [
     template!("consumer/template/parameters.yaml.jinja"),
     template!("consumer/template/resources.yaml.jinja"),
     template!("consumer/tests/handler.rs.jinja"),
+    template!("api/Cargo.toml.jinja"),
+    template!("api/README.md.jinja"),
+    template!("api/events/event.json.jinja"),
+    template!("api/src/handler.rs.jinja"),
+    template!("api/src/lib.rs.jinja"),
+    template!("api/src/main.rs.jinja"),
+    template!("api/template/outputs.yaml.jinja"),
+    template!("api/template/resources.yaml.jinja"),
+    template!("api/tests/api.rs.jinja"),
 ];
 
 /// The child templates a consumer's nested application points at (`sqsafe/<file>` beside template.yaml), as
@@ -71,6 +80,17 @@ pub(crate) struct ConsumerVars {
     pub(crate) child: String,
 }
 
+/// The HTTP API the `api/` templates are rendered for (`sqsafe new api`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ApiVars {
+    /// `orders-api`: the crate, the binary, the function's name suffix, its records' key prefix.
+    pub(crate) name: String,
+    /// `OrdersApi`: the logical ids' prefix.
+    pub(crate) pascal: String,
+    /// `orders_api`: the library crate's name.
+    pub(crate) snake: String,
+}
+
 /// What the workspace's Cargo.toml offers its members (for the crate's Cargo.toml).
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct WorkspaceVars {
@@ -92,6 +112,22 @@ pub(crate) fn render(
     consumer: &ConsumerVars,
     workspace: &WorkspaceVars,
 ) -> Result<String, ScaffoldError> {
+    render_in(name, context! { consumer, workspace })
+}
+
+/// Renders the API template `name` (e.g. `api/src/handler.rs.jinja`) for `api` in `workspace`.
+///
+/// # Errors
+/// As [`render`].
+pub(crate) fn render_api(
+    name: &str,
+    api: &ApiVars,
+    workspace: &WorkspaceVars,
+) -> Result<String, ScaffoldError> {
+    render_in(name, context! { api, workspace })
+}
+
+fn render_in(name: &str, context: minijinja::Value) -> Result<String, ScaffoldError> {
     let mut env = Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
@@ -103,7 +139,7 @@ pub(crate) fn render(
         env.add_template(file, text).map_err(broken)?;
     }
     env.get_template(name)
-        .and_then(|t| t.render(context! { consumer, workspace }))
+        .and_then(|t| t.render(context))
         .map_err(broken)
 }
 
@@ -137,7 +173,7 @@ mod tests {
             .into_iter()
             .flat_map(|v| ["sqs", "sns", "eventbridge", "s3"].map(|e| (v, e)))
         {
-            for (name, _) in FILES {
+            for (name, _) in FILES.iter().filter(|(n, _)| n.starts_with("consumer/")) {
                 let text = render(name, &vars(fifo, transact, envelope), &workspace)
                     .unwrap_or_else(|e| panic!("{e}"));
                 for delimiter in ["{{", "{%", "{#", "#}", "%}"] {
@@ -156,6 +192,54 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn every_api_template_renders_with_no_jinja_left() {
+        let api = ApiVars {
+            name: "orders-api".into(),
+            pascal: "OrdersApi".into(),
+            snake: "orders_api".into(),
+        };
+        for hack in [false, true] {
+            let workspace = WorkspaceVars {
+                package: vec!["version".into()],
+                lints: hack,
+                hack,
+            };
+            for (name, _) in FILES.iter().filter(|(n, _)| n.starts_with("api/")) {
+                let text = render_api(name, &api, &workspace).unwrap_or_else(|e| panic!("{e}"));
+                for delimiter in ["{{", "{%", "{#", "#}", "%}"] {
+                    assert!(
+                        !text.contains(delimiter),
+                        "{name} keeps {delimiter}:\n{text}"
+                    );
+                }
+                assert!(
+                    text.ends_with('\n') && !text.contains("\n\n\n"),
+                    "{name}:\n{text}"
+                );
+            }
+        }
+        let event = render_api(
+            "api/events/event.json.jinja",
+            &api,
+            &WorkspaceVars::default(),
+        )
+        .expect("event");
+        let event: serde_json::Value =
+            serde_json::from_str(&event).expect("the sample event is JSON");
+        assert_eq!(event["version"], "2.0", "an HTTP API payload 2.0: {event}");
+        let outputs = render_api(
+            "api/template/outputs.yaml.jinja",
+            &api,
+            &WorkspaceVars::default(),
+        )
+        .expect("outputs");
+        assert!(
+            outputs.contains("https://${OrdersApiHttpApi}.execute-api."),
+            "{outputs}"
+        );
     }
 
     #[test]

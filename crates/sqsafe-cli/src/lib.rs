@@ -8,6 +8,7 @@ mod consumer_templates;
 mod error;
 mod inspect;
 mod letter;
+mod new_api;
 mod queue;
 mod redrive;
 mod scaffold;
@@ -17,13 +18,14 @@ mod time;
 
 pub use check::{CheckArgs, run_check};
 pub use cli::{
-    Cli, Command, DlqCommand, InspectArgs, NewCommand, NewConsumerArgs, RedriveArgs, ScanArgs,
-    Status, run, run_new,
+    Cli, Command, DlqCommand, InspectArgs, NewApiArgs, NewCommand, NewConsumerArgs, RedriveArgs,
+    ScanArgs, Status, run, run_new,
 };
 pub use clock::{Clock, SystemClock};
 pub use error::Error;
 pub use inspect::{InspectOptions, KindGroup, Listed, Report, inspect};
 pub use letter::{AgeFrom, DeadLetter, DlqCopy, Entry, NO_CONTEXT};
+pub use new_api::{API_DEPENDENCIES, ApiSpec, generate_api};
 pub use redrive::{Line, Outcome, RedriveOptions, RedriveReport, redrive};
 pub use scaffold::{
     ConsumerEnvelope, Generated, OUTPUTS_MARKER, Project, RESOURCES_MARKER, ScaffoldError, Spec,

@@ -71,7 +71,7 @@ impl fmt::Display for ScaffoldError {
 
 impl std::error::Error for ScaffoldError {}
 
-fn fail<T>(message: impl Into<String>) -> Result<T, ScaffoldError> {
+pub(crate) fn fail<T>(message: impl Into<String>) -> Result<T, ScaffoldError> {
     Err(ScaffoldError(message.into()))
 }
 
@@ -267,6 +267,11 @@ impl Project {
         })
     }
 
+    /// What the workspace's Cargo.toml offers its members.
+    pub(crate) fn manifest(&self) -> &WorkspaceManifest {
+        &self.manifest
+    }
+
     /// The crate's Cargo.toml: what the workspace offers is inherited, the rest written out. Refuses a workspace
     /// that lacks a dependency the consumer needs (naming each) or whose members would not include the crate.
     fn cargo_toml(&self, spec: &Spec) -> Result<String, ScaffoldError> {
@@ -281,15 +286,31 @@ impl WorkspaceManifest {
         manifest_path: &Path,
         spec: &Spec,
     ) -> Result<String, ScaffoldError> {
-        let m = self;
-        let missing: Vec<_> = DEPENDENCIES
+        let needs: Vec<&str> = DEPENDENCIES
             .iter()
             .chain(DEV_DEPENDENCIES.iter())
-            .filter(|name| !m.dependencies.contains(**name))
+            .copied()
+            .collect();
+        self.require(manifest_path, &spec.name, "a consumer", &needs)?;
+        consumer_templates::render("consumer/Cargo.toml.jinja", &spec.vars(), &self.vars())
+    }
+
+    /// Refuses a workspace that lacks one of `needs` in `[workspace.dependencies]` (naming each) or whose members
+    /// would not include `functions/<name>`. `what` names the crate in the message (`a consumer`, `an API`).
+    pub(crate) fn require(
+        &self,
+        manifest_path: &Path,
+        name: &str,
+        what: &str,
+        needs: &[&str],
+    ) -> Result<(), ScaffoldError> {
+        let missing: Vec<_> = needs
+            .iter()
+            .filter(|name| !self.dependencies.contains(**name))
             .collect();
         if !missing.is_empty() {
             return fail(format!(
-                "{}: [workspace.dependencies] lacks {}; a consumer inherits them (sqsafe's project template has \
+                "{}: [workspace.dependencies] lacks {}; {what} inherits them (sqsafe's project template has \
                  the lines: add them, then run this again)",
                 manifest_path.display(),
                 missing
@@ -299,19 +320,19 @@ impl WorkspaceManifest {
                     .join(", ")
             ));
         }
-        let path = format!("functions/{}", spec.name);
+        let path = format!("functions/{name}");
         let matches = |patterns: &[String]| patterns.iter().any(|p| glob_matches(p, &path));
-        if !matches(&m.members) || matches(&m.exclude) {
+        if !matches(&self.members) || matches(&self.exclude) {
             return fail(format!(
                 "{path} would not be a member of the workspace: add \"functions/*\" to [workspace] members in {}",
                 manifest_path.display()
             ));
         }
-        consumer_templates::render("consumer/Cargo.toml.jinja", &spec.vars(), &m.vars())
+        Ok(())
     }
 
     /// What the workspace offers, as the crate's Cargo.toml template reads it.
-    fn vars(&self) -> WorkspaceVars {
+    pub(crate) fn vars(&self) -> WorkspaceVars {
         WorkspaceVars {
             package: self.package.iter().cloned().collect(),
             lints: self.lints,
@@ -547,7 +568,7 @@ pub(crate) fn consumer_files(
 }
 
 /// Formats the generated Rust files with the toolchain's rustfmt (the workspace's edition), as a person would.
-fn format_rust(root: &Path, written: &[String]) -> Result<(), ScaffoldError> {
+pub(crate) fn format_rust(root: &Path, written: &[String]) -> Result<(), ScaffoldError> {
     let files: Vec<_> = written
         .iter()
         .filter(|p| p.ends_with(".rs"))
@@ -1161,6 +1182,109 @@ mod tests {
         base.replace("{{ cookiecutter.project_name }}", "my-consumers")
     }
 
+    /// `sqsafe check` on the scratch project at `root`: its exit code and output.
+    fn check_at(root: &Path) -> (u8, String) {
+        let args = crate::CheckArgs {
+            template: None,
+            root: Some(root.to_path_buf()),
+            list_rules: false,
+        };
+        let mut out = Vec::new();
+        let code = crate::run_check(&args, &mut out).expect("checked");
+        (code, String::from_utf8_lossy(&out).into_owned())
+    }
+
+    #[test]
+    fn a_generated_api_keeps_every_rule_and_each_break_is_named() {
+        let extra = "axum = \"0.8\"\nlambda_http = \"1\"\nuuid = \"1\"\n";
+        let root = scratch_project("api", extra, &project_base_template());
+        let project = Project::at(&root).expect("project");
+        generate(
+            &project,
+            &Spec::new("send-invoice", false, false).expect("valid"),
+        )
+        .expect("consumer");
+        let api = crate::ApiSpec::new("orders-api").expect("valid");
+        let generated = crate::generate_api(&project, &api).expect("generated");
+        assert!(
+            generated
+                .written
+                .contains(&"functions/orders-api/tests/api.rs".to_owned()),
+            "{generated:?}"
+        );
+        assert!(root.join("events/orders-api.json").is_file());
+        let again = crate::generate_api(&project, &api).expect_err("exists");
+        assert!(
+            again
+                .to_string()
+                .contains("functions/orders-api exists already"),
+            "{again}"
+        );
+        let (code, out) = check_at(&root);
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains("all 43 rules hold for its 2 function(s)"),
+            "{out}"
+        );
+
+        let good = fs::read_to_string(root.join("template.yaml")).expect("template");
+        let without = |from: &str, to: &str| -> String {
+            let start = good
+                .find(from)
+                .unwrap_or_else(|| panic!("{from} in the template"));
+            let end = start
+                + good[start..]
+                    .find(to)
+                    .unwrap_or_else(|| panic!("{to} after {from}"));
+            format!("{}{}", &good[..start], &good[end..])
+        };
+        let breaks = [
+            (
+                "the grant for any consumer's keys",
+                good.replace("dynamodb:LeadingKeys: [\"orders-api#*\"]", "dynamodb:LeadingKeys: [\"*\"]"),
+                "[idempotency-leading-keys] OrdersApiRole",
+            ),
+            (
+                "routes open to anyone",
+                good.replace("        DefaultAuthorizer: AWS_IAM\n", ""),
+                "[api-function] OrdersApiFunction",
+            ),
+            (
+                "no 5xx alarm",
+                without("  OrdersApiServerErrorsAlarm:", "  # ------"),
+                "[api-function] OrdersApiHttpApi",
+            ),
+            (
+                "no errors alarm",
+                without("  OrdersApiErrorsAlarm:", "  # 5xx answers"),
+                "[alarm-function-errors] OrdersApiFunction",
+            ),
+            (
+                "no idempotency table",
+                good.replace("          IDEMPOTENCY_TABLE: !Ref IdempotencyTable\n          IDEMPOTENCY_WINDOW_DAYS", "          IDEMPOTENCY_WINDOW_DAYS"),
+                "[api-function] OrdersApiFunction",
+            ),
+            (
+                "may read every record",
+                good.replace(
+                    "Action: [dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:DeleteItem]\n                Resource: !GetAtt IdempotencyTable.Arn\n                Condition:\n                  ForAllValues:StringLike:\n                    dynamodb:LeadingKeys: [\"orders-api#*\"]",
+                    "Action: [dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:DeleteItem, dynamodb:Scan]\n                Resource: !GetAtt IdempotencyTable.Arn\n                Condition:\n                  ForAllValues:StringLike:\n                    dynamodb:LeadingKeys: [\"orders-api#*\"]",
+                ),
+                "[grant-only-what-is-used] OrdersApiRole",
+            ),
+        ];
+        for (how, broken, want) in breaks {
+            assert_ne!(broken, good, "{how}: the break changed nothing");
+            fs::write(root.join("template.yaml"), &broken).expect("template");
+            let (code, out) = check_at(&root);
+            assert!(
+                code == 1 && out.contains(want),
+                "{how}: expected {want} in:\n{out}"
+            );
+        }
+        let _ = fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn generated_consumers_keep_every_rule_of_sqsafe_check() {
         let root = scratch_project("check", "", &project_base_template());
@@ -1183,7 +1307,7 @@ mod tests {
         let code = crate::run_check(&args, &mut out).expect("checked");
         let out = String::from_utf8_lossy(&out);
         assert_eq!(code, 0, "{out}");
-        assert!(out.contains("all 42 rules hold"), "{out}");
+        assert!(out.contains("all 43 rules hold"), "{out}");
 
         // Not vacuous: the function renamed without its application, the child's alarms and dashboard watch nothing.
         let template = fs::read_to_string(root.join("template.yaml")).expect("template");

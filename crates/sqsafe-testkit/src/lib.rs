@@ -2,7 +2,8 @@
 //! `make test`), unique table and queue names so tests run in parallel against one server, and a request counter
 //! that asserts request budgets. For a consumer that calls an HTTP API, [`FakeDownstream`] is that API on loopback,
 //! recording each call and counting effects per `Idempotency-Key`; [`ServerTask`] is the accept loop it (and the
-//! servers of sqsafe-local and sqsafe-test-servers) run on.
+//! servers of sqsafe-local and sqsafe-test-servers) run on. For an HTTP API (an axum `Router` behind `sqsafe::api`),
+//! [`send`] hands it a request and reads its [`Answer`] whole.
 //!
 //! A test that needs the server fails loudly when it is not there; it never skips.
 //!
@@ -17,6 +18,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod answer;
 mod counter;
 mod downstream;
 mod fixtures;
@@ -26,6 +28,7 @@ mod otlp;
 mod project;
 mod server;
 
+pub use answer::{Answer, send};
 pub use counter::RequestCounter;
 pub use downstream::{Call, FakeDownstream, Reply};
 pub use fixtures::{

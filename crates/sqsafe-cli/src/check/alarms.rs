@@ -13,7 +13,7 @@ const PENDING_INDEX_DEFAULT: &str = "PendingByAge";
 const MAX_SWEEP_INTERVAL_SECONDS: i64 = 300;
 
 /// The value of dimension `name` in a list of `{Name, Value}` (the last one, if named twice).
-fn dimension<'v>(dimensions: Option<&'v Value>, name: &str) -> Option<&'v Value> {
+pub(super) fn dimension<'v>(dimensions: Option<&'v Value>, name: &str) -> Option<&'v Value> {
     let mut found = None;
     for d in as_list(dimensions).into_iter().filter(|d| d.is_mapping()) {
         if is_str(get(Some(d), "Name"), name) {
@@ -51,7 +51,7 @@ fn schedule_seconds(expression: Option<&Value>) -> Option<i64> {
 
 impl Checker<'_> {
     /// Whether an alarm's AlarmActions notify an SNS topic of the template.
-    fn notifies(&self, alarm: &str) -> bool {
+    pub(super) fn notifies(&self, alarm: &str) -> bool {
         as_list(self.t.prop(alarm, "AlarmActions"))
             .into_iter()
             .flat_map(|a| refs(Some(a)))
@@ -200,7 +200,7 @@ impl Checker<'_> {
             for a in iterator_age {
                 self.require_notifies("alarm-stream-age", &a);
             }
-        } else if c.schedule.is_none() && dead_letters.is_empty() {
+        } else if c.schedule.is_none() && c.api.is_none() && dead_letters.is_empty() {
             self.fail(
                 "alarm-dead-letters",
                 f,

@@ -10,6 +10,7 @@
 //! repository's template one way at a time and hold this checker to the rule each break names, on its resource.
 
 mod alarms;
+mod api;
 mod dashboards;
 mod functions;
 mod iam;
@@ -32,7 +33,7 @@ pub use template::{TemplateError, parse};
 use template::{Template, get, refs, stream_refs};
 
 /// Every rule: its name (what a violation names) and what it demands.
-pub const RULES: [(&str, &str); 42] = [
+pub const RULES: [(&str, &str); 43] = [
     (
         "function-crates",
         "every binary of every crate under functions/ is deployed by exactly one function, and no function builds a binary that is not there",
@@ -53,6 +54,10 @@ pub const RULES: [(&str, &str); 42] = [
     (
         "sqs-event",
         "each function has exactly one event source of the template: one SQS queue (an SQS consumer), one DynamoDB stream (a stream function), or one schedule (the outbox sweeper)",
+    ),
+    (
+        "api-function",
+        "an HTTP API function (an HttpApi event, made by sqsafe new api) has exactly that one event, on an AWS::Serverless::HttpApi of the template whose routes need an authorizer (the idempotency layer keeps keys per caller: an open route has none); its IDEMPOTENCY_TABLE names a table of the template; and the API has an alarm on its AWS/ApiGateway 5xx (ApiId dimension) that notifies an SNS topic of the template",
     ),
     (
         "outbox-sweeper",
@@ -304,6 +309,8 @@ pub(crate) struct Consumer {
     schedule: Option<Value>,
     /// A stream function: its mapping's on-failure queue.
     on_failure: Option<String>,
+    /// An HTTP API function: its HttpApi event's Properties.
+    api: Option<Value>,
 }
 
 impl Consumer {
@@ -400,6 +407,9 @@ impl<'a> Checker<'a> {
             if c.stream_table.is_some() {
                 self.check_stream_mapping(c, &c.event, &at);
             }
+            if c.api.is_some() {
+                self.check_api(c);
+            }
             self.check_privileges(c);
         }
         for m in &raw_mappings {
@@ -491,7 +501,25 @@ impl<'a> Checker<'a> {
         let sqs = of_type(&["SQS"]);
         let streams = of_type(&["DynamoDB"]);
         let schedules = of_type(&["Schedule", "ScheduleV2"]);
-        if sqs.is_empty() && streams.is_empty() && schedules.len() == 1 && events.len() == 1 {
+        let apis = of_type(&["HttpApi"]);
+        if sqs.is_empty() && streams.is_empty() && !apis.is_empty() {
+            // An HTTP API function (sqsafe new api): the api-function rule holds it to one event.
+            let (name, ev) = apis[0].clone();
+            if apis.len() != 1 || events.len() != 1 {
+                self.fail(
+                    "api-function",
+                    f,
+                    format!(
+                        "has {} events, {} of them HttpApi; an API function has its one HttpApi event",
+                        events.len(),
+                        apis.len()
+                    ),
+                );
+            }
+            c.event_name = Some(name);
+            c.api = Some(ev);
+        } else if sqs.is_empty() && streams.is_empty() && schedules.len() == 1 && events.len() == 1
+        {
             // A scheduled function (the outbox sweeper): its one event is a schedule.
             let (name, ev) = schedules[0].clone();
             c.event_name = Some(name);
