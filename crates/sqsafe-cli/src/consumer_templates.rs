@@ -10,7 +10,7 @@
 use minijinja::{Environment, UndefinedBehavior, context};
 use serde::Serialize;
 
-use crate::scaffold::ScaffoldError;
+use crate::scaffold::error::ScaffoldError;
 
 /// A template file of `templates/project/templates/`: its name there (as cookiecutter's loader and `{% include %}`
 /// name it) and its text.

@@ -5,9 +5,9 @@
 use std::fs;
 
 use crate::consumer_templates::{self, ApiVars};
-use crate::scaffold::{
-    Generated, OUTPUTS_MARKER, Project, RESOURCES_MARKER, ScaffoldError, Spec, fail, format_rust,
-};
+use crate::scaffold::error::fail;
+use crate::scaffold::generate::format_rust;
+use crate::scaffold::{Generated, OUTPUTS_MARKER, Project, RESOURCES_MARKER, ScaffoldError, Spec};
 
 /// The dependencies a generated API inherits from its workspace (`name.workspace = true`), tests included.
 pub const API_DEPENDENCIES: [&str; 8] = [
