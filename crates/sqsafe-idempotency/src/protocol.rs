@@ -22,7 +22,7 @@
 //! assert!(!protocol::claim_lands(Some(&seen), 41_000, 2_000));
 //! ```
 
-/// The stored state of a key. Expired is derived from [`IdempotencyRecord::expiration`], never stored.
+/// The stored state of a key. Expired is derived from [`IdempotencyRecord::expiration`](crate::IdempotencyRecord::expiration), never stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Status {
     /// Claimed; the claimer's effect may be running. Valid while the lease lasts.

@@ -72,7 +72,7 @@ impl BatchProcessor {
         report
     }
 
-    /// Parses a message's payload as a record of this processor would ([`Record::parse_with_raw`], behind the
+    /// Parses a message's payload as a record of this processor would ([`Record::parse_with_raw`](crate::Record::parse_with_raw), behind the
     /// envelope): for a handler that reads a batch's payloads before its records run (the keyed mode keys them all
     /// to read their idempotency records in one request). `Ok(None)`: not an event for the handler. Errors are the
     /// record's own (`bad_envelope`, `bad_payload`, `missing_body`), which it reports again when it runs.

@@ -189,7 +189,7 @@ impl<S, T: fmt::Debug> fmt::Debug for Claim<S, T> {
 }
 
 /// Ownership of a claimed key. Completing, extending and releasing present the claim's token, so they fail with
-/// [`Error::LeaseLost`] once another attempt has taken the key over.
+/// [`Error::LeaseLost`](crate::Error::LeaseLost) once another attempt has taken the key over.
 ///
 /// A write whose first try landed but whose answer was lost (the SDK retried it) is recognised by its token and
 /// counts as done: a retried claim that meets its own record owns the key, a retried completion that finds the key
