@@ -384,3 +384,92 @@ async fn a_handler_past_the_invocations_deadline_is_stopped_and_its_key_released
     assert_eq!((status, replayed(&headers)), (StatusCode::CREATED, false));
     assert_eq!(fx.runs.load(Ordering::SeqCst), 2);
 }
+
+/// The handler's first run makes its effect, says so, and answers with a body that waits for the test's gate.
+#[derive(Clone, Default)]
+struct HangUp {
+    runs: Arc<AtomicU32>,
+    effect_made: Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>>,
+    gate: Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>>,
+}
+
+async fn charge_then_stream(State(api): State<HangUp>) -> axum::response::Response {
+    let n = api.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let gate = api.gate.lock().expect("gate").take();
+    if let Some(effect_made) = api.effect_made.lock().expect("effect").take() {
+        let _ = effect_made.send(());
+    }
+    let body = futures::stream::once(async move {
+        if let Some(gate) = gate {
+            let _ = gate.await;
+        }
+        Ok::<_, std::convert::Infallible>(format!("{{\"id\":\"ch_{n}\"}}"))
+    });
+    (StatusCode::CREATED, Body::from_stream(body)).into_response()
+}
+
+/// A client that hangs up once the handler has made its effect (a hyper server then drops the request's future, as
+/// the payments API's did when charge-payment's HTTP budget ran out) does not leave the effect without its record:
+/// the handler's answer is stored all the same and the retry replays it. Before, the dropped future never completed
+/// the record, and once the claim's lease ended the retry ran the handler a second time.
+#[tokio::test]
+async fn a_client_that_hangs_up_after_the_effect_gets_the_replay_on_its_retry() {
+    let requests = RequestCounter::default();
+    let client = dynamodb(&requests).await;
+    let table = unique_name("api-hang-up");
+    create_table(&client, &table, "pk", None).await;
+    let store = DynamoDbStore::builder(client, table)
+        .build()
+        .expect("store");
+    let idem = Idempotency::builder(store, "orders-api", 1)
+        .build()
+        .expect("idempotency");
+    let api = HangUp::default();
+    let (effect_tx, effect_rx) = tokio::sync::oneshot::channel();
+    let (gate_tx, gate_rx) = tokio::sync::oneshot::channel();
+    *api.effect_made.lock().expect("effect") = Some(effect_tx);
+    *api.gate.lock().expect("gate") = Some(gate_rx);
+    let settings = ApiSettings {
+        lease: Duration::from_secs(2),
+        ..ApiSettings::default()
+    };
+    let app = Router::new()
+        .route("/charges", post(charge_then_stream))
+        .layer(IdempotencyLayer::with_settings(
+            idem,
+            |_: &axum::http::request::Parts| Some("acme".to_owned()),
+            settings,
+        ))
+        .with_state(api.clone());
+    let request = || charge_request(Some("k-hang-up"), None, "{\"amount\":5}");
+
+    let call = app.clone().oneshot(request());
+    tokio::select! {
+        _ = call => panic!("answered before the body's gate opened"),
+        _ = effect_rx => {}
+    }
+    // The request's future is dropped here, between the effect and the storing of its answer; then the answer's
+    // body comes (to whoever still reads it).
+    let _ = gate_tx.send(());
+
+    // The retry: a 409 while the first request's task stores its answer, then the replay. The lease is 2 s, so a
+    // record never completed would be taken over (and the handler run again) well within the 10 s allowed here.
+    let started = std::time::Instant::now();
+    let (status, headers, body) = loop {
+        let answer = send(&app, request()).await;
+        if answer.0 != StatusCode::CONFLICT || started.elapsed() > Duration::from_secs(10) {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        (
+            status,
+            replayed(&headers),
+            String::from_utf8_lossy(&body).into_owned()
+        ),
+        (StatusCode::CREATED, true, "{\"id\":\"ch_1\"}".to_owned()),
+        "the retry replays the first run's answer"
+    );
+    assert_eq!(api.runs.load(Ordering::SeqCst), 1, "the handler ran once");
+}

@@ -14,6 +14,7 @@
 //! | a repeat with other content (method, matched route, body, the named headers) | `422`; the handler does not run |
 //! | a repeat while the first is in flight | `409` with `Retry-After`; the handler does not run |
 //! | the handler answered `5xx`, panicked, or ran past the lease | the key is released: the client's retry runs the handler again (`500` for a panic, `504` for a timeout) |
+//! | the client hangs up while the handler runs (a hyper server then drops the request) | the handler runs on in a task of its own and its answer is stored: the retry gets the replay, not a second run |
 //!
 //! **Scoped by the caller.** The key is the caller's: [`IdempotencyLayer::new`] takes an extractor that names the
 //! caller from the request (the API Gateway authorizer's principal, the API key's id, a header the gateway sets).
@@ -385,8 +386,51 @@ where
         }
         Err(e) => return store_failed(&e),
     };
-    // The handler, bounded by the lease: a panic or a timeout releases the key like a 5xx.
+    // From here the key is held: the handler, the storing of its answer and the release run in a task of their own,
+    // so a client that hangs up (hyper then drops this future) cannot cut them between the effect and the record.
     let request = Request::from_parts(parts, ReqBody::from(body));
+    let max_stored_body = settings.max_stored_body;
+    let held = tokio::spawn(
+        run_held(guard, inner, request, deadline, max_stored_body)
+            .instrument(tracing::Span::current()),
+    );
+    match held.await {
+        Ok(done) => done,
+        // `run_held` catches the handler's panic itself; this is a panic of its own (or a runtime shutting down):
+        // the key's lease ends by itself.
+        Err(e) => {
+            tracing::error!(error = %e, "the request's task failed: its key's lease will end");
+            (
+                problem(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "handler-failed",
+                    "the request failed; it may be retried with the same Idempotency-Key",
+                ),
+                Outcome::Released,
+            )
+        }
+    }
+}
+
+/// The handler under a held key, bounded by the lease (a panic or a timeout releases the key like a 5xx), then its
+/// answer stored (2xx, 4xx) or the key released (5xx).
+async fn run_held<S, Svc, ReqBody, ResBody>(
+    guard: sqsafe_idempotency::Guard<S>,
+    inner: Svc,
+    request: Request<ReqBody>,
+    deadline: SystemTime,
+    max_stored_body: usize,
+) -> (Response<Full<Bytes>>, Outcome)
+where
+    S: IdempotencyStore + 'static,
+    Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>
+        + Send
+        + 'static,
+    Svc::Future: Send + 'static,
+    ReqBody: Send + 'static,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: std::fmt::Display,
+{
     let left = deadline
         .duration_since(SystemTime::now())
         .unwrap_or_default();
@@ -442,7 +486,7 @@ where
         release(guard).await;
         return (answer, Outcome::Released);
     }
-    let stored = StoredResponse::of(status, answer.headers(), &body, settings.max_stored_body);
+    let stored = StoredResponse::of(status, answer.headers(), &body, max_stored_body);
     if let Err(e) = guard.complete(&stored).await {
         // The handler ran and its answer goes to the client; a repeat finds the claim (409, then a run again once
         // its lease ended). Said loudly: it is the one way a handler can run twice.
