@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub mod api_metrics;
 mod config;
 pub mod correlation;
 mod error;

@@ -42,6 +42,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::api_metrics::{REQUEST_DURATION, RequestOutcome};
+
 /// The dimension that names the consumer.
 const CONSUMER_DIMENSION: &str = "consumer";
 
@@ -89,10 +91,11 @@ pub fn outbox_sweep_emf(
     })
 }
 
-/// Every metric name sqsafe writes: the counters ([`Metric::ALL`]), [`BATCH_DURATION`], and the outbox sweeper's
-/// three. What a dashboard or an alarm may name in the `sqsafe` namespace (`sqsafe check`, rule dashboard-metrics).
-pub const METRIC_NAMES: [&str; Metric::ALL.len() + 4] = {
-    let mut names = [""; Metric::ALL.len() + 4];
+/// Every metric name sqsafe writes: the counters ([`Metric::ALL`]), [`BATCH_DURATION`], the outbox sweeper's three,
+/// and the idempotency layer's per request ([`RequestOutcome::ALL`], [`REQUEST_DURATION`]). What a dashboard or an
+/// alarm may name in the `sqsafe` namespace (`sqsafe check`, rule dashboard-metrics).
+pub const METRIC_NAMES: [&str; Metric::ALL.len() + 4 + RequestOutcome::ALL.len() + 1] = {
+    let mut names = [""; Metric::ALL.len() + 4 + RequestOutcome::ALL.len() + 1];
     let mut i = 0;
     while i < Metric::ALL.len() {
         names[i] = Metric::ALL[i].name();
@@ -102,6 +105,13 @@ pub const METRIC_NAMES: [&str; Metric::ALL.len() + 4] = {
     names[i + 1] = OUTBOX_OLDEST_PENDING_AGE;
     names[i + 2] = OUTBOX_EVENTS_SWEPT;
     names[i + 3] = OUTBOX_SWEEP_FAILURES;
+    i += 4;
+    let mut j = 0;
+    while j < RequestOutcome::ALL.len() {
+        names[i + j] = RequestOutcome::ALL[j].metric_name();
+        j += 1;
+    }
+    names[i + j] = REQUEST_DURATION;
     names
 };
 
@@ -447,7 +457,14 @@ mod tests {
     fn metric_names_are_exactly_the_names_written() {
         let batch = BatchMetrics::new("sqsafe", "c").to_emf(0, Duration::ZERO);
         let sweep = outbox_sweep_emf("sqsafe", "s", 0, 0, 0, Duration::ZERO);
-        let mut written: Vec<&str> = [&batch, &sweep]
+        let request = crate::api_metrics::request_emf(
+            "sqsafe",
+            "a",
+            0,
+            RequestOutcome::Executed,
+            Duration::ZERO,
+        );
+        let mut written: Vec<&str> = [&batch, &sweep, &request]
             .into_iter()
             .flat_map(|doc| {
                 doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]

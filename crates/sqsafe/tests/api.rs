@@ -62,6 +62,8 @@ struct Fixture {
     app: Router,
     runs: Arc<AtomicU32>,
     requests: RequestCounter,
+    /// The layer's metric lines, parsed.
+    metrics: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
 }
 
 async fn fixture(
@@ -93,14 +95,21 @@ async fn fixture(
     };
     let app = Router::new()
         .route("/charges", post(charge))
-        .route("/charges/{id}", get(|| async { "a charge" }))
-        .layer(IdempotencyLayer::with_settings(idem, caller, settings))
-        .with_state(api);
+        .route("/charges/{id}", get(|| async { "a charge" }));
+    let metrics = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lines = Arc::clone(&metrics);
+    let layer =
+        IdempotencyLayer::with_settings(idem, caller, settings).metrics_writer(move |line| {
+            let doc = serde_json::from_slice(line).expect("a metric line is JSON");
+            lines.lock().expect("metrics").push(doc);
+        });
+    let app = app.layer(layer).with_state(api);
     requests.take();
     Fixture {
         app,
         runs,
         requests,
+        metrics,
     }
 }
 
@@ -204,6 +213,60 @@ async fn twenty_concurrent_requests_with_one_key_run_the_handler_once() {
     assert_eq!(headers["content-type"], "application/problem+json");
     assert!(String::from_utf8_lossy(&problem).contains("idempotency-key-reused"));
     assert_eq!(fx.runs.load(Ordering::SeqCst), 1, "never a second run");
+}
+
+/// One metric line per guarded request, with exactly its outcome's counter at 1; a request the layer does not guard
+/// (a GET) writes none.
+#[tokio::test]
+async fn each_guarded_request_writes_one_metric_line_naming_its_outcome() {
+    let fx = fixture(created(), ApiSettings::default()).await;
+    let body = "{\"amount\":4}";
+    for request in [
+        charge_request(Some("k-m"), Some("acme"), body),
+        charge_request(Some("k-m"), Some("acme"), body),
+        charge_request(Some("k-m"), Some("acme"), "{\"amount\":5}"),
+        charge_request(None, Some("acme"), body),
+        Request::get("/charges/x")
+            .body(Body::empty())
+            .expect("request"),
+    ] {
+        send(&fx.app, request).await;
+    }
+    let outcomes: Vec<(String, String)> = fx
+        .metrics
+        .lock()
+        .expect("metrics")
+        .iter()
+        .map(|doc| {
+            let set: Vec<&str> = sqsafe_telemetry_outcomes()
+                .into_iter()
+                .filter(|name| doc[*name] == 1)
+                .collect();
+            assert_eq!(set.len(), 1, "one outcome per line: {doc}");
+            assert!(doc["RequestDuration"].is_number(), "{doc}");
+            (
+                doc["api"].as_str().unwrap_or("").to_owned(),
+                set[0].to_owned(),
+            )
+        })
+        .collect();
+    let api = |m: &str| ("api".to_owned(), m.to_owned());
+    assert_eq!(
+        outcomes,
+        [
+            api("RequestsExecuted"),
+            api("RequestsReplayed"),
+            api("RequestsMismatched"),
+            api("RequestsRefused"),
+        ]
+    );
+}
+
+fn sqsafe_telemetry_outcomes() -> Vec<&'static str> {
+    sqsafe::layers::telemetry::api_metrics::RequestOutcome::ALL
+        .iter()
+        .map(|o| o.metric_name())
+        .collect()
 }
 
 #[tokio::test]

@@ -31,6 +31,13 @@
 //! **Logs.** One line per guarded request (`api request handled`), with the method, the matched route, the outcome
 //! and the correlation id (the request's `x-correlation-id`, else a new one), inside a span that carries them; never
 //! the body, the key or the caller.
+//!
+//! **Metrics.** One CloudWatch Embedded Metric Format line per guarded request, on stdout where Lambda sends it to
+//! CloudWatch Logs: a counter per outcome (`RequestsExecuted`, `RequestsReplayed`, `RequestsInProgress`,
+//! `RequestsMismatched`, `RequestsRefused`, `RequestsReleased`, `RequestsStoreFailed`, `RequestsPassed`) and
+//! `RequestDuration`, in the namespace [`ApiSettings::metrics_namespace`] (`sqsafe`), dimension `api` = the record
+//! name ([`ApiSettings::name`]). [`IdempotencyLayer::metrics_writer`] sends them elsewhere; a namespace of `None`
+//! turns them off.
 
 mod request;
 mod stored;
@@ -52,6 +59,7 @@ use serde_json::json;
 use sqsafe_idempotency::{
     Claim, Error as IdempotencyError, Idempotency, IdempotencyStore, KeyBuilder, Replayed,
 };
+use sqsafe_telemetry::api_metrics::{RequestOutcome as Outcome, write_request_emf};
 use tracing::Instrument;
 
 use request::{fingerprint_of, route_of, valid_key};
@@ -88,6 +96,10 @@ pub struct ApiSettings {
     /// The name the records carry (their key's consumer part) and its version: change the version when a handler's
     /// effect changes meaning, so that keys of the old one are not replayed. Default `("api", 1)`.
     pub name: (String, u32),
+    /// The CloudWatch namespace of the one Embedded Metric Format line written per guarded request (its outcome
+    /// and duration under the dimension `api` = the record name: `sqsafe_telemetry::api_metrics`), to stdout
+    /// unless [`IdempotencyLayer::metrics_writer`] says otherwise. `None`: no metrics. Default `Some("sqsafe")`.
+    pub metrics_namespace: Option<String>,
 }
 
 impl Default for ApiSettings {
@@ -100,6 +112,7 @@ impl Default for ApiSettings {
             max_request_body: 1024 * 1024,
             max_stored_body: 48 * 1024,
             name: ("api".to_owned(), 1),
+            metrics_namespace: Some("sqsafe".to_owned()),
         }
     }
 }
@@ -121,6 +134,16 @@ struct Shared<S> {
     idem: Idempotency<S>,
     caller: Arc<CallerFn>,
     settings: ApiSettings,
+    metrics_writer: Arc<MetricsWriter>,
+}
+
+/// Where the layer's metric lines go: each call gets one line, its newline included.
+pub type MetricsWriter = dyn Fn(&[u8]) + Send + Sync;
+
+fn to_stdout(line: &[u8]) {
+    use std::io::Write as _;
+    // Metrics never fail a request: a closed stdout loses the line.
+    let _ = std::io::stdout().lock().write_all(line);
 }
 
 impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
@@ -143,6 +166,22 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
                 idem,
                 caller: Arc::new(caller),
                 settings,
+                metrics_writer: Arc::new(to_stdout),
+            }),
+        }
+    }
+
+    /// Sends the metric lines (see [`ApiSettings::metrics_namespace`]) to `writer` instead of stdout: a server that
+    /// ships its metrics another way, or a test that reads them. Call it before the layer wraps a service.
+    #[must_use]
+    pub fn metrics_writer(self, writer: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
+        let old = &self.shared;
+        Self {
+            shared: Arc::new(Shared {
+                idem: old.idem.clone(),
+                caller: Arc::clone(&old.caller),
+                settings: old.settings.clone(),
+                metrics_writer: Arc::new(writer),
             }),
         }
     }
@@ -219,6 +258,7 @@ where
         );
         Box::pin(
             async move {
+                let started = std::time::Instant::now();
                 let (answer, outcome) = guarded(&shared, inner, request, &route).await;
                 let status = answer.status().as_u16();
                 if outcome == Outcome::StoreFailed {
@@ -226,6 +266,7 @@ where
                 } else {
                     tracing::info!(outcome = outcome.label(), status, "api request handled");
                 }
+                shared.metrics(outcome, started.elapsed());
                 Ok(answer)
             }
             .instrument(span),
@@ -233,38 +274,26 @@ where
     }
 }
 
-/// How a guarded request ended, for its log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    /// No key, and none required: the handler ran unguarded.
-    Passed,
-    /// Refused before the handler: no key, a bad key, no caller, a body too large.
-    Refused,
-    /// The handler ran and its answer was stored.
-    Executed,
-    /// The handler ran, answered 5xx, panicked or timed out: the key was released.
-    Released,
-    /// The stored answer was replayed.
-    Replayed,
-    /// Other content under the key: 422.
-    Mismatch,
-    /// The first request is still in flight: 409.
-    InFlight,
-    /// The idempotency table failed (the request was not handled, or its answer not stored).
-    StoreFailed,
-}
-
-impl Outcome {
-    fn label(self) -> &'static str {
-        match self {
-            Outcome::Passed => "passed",
-            Outcome::Refused => "refused",
-            Outcome::Executed => "executed",
-            Outcome::Released => "released",
-            Outcome::Replayed => "replayed",
-            Outcome::Mismatch => "payload_mismatch",
-            Outcome::InFlight => "in_progress",
-            Outcome::StoreFailed => "idempotency_store",
+impl<S> Shared<S> {
+    fn metrics(&self, outcome: Outcome, took: Duration) {
+        let Some(namespace) = &self.settings.metrics_namespace else {
+            return;
+        };
+        let now_ms = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let mut line = Vec::with_capacity(640);
+        if write_request_emf(
+            &mut line,
+            namespace,
+            &self.settings.name.0,
+            now_ms,
+            outcome,
+            took,
+        )
+        .is_ok()
+        {
+            (self.metrics_writer)(&line);
         }
     }
 }
@@ -363,7 +392,7 @@ where
                     "idempotency-key-reused",
                     "this Idempotency-Key was used with another request",
                 ),
-                Outcome::Mismatch,
+                Outcome::Mismatched,
             );
         }
         Err(IdempotencyError::InProgress {
@@ -382,7 +411,7 @@ where
             answer
                 .headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from(wait));
-            return (answer, Outcome::InFlight);
+            return (answer, Outcome::InProgress);
         }
         Err(e) => return store_failed(&e),
     };
