@@ -11,6 +11,7 @@
 //! - `resources` creates the template's tables and queues in a moto server the user runs, named as the template
 //!   names them.
 
+mod apis;
 mod hints;
 mod parameters;
 mod resources;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
+use super::apis::{self, Apis};
 use super::hints::{cli_v1_line, export_lines, send_hint};
 use super::stand_ins::{self, StandIns};
 use super::state::{ConsumerQueue, PipelineState, StateFile, state_path};
@@ -33,7 +34,10 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
         .and_then(|t| t.parent().map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("."));
     if args.watch {
-        let binaries: Vec<String> = spec.functions.values().map(|f| f.binary.clone()).collect();
+        let consumers = spec.functions.values().map(|f| f.binary.clone());
+        let binaries: Vec<String> = consumers
+            .chain(spec.apis.values().map(|a| a.binary.clone()))
+            .collect();
         tokio::select! {
             built = watch_mode::prebuild_all(&workspace, &binaries) => built?,
             stopped = stop_signal.recv() => return stopped,
@@ -175,6 +179,28 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             }));
         }
     }
+    // The functions behind an HTTP API: each on a loopback port.
+    let aws = apis::aws_env(&moto.endpoint());
+    let run = match &saves {
+        Some(saves) => apis::Run::Watch(&watch_mode::Shared {
+            workspace: &workspace,
+            saves,
+            sqs: &sqs,
+            log_dir: &log_dir,
+            stop: &stop,
+            gone: &gone_tx,
+        }),
+        None => apis::Run::Built(&args.bin_dir),
+    };
+    let apis = match Apis::start(&spec, &stack, &aws, &run, &log_dir).await {
+        Ok(apis) => apis,
+        Err(e) => {
+            let _ = stop_tx.send(true);
+            watch_mode::shutdown(watched).await;
+            moto.shutdown().await;
+            return Err(e);
+        }
+    };
     println!("function logs    {}", log_dir.display());
     // The sample events beside the template (a copy of the workspace has its own).
     let events = args
@@ -231,6 +257,9 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             Err(e) => println!("  {name:<width$}   (no sample to send: {e})"),
         }
     }
+    if let Some(hint) = apis.hint() {
+        println!("  {hint}");
+    }
     if args.watch {
         println!(
             "\nUnder cargo lambda watch: after you save a source file (*.rs, Cargo.toml, Cargo.lock), deliveries wait, \
@@ -256,6 +285,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             );
         }
     }
+    apis.shutdown().await;
     watch_mode::shutdown(watched).await;
     stand_ins.print_calls();
     moto.shutdown().await;

@@ -138,7 +138,7 @@ pub(crate) async fn shutdown(functions: Vec<Watched>) {
 }
 
 /// Tells the terminal what watch does with the function: builds (with progress), runs, exits.
-async fn report(
+pub(crate) async fn report(
     mut status: watch::Receiver<Status>,
     saves: watch::Receiver<Option<Save>>,
     name: String,

@@ -24,8 +24,8 @@ use aws_sdk_sqs::types::QueueAttributeName;
 
 pub use nested::flatten;
 pub use template::{
-    EnvSource, FunctionSpec, QueueSpec, SEED_METADATA, TableSpec, TemplateError, TemplateSpec,
-    UnsetParameter,
+    ApiFunctionSpec, EnvSource, FunctionSpec, QueueSpec, SEED_METADATA, TableSpec, TemplateError,
+    TemplateSpec, UnsetParameter,
 };
 
 /// The project's template.yaml: the nearest at or above the crate under test, the binary `cargo run` runs, or the
@@ -229,12 +229,14 @@ impl LocalStack {
     /// `QUEUE_URL`), parameters to their override or default; and a queue's `!GetAtt` `Arn`, `QueueName` and
     /// `QueueUrl`. A reference that resolves to nothing is left out (the function then names it at start).
     pub fn function_env(&self, binary: &str) -> Vec<(String, String)> {
-        let Some(function) = self.function(binary) else {
-            return Vec::new();
+        let env = match self.function(binary) {
+            Some(function) => &function.env,
+            None => match self.spec.apis.values().find(|a| a.binary == binary) {
+                Some(api) => &api.env,
+                None => return Vec::new(),
+            },
         };
-        function
-            .env
-            .iter()
+        env.iter()
             .filter_map(|(name, source)| {
                 let value = match source {
                     EnvSource::Literal(v) => v.clone(),

@@ -105,6 +105,20 @@ pub struct FunctionSpec {
     pub env: BTreeMap<String, EnvSource>,
 }
 
+/// A function behind an HTTP API: an event of type `HttpApi` (API Gateway's payload format 2.0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiFunctionSpec {
+    /// Logical id.
+    pub logical_id: String,
+    /// The cargo binary (Metadata.BuildProperties.Binary).
+    pub binary: String,
+    /// Its routes, as API Gateway's route keys (`POST /orders`, `ANY /{proxy+}`), from each `HttpApi` event's
+    /// `Method` and `Path` (`$default` when an event names neither).
+    pub routes: Vec<String>,
+    /// Environment variables.
+    pub env: BTreeMap<String, EnvSource>,
+}
+
 /// The parts of template.yaml that the local stack reproduces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TemplateSpec {
@@ -114,6 +128,9 @@ pub struct TemplateSpec {
     pub queues: BTreeMap<String, QueueSpec>,
     /// Functions with an SQS event, by logical id.
     pub functions: BTreeMap<String, FunctionSpec>,
+    /// Functions behind an HTTP API (an event of type `HttpApi`), by logical id: `sqsafe local up` serves each on a
+    /// loopback port.
+    pub apis: BTreeMap<String, ApiFunctionSpec>,
     /// Parameter defaults.
     pub parameters: BTreeMap<String, String>,
     /// Parameters declared without a `Default`: a deployment gives their value (`sam deploy --parameter-overrides`),
@@ -150,6 +167,80 @@ fn scalar(v: &Value) -> Option<String> {
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
+}
+
+/// A function's environment variables, as the template gives them.
+fn env_of(props: &Value) -> BTreeMap<String, EnvSource> {
+    let Some(vars) = props
+        .get("Environment")
+        .and_then(|e| e.get("Variables"))
+        .and_then(Value::as_mapping)
+    else {
+        return BTreeMap::new();
+    };
+    vars.iter()
+        .filter_map(|(k, v)| {
+            let source = if let Some(r) = function(v, "Ref") {
+                EnvSource::Ref(scalar(r)?)
+            } else if let Some(g) = function(v, "Fn::GetAtt") {
+                let (resource, attribute) = get_att(g)?;
+                EnvSource::GetAtt {
+                    resource,
+                    attribute,
+                }
+            } else {
+                EnvSource::Literal(scalar(v)?)
+            };
+            Some((scalar(k)?, source))
+        })
+        .collect()
+}
+
+/// The function `id` when one of its events is an `HttpApi`: `None` when none is, an error when it has no binary.
+fn api_function(
+    id: &str,
+    resource: &Value,
+    props: &Value,
+) -> Option<Result<ApiFunctionSpec, String>> {
+    let events: Vec<&Value> = props
+        .get("Events")
+        .and_then(Value::as_mapping)?
+        .values()
+        .filter(|e| e.get("Type").and_then(Value::as_str) == Some("HttpApi"))
+        .collect();
+    if events.is_empty() {
+        return None;
+    }
+    let routes = events
+        .iter()
+        .map(|e| {
+            let props = e.get("Properties");
+            let method = props.and_then(|p| scalar(p.get("Method")?));
+            let path = props.and_then(|p| scalar(p.get("Path")?));
+            match (method, path) {
+                (None, None) => "$default".to_owned(),
+                (method, path) => format!(
+                    "{} {}",
+                    method.map_or_else(|| "ANY".to_owned(), |m| m.to_uppercase()),
+                    path.unwrap_or_else(|| "/".to_owned())
+                ),
+            }
+        })
+        .collect();
+    let binary = resource
+        .get("Metadata")
+        .and_then(|m| m.get("BuildProperties"))
+        .and_then(|b| b.get("Binary"))
+        .and_then(scalar);
+    Some(match binary {
+        None => Err(format!("{id}: no Metadata.BuildProperties.Binary")),
+        Some(binary) => Ok(ApiFunctionSpec {
+            logical_id: id.to_owned(),
+            binary,
+            routes,
+            env: env_of(props),
+        }),
+    })
 }
 
 /// `!GetAtt X.Arn` → `X` (a `!GetAtt` without an attribute names nothing: CloudFormation refuses it).
@@ -207,6 +298,7 @@ impl TemplateSpec {
             tables: BTreeMap::new(),
             queues: BTreeMap::new(),
             functions: BTreeMap::new(),
+            apis: BTreeMap::new(),
             parameters,
             required_parameters,
         };
@@ -284,6 +376,10 @@ impl TemplateSpec {
                     );
                 }
                 "AWS::Serverless::Function" => {
+                    if let Some(api) = api_function(&id, resource, &props) {
+                        spec.apis.insert(id.clone(), api.map_err(err)?);
+                        continue;
+                    }
                     let Some(event) =
                         props
                             .get("Events")
@@ -309,29 +405,7 @@ impl TemplateSpec {
                         .and_then(|b| b.get("Binary"))
                         .and_then(scalar)
                         .ok_or_else(|| err(format!("{id}: no Metadata.BuildProperties.Binary")))?;
-                    let env = props
-                        .get("Environment")
-                        .and_then(|e| e.get("Variables"))
-                        .and_then(Value::as_mapping)
-                        .map(|vars| {
-                            vars.iter()
-                                .filter_map(|(k, v)| {
-                                    let source = if let Some(r) = function(v, "Ref") {
-                                        EnvSource::Ref(scalar(r)?)
-                                    } else if let Some(g) = function(v, "Fn::GetAtt") {
-                                        let (resource, attribute) = get_att(g)?;
-                                        EnvSource::GetAtt {
-                                            resource,
-                                            attribute,
-                                        }
-                                    } else {
-                                        EnvSource::Literal(scalar(v)?)
-                                    };
-                                    Some((scalar(k)?, source))
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
+                    let env = env_of(&props);
                     let batch_size =
                         event_props
                             .get("BatchSize")
@@ -411,6 +485,7 @@ impl TemplateSpec {
             .collect();
         queues.extend(dlqs);
         Some(TemplateSpec {
+            apis: BTreeMap::new(),
             tables: self
                 .tables
                 .iter()
@@ -437,16 +512,17 @@ impl TemplateSpec {
     /// The functions' environment variables that refer to a parameter without a `Default` and not in `given`: the
     /// function would start without them. Ordered by function, then variable.
     pub fn unset_parameters(&self, given: &BTreeMap<String, String>) -> Vec<UnsetParameter> {
-        let mut unset: Vec<UnsetParameter> = self
-            .functions
-            .values()
-            .flat_map(|f| {
-                f.env.iter().filter_map(|(variable, source)| match source {
+        let consumers = self.functions.values().map(|f| (&f.binary, &f.env));
+        let apis = self.apis.values().map(|a| (&a.binary, &a.env));
+        let mut unset: Vec<UnsetParameter> = consumers
+            .chain(apis)
+            .flat_map(|(binary, env)| {
+                env.iter().filter_map(|(variable, source)| match source {
                     EnvSource::Ref(r)
                         if self.required_parameters.contains(r) && !given.contains_key(r) =>
                     {
                         Some(UnsetParameter {
-                            binary: f.binary.clone(),
+                            binary: binary.clone(),
                             variable: variable.clone(),
                             parameter: r.clone(),
                         })
@@ -463,6 +539,59 @@ impl TemplateSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_function_behind_an_http_api_is_read_with_its_routes_and_environment() {
+        let spec = TemplateSpec::parse(
+            r#"
+Resources:
+  Keys:
+    Type: AWS::DynamoDB::Table
+    Properties: { KeySchema: [{ AttributeName: pk, KeyType: HASH }] }
+  Orders:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: orders-api } }
+    Properties:
+      Environment: { Variables: { IDEMPOTENCY_TABLE: !Ref Keys, MODE: strict } }
+      Events:
+        Create: { Type: HttpApi, Properties: { Path: /orders, Method: post } }
+        Rest: { Type: HttpApi }
+  NoBinary:
+    Type: AWS::Serverless::Function
+    Properties: { Events: { A: { Type: HttpApi } } }
+"#,
+        );
+        let error = spec.expect_err("a function without its binary");
+        assert!(
+            error
+                .to_string()
+                .contains("NoBinary: no Metadata.BuildProperties.Binary"),
+            "{error}"
+        );
+        let spec = TemplateSpec::parse(
+            r#"
+Resources:
+  Keys:
+    Type: AWS::DynamoDB::Table
+    Properties: { KeySchema: [{ AttributeName: pk, KeyType: HASH }] }
+  Orders:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: orders-api } }
+    Properties:
+      Environment: { Variables: { IDEMPOTENCY_TABLE: !Ref Keys, MODE: strict } }
+      Events:
+        Create: { Type: HttpApi, Properties: { Path: /orders, Method: post } }
+        Rest: { Type: HttpApi }
+"#,
+        )
+        .expect("template");
+        assert!(spec.functions.is_empty(), "not a consumer");
+        let api = &spec.apis["Orders"];
+        assert_eq!(api.binary, "orders-api");
+        assert_eq!(api.routes, ["POST /orders", "$default"]);
+        assert_eq!(api.env["IDEMPOTENCY_TABLE"], EnvSource::Ref("Keys".into()));
+        assert_eq!(api.env["MODE"], EnvSource::Literal("strict".into()));
+    }
 
     /// A parent whose consumers' queues are in nested applications (sqsafe/consumer.yaml and its FIFO variant).
     fn nested_fixture() -> PathBuf {
