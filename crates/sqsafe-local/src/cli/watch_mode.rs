@@ -59,8 +59,7 @@ pub(crate) struct Shared<'a> {
     pub(crate) gone: &'a mpsc::UnboundedSender<(String, String)>,
 }
 
-/// Starts watch for `binary` with `env` and one mapping on `queue` (its batches told to `reports`: watch keeps the
-/// function's output, so a line says what was deleted and what returned, not how each record ended); reports its
+/// Starts watch for `binary` with `env` and one mapping on `queue` (its batches told to `reports`); reports its
 /// phases until `stop`.
 pub(crate) async fn start(
     shared: &Shared<'_>,

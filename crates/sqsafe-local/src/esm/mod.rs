@@ -45,7 +45,7 @@ impl Invoker for crate::lambda::FunctionInstance {
     async fn invoke(&mut self, event: Value) -> Result<Value, String> {
         crate::lambda::FunctionInstance::invoke(self, event)
             .await
-            .map_err(|e| format!("{e:?}"))
+            .map_err(|e| e.to_string())
     }
 
     fn take_outcomes(&mut self) -> Option<BatchOutcomes> {

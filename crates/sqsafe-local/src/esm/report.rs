@@ -8,7 +8,7 @@
 //! ```text
 //! charge-payment   4 records: 2 applied, 1 dead-lettered, 1 returned for retry (0.16 s)
 //! send-invoice     2 records: 1 applied, 1 replayed; stand-in API 1 call (0.05 s)
-//! charge-payment   3 records: invocation failed (crashed), all 3 returned for retry (0.02 s)
+//! charge-payment   2 records: invocation failed (the invocation timed out; the function process was killed), all 2 returned for retry (30.00 s)
 //! ```
 
 use std::fmt;
