@@ -54,6 +54,12 @@ book:
 SQSAFE := target/debug/sqsafe
 PAYMENTS := cargo build -q -p sqsafe-test-servers --bin sqsafe-payments
 
+# scripts/test.sh builds with CARGO_INCREMENTAL=0, and cargo's fingerprints include the setting: a build with the
+# other one recompiles every crate of the workspace (ConfigSettingsChanged). These targets build what make test built
+# (sqsafe, the functions, sqsafe-payments), so they use the same setting and find it fresh, and the reverse.
+# (local-watch keeps incremental builds for the saves it rebuilds; cargo lambda watch builds in its own way anyway.)
+venv local local-resources: export CARGO_INCREMENTAL := 0
+
 venv:
 	@cargo build -q -p sqsafe-cli --bin sqsafe
 	@$(SQSAFE) local venv

@@ -6,6 +6,7 @@
 //! `Idempotency-Key` when it stops. `--parameter NAME=URL` points the function at a real one instead.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use sqsafe_testkit::FakeDownstream;
 
@@ -16,7 +17,7 @@ pub(super) const SUFFIX: &str = "ApiUrl";
 
 /// The fake APIs `up` runs, one per parameter.
 pub(super) struct StandIns {
-    apis: Vec<(String, FakeDownstream)>,
+    apis: Vec<(String, Arc<FakeDownstream>)>,
 }
 
 /// The parameters a stand-in is started for: each `*ApiUrl` parameter that a function's environment uses with no
@@ -45,7 +46,7 @@ impl StandIns {
                 .await
                 .map_err(|e| format!("a local stand-in for {name}: {e}"))?;
             given.insert(name.clone(), api.url());
-            apis.push((name.clone(), api));
+            apis.push((name.clone(), Arc::new(api)));
         }
         Ok(Self { apis })
     }
@@ -57,6 +58,21 @@ impl StandIns {
                 api.url()
             );
         }
+    }
+
+    /// A counter of the calls received by the stand-ins a function with environment `env` calls (those whose URL
+    /// is one of its values); `None` when it calls none.
+    pub(super) fn calls_counter(
+        &self,
+        env: &[(String, String)],
+    ) -> Option<impl Fn() -> usize + Send + Sync + 'static> {
+        let apis: Vec<Arc<FakeDownstream>> = self
+            .apis
+            .iter()
+            .filter(|(_, api)| env.iter().any(|(_, value)| *value == api.url()))
+            .map(|(_, api)| Arc::clone(api))
+            .collect();
+        (!apis.is_empty()).then_some(move || apis.iter().map(|api| api.calls().len()).sum())
     }
 
     /// What each stand-in received, one line per API.
@@ -157,5 +173,27 @@ Resources:
         let (_, api) = &stand_ins.apis[0];
         assert_eq!(api.url(), url);
         assert!(api.calls().is_empty());
+        let env = [("API_URL".to_owned(), url.clone())];
+        let count = stand_ins
+            .calls_counter(&env)
+            .expect("its function calls it");
+        assert_eq!(count(), 0);
+        // One plain HTTP/1.1 call, answered before the connection closes.
+        let mut stream = tokio::net::TcpStream::connect(url.trim_start_matches("http://"))
+            .await
+            .expect("connect");
+        let request =
+            "POST /v1/things HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+            .await
+            .expect("send");
+        let mut answer = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut answer)
+            .await
+            .expect("answer");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert_eq!(count(), 1);
+        let other = [("API_URL".to_owned(), "http://127.0.0.1:9".to_owned())];
+        assert!(stand_ins.calls_counter(&other).is_none());
     }
 }

@@ -11,7 +11,7 @@ use super::hints::{cli_v1_line, export_lines, send_hint};
 use super::stand_ins::{self, StandIns};
 use super::state::{ConsumerQueue, PipelineState, StateFile, state_path};
 use super::{UpArgs, parameters, watch_mode};
-use crate::esm::{EventSourceMapping, MappingConfig};
+use crate::esm::{EventSourceMapping, MappingConfig, Reports};
 use crate::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
 use crate::moto::{MotoServer, venv_bin};
 use crate::stack::{LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, target_dir};
@@ -121,6 +121,11 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
             ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
         ]);
+        // A line per batch, as each is answered (the function's full output stays in its log file).
+        let reports = match stand_ins.calls_counter(&env) {
+            Some(counter) => Reports::printed(&function.binary).with_calls(counter),
+            None => Reports::printed(&function.binary),
+        };
         if let Some(saves) = &saves {
             let shared = watch_mode::Shared {
                 workspace: &workspace,
@@ -136,6 +141,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
                 env,
                 queue,
                 stack.batch_size(&function.binary),
+                reports,
             )
             .await;
             match started {
@@ -167,7 +173,9 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
                 drop_delete_rate: 0.0,
                 seed: 0,
             };
-            let esm = EventSourceMapping::new(sqs.clone(), mapping, instance).await?;
+            let esm = EventSourceMapping::new(sqs.clone(), mapping, instance)
+                .await?
+                .with_reports(reports.clone());
             let stats = esm.stats();
             let stop = stop.clone();
             let name = format!("{}#{i}", function.binary);

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::esm::{EventSourceMapping, MappingConfig};
+use crate::esm::{EventSourceMapping, MappingConfig, Reports};
 use crate::stack::LocalQueue;
 use crate::watch::{
     AfterSave, Phase, Save, Saves, Status, VisibilityHold, WatchFunction, WatchSpec, prebuild,
@@ -59,13 +59,15 @@ pub(crate) struct Shared<'a> {
     pub(crate) gone: &'a mpsc::UnboundedSender<(String, String)>,
 }
 
-/// Starts watch for `binary` with `env` and one mapping on `queue`; reports its phases until `stop`.
+/// Starts watch for `binary` with `env` and one mapping on `queue` (its batches told to `reports`); reports its
+/// phases until `stop`.
 pub(crate) async fn start(
     shared: &Shared<'_>,
     binary: &str,
     env: Vec<(String, String)>,
     queue: &LocalQueue,
     batch_size: i32,
+    reports: Reports,
 ) -> Result<Watched, String> {
     let Shared {
         workspace,
@@ -97,7 +99,9 @@ pub(crate) async fn start(
         .invoker(stop.clone())
         .with_hold(hold)
         .with_saves(saves.latest());
-    let esm = EventSourceMapping::new(sqs.clone(), config, invoker).await?;
+    let esm = EventSourceMapping::new(sqs.clone(), config, invoker)
+        .await?
+        .with_reports(reports);
     let stats = esm.stats();
     let polling = stop.clone();
     let name = format!("{binary}#0");

@@ -5,14 +5,18 @@
 //! receives and moves exhausted messages to the DLQ by the queue's redrive policy. If the invocation fails (a crash, a
 //! timeout, a function error) or names an identifier that is not in the batch, nothing is deleted, as in Lambda.
 //! Several mappings may poll one queue at once, like Lambda's concurrent pollers.
+//!
+//! With [`EventSourceMapping::with_reports`], each invocation's batch is reported as it is answered ([`report`]):
+//! how many records, how each ended, how long it took.
 
 mod event;
+mod report;
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
@@ -21,18 +25,31 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 pub use event::sqs_event;
+pub use report::{BatchReport, Ended, Reports};
+
+use crate::lambda::BatchOutcomes;
 
 /// Something that answers an SQS event: a function instance under the Runtime API, or an in-process consumer.
 pub trait Invoker: Send {
     /// Invokes with `event` (an `SqsEvent` as JSON); `Err` is any failed invocation (crash, timeout, error).
     fn invoke(&mut self, event: Value) -> impl Future<Output = Result<Value, String>> + Send;
+
+    /// What the function's own output counted of the records since the last call (its batch metrics lines), for
+    /// the [reports](EventSourceMapping::with_reports); `None` when this invoker does not read it (the default).
+    fn take_outcomes(&mut self) -> Option<BatchOutcomes> {
+        None
+    }
 }
 
 impl Invoker for crate::lambda::FunctionInstance {
     async fn invoke(&mut self, event: Value) -> Result<Value, String> {
         crate::lambda::FunctionInstance::invoke(self, event)
             .await
-            .map_err(|e| format!("{e:?}"))
+            .map_err(|e| e.to_string())
+    }
+
+    fn take_outcomes(&mut self) -> Option<BatchOutcomes> {
+        crate::lambda::FunctionInstance::take_outcomes(self)
     }
 }
 
@@ -91,6 +108,7 @@ pub struct EventSourceMapping<I> {
     invoker: I,
     stats: Arc<MappingStats>,
     rng: fastrand::Rng,
+    reports: Option<Reports>,
 }
 
 impl<I: Invoker> EventSourceMapping<I> {
@@ -120,7 +138,14 @@ impl<I: Invoker> EventSourceMapping<I> {
             invoker,
             stats: Arc::new(MappingStats::default()),
             rng,
+            reports: None,
         })
+    }
+
+    /// Reports each invocation's batch as soon as it is answered (before its deletes): off by default.
+    pub fn with_reports(mut self, reports: Reports) -> Self {
+        self.reports = Some(reports);
+        self
     }
 
     /// The counters, shared: readable while the mapping runs.
@@ -172,20 +197,36 @@ impl<I: Invoker> EventSourceMapping<I> {
             .fetch_add(messages.len() as u64, Ordering::Relaxed);
         let event = sqs_event(&messages, &self.queue_arn);
         let ids: HashSet<&str> = messages.iter().filter_map(|m| m.message_id()).collect();
-        let failed: HashSet<String> = match self.invoker.invoke(event).await {
-            Ok(answer) => match reported(&answer, &ids) {
-                Some(failed) => failed,
-                None => {
-                    // An empty or unknown itemIdentifier: Lambda fails the whole batch.
-                    stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-            },
+        // Whatever the function printed between invocations is not this batch's.
+        let _ = self.invoker.take_outcomes();
+        let calls_before = self.reports.as_ref().and_then(Reports::calls_now);
+        let started = Instant::now();
+        let answer = self.invoker.invoke(event).await;
+        let took = started.elapsed();
+        let failed = match answer {
+            // An empty or unknown itemIdentifier: Lambda fails the whole batch.
+            Ok(answer) => reported(&answer, &ids).ok_or_else(|| {
+                format!("the answer names an identifier not in the batch: {answer}")
+            }),
             Err(e) => {
                 tracing::info!(error = %e, records = messages.len(), "invocation failed; the batch comes back");
-                stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
-                return;
+                Err(e)
             }
+        };
+        if let Some(reports) = &self.reports {
+            let ended = match &failed {
+                Ok(failed) => Ended::Answered {
+                    returned: failed.len(),
+                    outcomes: self.invoker.take_outcomes(),
+                },
+                Err(e) => Ended::Failed(e.clone()),
+            };
+            let report = BatchReport::new(reports.consumer(), messages.len(), ended, took);
+            reports.send(report, calls_before);
+        }
+        let Ok(failed) = failed else {
+            stats.failed_invocations.fetch_add(1, Ordering::Relaxed);
+            return;
         };
         stats
             .reported

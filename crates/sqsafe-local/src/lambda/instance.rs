@@ -12,6 +12,7 @@ use super::api::{ApiEvent, Invocation, RuntimeApi};
 use super::error::InvokeError;
 use super::ids::{function_arn, request_id, trace_id};
 use super::logs::LogSink;
+use super::outcomes::BatchOutcomes;
 use super::process::{Process, lambda_env, memory_mb, region};
 use super::spec::FunctionSpec;
 use super::stats::InstanceStats;
@@ -240,6 +241,12 @@ impl FunctionInstance {
             fault_markers: self.sink.fault_markers(),
             emf: self.sink.emf(),
         }
+    }
+
+    /// What the function's batch metrics lines counted since the last call (after an `invoke`: that invocation's
+    /// records); `None` when it printed none (not an `sqsafe-batch` consumer, or it crashed first).
+    pub fn take_outcomes(&self) -> Option<BatchOutcomes> {
+        self.sink.take_outcomes()
     }
 
     /// Kills the process, if one is running, and stops the Runtime API server; waits until both are gone.

@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 use tokio::net::unix::pipe::Receiver;
 
+use super::outcomes::BatchOutcomes;
+
 /// Prefix of the line a fault-injection build prints just before it kills itself.
 const FAULT_PREFIX: &str = "sqsafe-fault: ";
 /// A longer line is cut here, as CloudWatch Logs cuts events at 256 KB.
@@ -34,6 +36,8 @@ struct SinkState {
     write_failed: bool,
     fault_markers: BTreeMap<String, u64>,
     emf: BTreeMap<String, f64>,
+    /// The batch metrics lines since the last [`LogSink::take_outcomes`].
+    outcomes: Option<BatchOutcomes>,
 }
 
 impl LogSink {
@@ -86,6 +90,11 @@ impl LogSink {
         self.state().emf.clone()
     }
 
+    /// What the batch metrics lines counted since the last call; `None` when there was none.
+    pub(crate) fn take_outcomes(&self) -> Option<BatchOutcomes> {
+        self.state().outcomes.take()
+    }
+
     /// No code panics while holding the lock, and every update leaves the state whole: poisoning is ignored.
     fn state(&self) -> MutexGuard<'_, SinkState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -115,6 +124,9 @@ impl SinkState {
         } else if let Some(values) = emf_values(line) {
             for (name, value) in values {
                 *self.emf.entry(name).or_default() += value;
+            }
+            if let Some(counts) = BatchOutcomes::from_line(line) {
+                self.outcomes.get_or_insert_default().add(counts);
             }
         }
     }
@@ -321,6 +333,7 @@ mod tests {
         sink.function_line("sqsafe-fault: SIGKILL at after_claim key=b");
         sink.function_line("sqsafe-fault: SIGKILL at after_complete key=c");
         assert_eq!(sink.emf(), BTreeMap::from([("N".to_owned(), 5.0)]));
+        assert_eq!(sink.take_outcomes(), None, "no batch metrics line");
         assert_eq!(
             sink.fault_markers(),
             BTreeMap::from([
@@ -328,5 +341,16 @@ mod tests {
                 ("after_complete".to_owned(), 1)
             ])
         );
+    }
+
+    #[test]
+    fn the_sink_hands_over_the_batch_outcomes_once() {
+        let sink = LogSink::new(PathBuf::from("/nonexistent/never-opened.log"));
+        let batch = r#"{"_aws":{"CloudWatchMetrics":[{"Dimensions":[["consumer"]],"Metrics":[{"Name":"RecordsReceived"},{"Name":"RecordsProcessed"}]}]},"RecordsReceived":2,"RecordsProcessed":2}"#;
+        sink.function_line(batch);
+        sink.function_line(batch);
+        let taken = sink.take_outcomes().expect("two batch lines");
+        assert_eq!((taken.received, taken.applied), (4, 4));
+        assert_eq!(sink.take_outcomes(), None, "taken already");
     }
 }

@@ -78,7 +78,10 @@
 //! itself writes (`INIT_START`, `START`, `END`, `REPORT` with durations, `Task timed out`, `Runtime exited`). Each line
 //! is also scanned into [`InstanceStats`]: `sqsafe-fault: SIGKILL at <point> ...` counts a fault marker for
 //! `<point>`, and an EMF line (a JSON object with an `_aws` member) adds every metric it declares under
-//! `_aws.CloudWatchMetrics[].Metrics[].Name` to a running sum. When `invoke` returns, everything the process wrote
+//! `_aws.CloudWatchMetrics[].Metrics[].Name` to a running sum (a metric declared by two documents of one batch, like
+//! sqsafe's `RecordsSentToDlq` in its batch line and again per error kind, is summed twice there). sqsafe's batch
+//! metrics line alone is also read into [`BatchOutcomes`], each record once, which
+//! [`FunctionInstance::take_outcomes`] hands over per invocation. When `invoke` returns, everything the process wrote
 //! before it answered, exited or was killed has been counted.
 //!
 //! # Time and ids
@@ -95,6 +98,7 @@ mod error;
 mod ids;
 mod instance;
 mod logs;
+mod outcomes;
 mod process;
 mod spec;
 mod stats;
@@ -102,5 +106,6 @@ mod stats;
 pub use error::InvokeError;
 pub use ids::derive_crash_seed;
 pub use instance::{FunctionInstance, INIT_TIMEOUT};
+pub use outcomes::BatchOutcomes;
 pub use spec::FunctionSpec;
 pub use stats::InstanceStats;

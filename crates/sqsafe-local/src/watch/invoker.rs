@@ -1,6 +1,7 @@
 //! The event source mapping's side of a function under `cargo lambda watch`: POST the SQS event to watch's invoke
 //! endpoint and return the answer, minding what watch does meanwhile (builds, reloads, an exited process).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry;
@@ -16,7 +17,12 @@ use tokio::time::Instant;
 
 use super::saves::Save;
 use super::status::{AfterSave, Phase, Status};
+use super::tally::Tally;
 use crate::esm::Invoker;
+use crate::lambda::BatchOutcomes;
+
+/// How long after a partial-batch answer the function's batch metrics line may take to come through watch.
+const TALLY_WAIT: Duration = Duration::from_millis(250);
 
 /// Keeps a batch's messages invisible while the function cannot take it yet (watch is building, or the process
 /// exited and waits for a saved change), so build time does not use up the visibility timeout: every third of
@@ -113,6 +119,9 @@ pub struct WatchInvoker {
     timeout: Duration,
     hold: Option<VisibilityHold>,
     saves: Option<watch::Receiver<Option<Save>>>,
+    tally: Arc<Tally>,
+    /// What the last invocation's batch metrics line counted, until taken.
+    outcomes: Option<BatchOutcomes>,
 }
 
 impl WatchInvoker {
@@ -127,6 +136,7 @@ impl WatchInvoker {
         url: String,
         status: watch::Receiver<Status>,
         stop: watch::Receiver<bool>,
+        tally: Arc<Tally>,
     ) -> Self {
         Self {
             binary,
@@ -137,6 +147,8 @@ impl WatchInvoker {
             timeout: Self::DEFAULT_TIMEOUT,
             hold: None,
             saves: None,
+            tally,
+            outcomes: None,
         }
     }
 
@@ -292,7 +304,19 @@ impl WatchInvoker {
 
 impl Invoker for WatchInvoker {
     async fn invoke(&mut self, event: Value) -> Result<Value, String> {
-        self.call(&event).await
+        // Lines printed before this invocation (an earlier one's, come late) are not its own.
+        let _ = self.tally.take();
+        self.outcomes = None;
+        let answer = self.call(&event).await?;
+        // A partial-batch answer: sqsafe's consumers print their batch metrics line before it.
+        if answer.get("batchItemFailures").is_some() {
+            self.outcomes = self.tally.take_within(TALLY_WAIT).await;
+        }
+        Ok(answer)
+    }
+
+    fn take_outcomes(&mut self) -> Option<BatchOutcomes> {
+        self.outcomes.take()
     }
 }
 

@@ -72,6 +72,7 @@ mod prebuild;
 mod process;
 mod saves;
 mod status;
+mod tally;
 
 pub use error::WatchError;
 pub use invoker::{VisibilityHold, WatchInvoker};

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use super::error::WatchError;
 use super::invoker::WatchInvoker;
 use super::status::{Phase, Status};
+use super::tally::Tally;
 
 /// How long [`WatchFunction::start`] waits for watch to listen.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -83,6 +84,7 @@ pub struct WatchFunction {
     pid: u32,
     log_path: PathBuf,
     status: watch::Receiver<Status>,
+    tally: Arc<Tally>,
     tasks: Vec<JoinHandle<()>>,
     stopped: bool,
 }
@@ -147,6 +149,7 @@ impl WatchFunction {
             self.invoke_url(),
             self.status.clone(),
             stop,
+            Arc::clone(&self.tally),
         )
     }
 
@@ -281,12 +284,15 @@ fn spawn(
     })?;
     let (tx, status) = watch::channel(Status::new(Instant::now()));
     let tx = Arc::new(tx);
+    let tally = Arc::new(Tally::default());
     let mut tasks = Vec::new();
     if let Some(out) = child.stdout.take() {
-        tasks.push(tokio::spawn(pump(out, Arc::clone(log), Arc::clone(&tx))));
+        let pipe = Pipe::new(log, &tx, &tally);
+        tasks.push(tokio::spawn(pump(out, pipe)));
     }
     if let Some(err) = child.stderr.take() {
-        tasks.push(tokio::spawn(pump(err, Arc::clone(log), Arc::clone(&tx))));
+        let pipe = Pipe::new(log, &tx, &tally);
+        tasks.push(tokio::spawn(pump(err, pipe)));
     }
     tasks.push(tokio::spawn(monitor(child, tx)));
     Ok(WatchFunction {
@@ -295,17 +301,36 @@ fn spawn(
         pid,
         log_path: spec.log_path.clone(),
         status,
+        tally,
         tasks,
         stopped: false,
     })
 }
 
-/// Copies one pipe to the log line by line and feeds each line to the status.
-async fn pump(
-    pipe: impl AsyncRead + Unpin,
+/// Where the lines of one of watch's pipes go: the log, the status, the tally of batch metrics lines.
+struct Pipe {
     log: Arc<Mutex<File>>,
     status: Arc<watch::Sender<Status>>,
-) {
+    tally: Arc<Tally>,
+}
+
+impl Pipe {
+    fn new(
+        log: &Arc<Mutex<File>>,
+        status: &Arc<watch::Sender<Status>>,
+        tally: &Arc<Tally>,
+    ) -> Self {
+        Self {
+            log: Arc::clone(log),
+            status: Arc::clone(status),
+            tally: Arc::clone(tally),
+        }
+    }
+}
+
+/// Copies one pipe to the log line by line and feeds each line to the status and the tally.
+async fn pump(pipe: impl AsyncRead + Unpin, to: Pipe) {
+    let Pipe { log, status, tally } = to;
     let mut reader = BufReader::new(pipe);
     let mut line = Vec::new();
     loop {
@@ -325,6 +350,7 @@ async fn pump(
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\n', '\r']);
         status.send_if_modified(|s| s.observe(text, Instant::now()));
+        tally.observe(text);
     }
 }
 
