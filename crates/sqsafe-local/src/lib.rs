@@ -4,6 +4,7 @@
 pub mod cli;
 mod error;
 pub mod esm;
+pub mod harness;
 pub mod lambda;
 pub mod moto;
 pub mod stack;
