@@ -16,19 +16,24 @@ impl Delivery {
         self.report.records.iter().map(|r| &r.disposition).collect()
     }
 
-    /// `true` when there were records and every one succeeded as `processed` (so none is in `batchItemFailures` or
+    /// `true` when there were records and every one succeeded as `processed` (none is in `batchItemFailures`, none
     /// went to the DLQ).
     pub fn all_succeeded(&self, processed: Processed) -> bool {
-        !self.report.records.is_empty()
-            && self
-                .dispositions()
-                .iter()
-                .all(|d| matches!(d, Disposition::Succeeded(p) if *p == processed))
+        self.all(|d| matches!(d, Disposition::Succeeded(p) if *p == processed))
     }
 
-    /// How many records the response returns for redelivery (`batchItemFailures`).
-    pub fn returned(&self) -> usize {
-        self.report.response.batch_item_failures.len()
+    /// `true` when there were records and every one is returned for redelivery ([`Disposition::Retry`]).
+    pub fn all_retried(&self) -> bool {
+        self.all(|d| matches!(d, Disposition::Retry(_)))
+    }
+
+    /// `true` when there were records and every one went to the DLQ ([`Disposition::DeadLettered`]).
+    pub fn all_dead_lettered(&self) -> bool {
+        self.all(|d| matches!(d, Disposition::DeadLettered(_)))
+    }
+
+    fn all(&self, f: impl Fn(&Disposition) -> bool) -> bool {
+        !self.report.records.is_empty() && self.report.records.iter().all(|r| f(&r.disposition))
     }
 }
 

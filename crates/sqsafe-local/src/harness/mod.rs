@@ -280,7 +280,29 @@ impl<C: Consumer> Harness<C> {
             .unwrap_or_default()
     }
 
+    /// The one message the consumer's DLQ holds (see [`Harness::dead_letters`]).
+    ///
+    /// # Panics
+    /// When the DLQ holds none or several (the message lists them), or the local AWS does not answer.
+    pub async fn dead_letter(&self) -> DeadLetter {
+        let mut letters = self.dead_letters().await;
+        match letters.pop() {
+            Some(letter) if letters.is_empty() => letter,
+            last => panic!(
+                "{}'s DLQ holds {} messages, not one: {:?}",
+                C::NAME,
+                letters.len() + usize::from(last.is_some()),
+                letters
+                    .iter()
+                    .chain(&last)
+                    .map(|l| &l.body)
+                    .collect::<Vec<_>>()
+            ),
+        }
+    }
+
     /// What the consumer's DLQ holds (up to 10 messages, not waiting for more), received with their attributes.
+    /// Receiving hides them for the queue's visibility timeout: a second call sees none of them.
     ///
     /// # Panics
     /// When the local AWS does not answer.
