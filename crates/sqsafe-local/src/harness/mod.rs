@@ -40,6 +40,7 @@
 //! # Ok(()) }
 //! ```
 
+mod builder;
 mod delivery;
 mod error;
 
@@ -48,11 +49,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::MessageSystemAttributeName;
 use sqsafe::{App, Consumer, Env, Setup};
 use sqsafe_testkit::{FakeDownstream, event_file, invocation, sdk_config, unique_name};
 
 use crate::stack::{EnvSource, LocalStack, StackOptions};
 
+pub use builder::HarnessBuilder;
 pub use delivery::{DeadLetter, Delivery};
 pub use error::HarnessError;
 
@@ -67,6 +70,7 @@ pub struct Harness<C: Consumer> {
     setup: Setup,
     api: Option<FakeDownstream>,
     dead_letter_queue: String,
+    sample: String,
     deliveries: AtomicU64,
 }
 
@@ -82,41 +86,49 @@ impl<C: Consumer> std::fmt::Debug for Harness<C> {
 
 impl<C: Consumer> Harness<C> {
     /// `C` on the resources template.yaml defines for its function (the one built as [`Consumer::NAME`]): its tables
-    /// and queues created in the local AWS ([`sqsafe_testkit::endpoint`]), its environment as the template sets it.
+    /// and queues created in the local AWS ([`sqsafe_testkit::endpoint`]) under names of their own, its environment
+    /// as the template sets it. [`Harness::builder`] for what a test changes.
     pub async fn start() -> Result<Self, HarnessError> {
-        Self::create(None).await
+        Self::builder().start().await
     }
 
     /// The same, with a [`FakeDownstream`] ([`Harness::api`]) as the API `C` calls: its URL is the value of the
     /// template's parameter `parameter`, which the function's environment must refer to.
     pub async fn with_api(parameter: &str) -> Result<Self, HarnessError> {
-        Self::create(Some(parameter)).await
+        Self::builder().fake_api(parameter).start().await
     }
 
-    async fn create(api_parameter: Option<&str>) -> Result<Self, HarnessError> {
+    /// A harness with choices of the test's own: parameters, environment, the DynamoDB client, the sample.
+    pub fn builder() -> HarnessBuilder<C> {
+        HarnessBuilder::new()
+    }
+
+    async fn create(options: HarnessBuilder<C>) -> Result<Self, HarnessError> {
         let aws = sdk_config().await;
-        let api = match api_parameter {
+        let api = match options.fake_api {
             Some(_) => Some(FakeDownstream::start().await),
             None => None,
         };
-        let options = StackOptions {
+        let mut parameters = options.parameters;
+        if let (Some(name), Some(api)) = (&options.fake_api, &api) {
+            parameters.insert(name.clone(), api.url());
+        }
+        let stack_options = StackOptions {
             prefix: unique_name(C::NAME),
-            parameters: api_parameter
-                .zip(api.as_ref())
-                .map(|(name, api)| (name.to_owned(), api.url()))
-                .into_iter()
-                .collect(),
+            parameters,
             ..StackOptions::default()
         };
         let sqs = aws_sdk_sqs::Client::new(&aws);
-        let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
-        let stack = LocalStack::for_function(&sqs, &dynamodb, C::NAME, options)
+        let dynamodb = options
+            .dynamodb
+            .unwrap_or_else(|| aws_sdk_dynamodb::Client::new(&aws));
+        let stack = LocalStack::for_function(&sqs, &dynamodb, C::NAME, stack_options)
             .await
             .map_err(|source| HarnessError::Stack {
                 consumer: C::NAME,
                 source,
             })?;
-        if let Some(parameter) = api_parameter {
+        if let Some(parameter) = &options.fake_api {
             let refers = stack.function(C::NAME).is_some_and(|f| {
                 f.env
                     .values()
@@ -125,7 +137,7 @@ impl<C: Consumer> Harness<C> {
             if !refers {
                 return Err(HarnessError::ApiParameter {
                     consumer: C::NAME,
-                    parameter: parameter.to_owned(),
+                    parameter: parameter.clone(),
                 });
             }
         }
@@ -134,25 +146,25 @@ impl<C: Consumer> Harness<C> {
             .ok_or(HarnessError::NoDeadLetterQueue { consumer: C::NAME })?
             .url
             .clone();
-        let setup =
-            Setup::new(Env::from_pairs(stack.function_env(C::NAME)), aws).map_err(|source| {
-                HarnessError::Consumer {
-                    consumer: C::NAME,
-                    source,
-                }
-            })?;
-        let app =
-            sqsafe::consumer::<C>()
-                .build(&setup)
-                .map_err(|source| HarnessError::Consumer {
-                    consumer: C::NAME,
-                    source,
-                })?;
+        let mut env = stack.function_env(C::NAME);
+        env.extend(options.env);
+        let consumer_error = |source| HarnessError::Consumer {
+            consumer: C::NAME,
+            source,
+        };
+        let mut setup = Setup::new(Env::from_pairs(env), aws).map_err(consumer_error)?;
+        setup.dynamodb = dynamodb;
+        let app = sqsafe::consumer::<C>()
+            .build(&setup)
+            .map_err(consumer_error)?;
         Ok(Self {
             app,
             setup,
             api,
             dead_letter_queue,
+            sample: options
+                .sample
+                .unwrap_or_else(|| format!("{}.json", C::NAME)),
             deliveries: AtomicU64::new(0),
         })
     }
@@ -180,12 +192,12 @@ impl<C: Consumer> Harness<C> {
         })
     }
 
-    /// The sample event, `events/<NAME>.json` of the project.
+    /// The sample event: `events/<NAME>.json` of the project (or the file given to [`HarnessBuilder::sample`]).
     ///
     /// # Panics
     /// When the file is missing or is not an SQS event ([`event_file`]).
     pub fn sample(&self) -> SqsEvent {
-        event_file(&format!("{}.json", C::NAME))
+        event_file(&self.sample)
     }
 
     /// The sample event's first record alone.
@@ -196,8 +208,8 @@ impl<C: Consumer> Harness<C> {
         let mut event = self.sample();
         assert!(
             !event.records.is_empty(),
-            "events/{}.json has no record",
-            C::NAME
+            "events/{} has no record",
+            self.sample
         );
         event.records.truncate(1);
         event
@@ -301,7 +313,8 @@ impl<C: Consumer> Harness<C> {
         }
     }
 
-    /// What the consumer's DLQ holds (up to 10 messages, not waiting for more), received with their attributes.
+    /// What the consumer's DLQ holds (up to 10 messages, not waiting for more), received with their attributes and
+    /// system attributes (a FIFO DLQ's `MessageGroupId`).
     /// Receiving hides them for the queue's visibility timeout: a second call sees none of them.
     ///
     /// # Panics
@@ -314,6 +327,7 @@ impl<C: Consumer> Harness<C> {
             .queue_url(&self.dead_letter_queue)
             .max_number_of_messages(10)
             .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::All)
             .send()
             .await
             .unwrap_or_else(|e| panic!("receive from {}: {e:?}", self.dead_letter_queue));
