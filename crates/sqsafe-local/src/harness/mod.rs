@@ -5,7 +5,7 @@
 //! the moto server `make test` runs), sets its environment as the template does, and builds the consumer on it.
 //! [`Harness::with_api`] does the same with a [`FakeDownstream`] as the API it calls. Then the test delivers events
 //! ([`Harness::deliver`]: the sample event of `events/`, or one record of it with another body) and reads what can be
-//! seen from outside: each record's [`Disposition`], the stored results, the items of a table, the dead letters.
+//! seen from outside: each record's [`Disposition`](sqsafe::Disposition), the stored results, the items of a table, the dead letters.
 //!
 //! ```no_run
 //! # use serde::{Deserialize, Serialize};
