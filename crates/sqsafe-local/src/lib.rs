@@ -5,6 +5,7 @@ pub mod cli;
 mod error;
 pub mod esm;
 pub mod gateway;
+pub mod harness;
 pub mod lambda;
 pub mod moto;
 pub mod stack;

@@ -1,24 +1,20 @@
 //! apply-ledger against DynamoDB's and SQS's real APIs (moto server, started by `make test`), driven by the sample
-//! event `events/apply-ledger-fifo.json`.
+//! event `events/apply-ledger-fifo.json`, on the tables and queues template.yaml defines for it (sqsafe_local's
+//! `Harness`).
 
 use std::collections::HashMap;
 
 use apply_ledger::{AppliedEntry, ApplyLedger, BALANCE_SK, LedgerEntryV1, entry_sk};
 use aws_lambda_events::sqs::SqsEvent;
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde::Deserialize;
-use sqsafe::{App, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
-use sqsafe_local::stack::{LocalStack, StackOptions};
-use sqsafe_testkit::{RequestCounter, event_file, invocation, sdk_config, unique_name};
+use sqsafe::{App, Consumer, Context, Effect, Intent, RecordError, Setup};
+use sqsafe_local::harness::{Harness, Item};
+use sqsafe_testkit::{RequestCounter, invocation, item_string};
 
+/// apply-ledger on its template's resources, its DynamoDB requests through the proxy (which lives as long).
 struct Fixture {
-    dynamodb: aws_sdk_dynamodb::Client,
-    sqs: aws_sdk_sqs::Client,
-    setup: Setup,
-    idempotency_table: String,
-    ledger_table: String,
-    dlq_url: String,
+    h: Harness<ApplyLedger>,
     _proxy: sqsafe_test_servers::RunningProxy,
 }
 
@@ -32,75 +28,28 @@ async fn fixture() -> Fixture {
     .await
     .expect("proxy");
     let dynamodb = sqsafe_testkit::dynamodb_at(&proxy.endpoint(), &RequestCounter::default()).await;
-    let aws = sdk_config().await;
-    let sqs = aws_sdk_sqs::Client::new(&aws);
-    // The function's tables and queues as template.yaml defines them, and its environment as the template sets it.
-    let stack = LocalStack::for_function(
-        &sqs,
-        &dynamodb,
-        "apply-ledger",
-        StackOptions {
-            prefix: unique_name("al"),
-            ..StackOptions::default()
-        },
-    )
-    .await
-    .expect("the template's resources for apply-ledger");
-    let idempotency_table = stack.tables["IdempotencyTable"].clone();
-    let ledger_table = stack.tables["LedgerTable"].clone();
-    let dlq_url = stack
-        .dead_letter_queue("apply-ledger")
-        .expect("DLQ")
-        .url
-        .clone();
-    let env = Env::from_pairs(stack.function_env("apply-ledger"));
-    let mut setup = Setup::new(env, aws).expect("setup");
-    setup.dynamodb = dynamodb.clone();
-    Fixture {
-        dynamodb,
-        sqs,
-        setup,
-        idempotency_table,
-        ledger_table,
-        dlq_url,
-        _proxy: proxy,
-    }
+    let h = Harness::builder()
+        .dynamodb(dynamodb)
+        .sample("apply-ledger-fifo.json")
+        .start()
+        .await
+        .expect("apply-ledger on its template's resources");
+    Fixture { h, _proxy: proxy }
 }
 
 impl Fixture {
-    fn consumer(&self) -> App<ApplyLedger> {
-        sqsafe::consumer::<ApplyLedger>()
-            .build(&self.setup)
-            .expect("consumer")
-    }
-
     fn next_build(&self) -> App<NextBuild> {
         sqsafe::consumer::<NextBuild>()
-            .build(&self.setup)
+            .build(self.h.setup())
             .expect("next build")
     }
 
-    async fn ledger(&self) -> HashMap<(String, String), HashMap<String, AttributeValue>> {
-        let items = self
-            .dynamodb
-            .scan()
-            .table_name(&self.ledger_table)
-            .send()
+    async fn ledger(&self) -> HashMap<(String, String), Item> {
+        self.h
+            .items("LEDGER_TABLE")
             .await
-            .expect("scan")
-            .items;
-        items
-            .unwrap_or_default()
             .into_iter()
-            .map(|item| {
-                let s = |k: &str| {
-                    item.get(k)
-                        .and_then(|v| v.as_s().ok())
-                        .cloned()
-                        .unwrap_or_default()
-                };
-                ((s("pk"), s("sk")), item)
-            })
+            .map(|item| ((item_string(&item, "pk"), item_string(&item, "sk")), item))
             .collect()
     }
 
@@ -115,35 +64,10 @@ impl Fixture {
     }
 
     async fn idempotency_keys(&self) -> Vec<String> {
-        let items = self
-            .dynamodb
-            .scan()
-            .table_name(&self.idempotency_table)
-            .send()
-            .await
-            .expect("scan")
-            .items;
-        let mut keys: Vec<String> = items
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|i| i.get("pk").and_then(|v| v.as_s().ok()).cloned())
-            .collect();
+        let items = self.h.items("IDEMPOTENCY_TABLE").await;
+        let mut keys: Vec<String> = items.iter().map(|i| item_string(i, "pk")).collect();
         keys.sort();
         keys
-    }
-
-    async fn dead_letters(&self) -> Vec<aws_sdk_sqs::types::Message> {
-        self.sqs
-            .receive_message()
-            .queue_url(&self.dlq_url)
-            .message_attribute_names("All")
-            .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
-            .max_number_of_messages(10)
-            .send()
-            .await
-            .expect("receive")
-            .messages
-            .unwrap_or_default()
     }
 }
 
@@ -215,9 +139,12 @@ impl Consumer for NextBuild {
     }
 }
 
-fn first_entry(message_id: &str, edit: impl Fn(&mut serde_json::Value)) -> SqsEvent {
-    let mut event = event_file("apply-ledger-fifo.json");
-    event.records.truncate(1);
+fn first_entry(
+    h: &Harness<ApplyLedger>,
+    message_id: &str,
+    edit: impl Fn(&mut serde_json::Value),
+) -> SqsEvent {
+    let mut event = h.sample_first();
     let record = &mut event.records[0];
     let mut body: serde_json::Value =
         serde_json::from_str(record.body.as_deref().unwrap_or_default()).expect("json body");
@@ -234,15 +161,10 @@ fn key(entry: &str) -> String {
 #[tokio::test]
 async fn the_sample_fifo_batch_applies_each_entry_once_and_dead_letters_the_overdraft() {
     let fx = fixture().await;
-    let consumer = fx.consumer();
-    let response = consumer
-        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-1"))
-        .await
-        .expect("batch");
+    let delivery = fx.h.deliver(fx.h.sample()).await;
     assert!(
-        response.batch_item_failures.is_empty(),
-        "{:?}",
-        response.batch_item_failures
+        delivery.response.batch_item_failures.is_empty(),
+        "{delivery:?}"
     );
 
     // acct-A: +1000 -300 (-5000 refused) +50; acct-B: +500 -200, then e-2 redelivered (replayed, not applied again).
@@ -268,14 +190,13 @@ async fn the_sample_fifo_batch_applies_each_entry_once_and_dead_letters_the_over
         "the refused debit wrote nothing"
     );
 
-    let dead = fx.dead_letters().await;
-    assert_eq!(dead.len(), 1);
-    let get = |field: &str| sqsafe_testkit::dlq_context(&dead[0], field).unwrap_or_default();
+    let dead = fx.h.dead_letter().await;
+    let get = |field: &str| dead.context(field).unwrap_or_default();
     assert_eq!(get("error_kind"), "insufficient_funds");
     assert_eq!(get("original_message_id"), "7c2f-0004");
     assert_eq!(get("consumer"), "apply-ledger");
     assert_eq!(
-        sqsafe_testkit::message_attribute(&dead[0], "correlationId").as_deref(),
+        sqsafe_testkit::message_attribute(&dead.message, "correlationId").as_deref(),
         Some("corr-b4")
     );
     // The refusal says what was refused, never the account's balance: a dead letter's context is read by operators
@@ -290,7 +211,8 @@ async fn the_sample_fifo_batch_applies_each_entry_once_and_dead_letters_the_over
         "no balance: {}",
         get("error")
     );
-    let group = dead[0]
+    let group = dead
+        .message
         .attributes()
         .and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId))
         .cloned();
@@ -300,17 +222,10 @@ async fn the_sample_fifo_batch_applies_each_entry_once_and_dead_letters_the_over
 #[tokio::test]
 async fn a_redelivered_batch_changes_nothing() {
     let fx = fixture().await;
-    let consumer = fx.consumer();
-    consumer
-        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-1"))
-        .await
-        .expect("first");
+    fx.h.deliver(fx.h.sample()).await;
     let before = fx.ledger().await;
-    let again = consumer
-        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-2"))
-        .await
-        .expect("again");
-    assert!(again.batch_item_failures.is_empty());
+    let again = fx.h.deliver(fx.h.sample()).await;
+    assert!(again.response.batch_item_failures.is_empty(), "{again:?}");
     assert_eq!(
         fx.ledger().await,
         before,
@@ -322,13 +237,13 @@ async fn a_redelivered_batch_changes_nothing() {
 async fn a_transient_failure_holds_back_the_rest_of_its_group() {
     let fx = fixture().await;
     // The idempotency table does not exist: every transaction fails with a transient store error.
-    let mut broken = fx.setup.clone();
+    let mut broken = fx.h.setup().clone();
     broken.settings.idempotency_table = "no-such-table".into();
     let consumer = sqsafe::consumer::<ApplyLedger>()
         .build(&broken)
         .expect("consumer");
     let response = consumer
-        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-1"))
+        .handle(invocation(fx.h.sample(), "req-1"))
         .await
         .expect("batch");
     let reported: Vec<&str> = response
@@ -351,7 +266,7 @@ async fn a_transient_failure_holds_back_the_rest_of_its_group() {
     );
     assert!(fx.ledger().await.is_empty(), "nothing applied");
     assert!(
-        fx.dead_letters().await.is_empty(),
+        fx.h.dead_letters().await.is_empty(),
         "transient failures come back; they are not dead-lettered"
     );
 }
@@ -359,44 +274,37 @@ async fn a_transient_failure_holds_back_the_rest_of_its_group() {
 #[tokio::test]
 async fn a_poison_entry_goes_to_the_dlq_and_its_group_goes_on() {
     let fx = fixture().await;
-    let mut event = event_file("apply-ledger-fifo.json");
+    let mut event = fx.h.sample();
     event.records.truncate(2); // e-1 (acct-A), e-2 (acct-B)
     let mut poison = event.records[0].clone();
     poison.message_id = Some("poison-1".into());
     poison.body = Some(r#"{"version":"7","entry_id":"e-x"}"#.into());
     event.records.insert(0, poison);
-    let response = fx
-        .consumer()
-        .handle(invocation(event, "req-1"))
-        .await
-        .expect("batch");
-    assert!(response.batch_item_failures.is_empty());
+    let delivery = fx.h.deliver(event).await;
+    assert!(
+        delivery.response.batch_item_failures.is_empty(),
+        "{delivery:?}"
+    );
     assert_eq!(
         fx.balance("acct-A").await.as_deref(),
         Some("1000"),
         "the group went on after the DLQ took the poison"
     );
-    let dead = fx.dead_letters().await;
-    assert_eq!(dead.len(), 1);
-    let kind = sqsafe_testkit::dlq_context(&dead[0], "error_kind");
+    let kind = fx.h.dead_letter().await.context("error_kind");
     assert_eq!(kind.as_deref(), Some("bad_payload"));
 }
 
 #[tokio::test]
 async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_build_applied() {
     let fx = fixture().await;
-    let consumer = fx.consumer();
-    let applied = consumer
-        .handle(invocation(first_entry("7c2f-0001", |_| {}), "req-1"))
-        .await
-        .expect("v1");
-    assert!(applied.batch_item_failures.is_empty());
+    let applied = fx.h.deliver(first_entry(&fx.h, "7c2f-0001", |_| {})).await;
+    assert!(applied.response.batch_item_failures.is_empty());
     assert_eq!(fx.balance("acct-A").await.as_deref(), Some("1000"));
 
     // The next build (version 1 plus an optional `memo`) gets the redelivery as it was, and a copy republished by a
     // producer that already sends the new field.
     for (id, memo) in [("7c2f-0001", None), ("republished-with-memo", Some("rent"))] {
-        let event = first_entry(id, |b| {
+        let event = first_entry(&fx.h, id, |b| {
             if let Some(memo) = memo {
                 b["memo"] = memo.into();
             }
@@ -415,7 +323,7 @@ async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_b
     );
 
     // What defines the entry still counts: another amount under the same entry id is refused.
-    let changed = first_entry("another-amount", |b| b["amount"] = 999.into());
+    let changed = first_entry(&fx.h, "another-amount", |b| b["amount"] = 999.into());
     let response = fx
         .next_build()
         .handle(invocation(changed, "req-changed"))
@@ -426,15 +334,15 @@ async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_b
         "permanent: dead-lettered"
     );
     assert_eq!(fx.balance("acct-A").await.as_deref(), Some("1000"));
-    let dead: Vec<(String, String)> = fx
-        .dead_letters()
-        .await
-        .iter()
-        .map(|m| {
-            let get = |field: &str| sqsafe_testkit::dlq_context(m, field).unwrap_or_default();
-            (get("error_kind"), get("original_message_id"))
-        })
-        .collect();
+    let dead: Vec<(String, String)> =
+        fx.h.dead_letters()
+            .await
+            .iter()
+            .map(|m| {
+                let get = |field: &str| m.context(field).unwrap_or_default();
+                (get("error_kind"), get("original_message_id"))
+            })
+            .collect();
     assert_eq!(
         dead,
         [("payload_mismatch".to_owned(), "another-amount".to_owned())],
@@ -449,13 +357,11 @@ async fn a_build_whose_event_gains_an_optional_field_replays_what_the_previous_b
 async fn a_completed_record_is_measured_by_dynamodbs_sizing_rules() {
     use sqsafe::layers::idempotency::size;
     let fx = fixture().await;
-    let response = fx
-        .consumer()
-        .handle(invocation(event_file("apply-ledger-fifo.json"), "req-size"))
-        .await
-        .expect("batch");
-    assert!(response.batch_item_failures.is_empty());
-    let completed = sqsafe_testkit::completed_records(&fx.dynamodb, &fx.idempotency_table).await;
+    let delivery = fx.h.deliver(fx.h.sample()).await;
+    assert!(delivery.response.batch_item_failures.is_empty());
+    let setup = fx.h.setup();
+    let completed =
+        sqsafe_testkit::completed_records(&setup.dynamodb, &setup.settings.idempotency_table).await;
     let sizes: Vec<usize> = completed.iter().map(size::item_bytes).collect();
     assert!(!sizes.is_empty(), "{completed:?}");
     let largest = sizes.iter().copied().max().unwrap_or_default();

@@ -1,28 +1,29 @@
 //! charge-payment against DynamoDB's and SQS's real APIs (moto server, started by `make test`) and the local payments
-//! API, driven by the sample events in `events/`.
+//! API, driven by the sample events in `events/`, on the tables and queues template.yaml defines for it
+//! (sqsafe_local's `Harness`).
 
 use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use charge_payment::{Charge, ChargePayment, PaymentV1};
 use serde::Deserialize;
-use sqsafe::{App, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
+use sqsafe::{App, Consumer, Context, Effect, Intent, RecordError, Setup};
 use sqsafe_idempotency::KeyBuilder;
-use sqsafe_local::stack::{LocalStack, StackOptions};
+use sqsafe_local::harness::{DeadLetter, Harness};
 use sqsafe_test_servers::{Fault, PaymentsApi, RunningPayments};
-use sqsafe_testkit::{RequestCounter, event_file, invocation, sdk_config, unique_name};
-use std::collections::BTreeMap;
+use sqsafe_testkit::{RequestCounter, event_file, invocation, sdk_config};
 
+/// charge-payment on its template's resources (sqsafe_local's `Harness`), calling the local payments API.
 struct Fixture {
-    sqs: aws_sdk_sqs::Client,
-    dynamodb: aws_sdk_dynamodb::Client,
-    idempotency_table: String,
-    app: App<ChargePayment>,
+    h: Harness<ChargePayment>,
     next: App<NextBuild>,
     payments: RunningPayments,
-    dlq_url: String,
-    queue_url: String,
     /// The DynamoDB requests the function sent, by operation.
     requests: RequestCounter,
+    /// The test's own clients (not counted), the idempotency table, the function's queue.
+    dynamodb: aws_sdk_dynamodb::Client,
+    sqs: aws_sdk_sqs::Client,
+    idempotency_table: String,
+    queue_url: String,
 }
 
 async fn fixture() -> Fixture {
@@ -33,61 +34,39 @@ async fn fixture() -> Fixture {
 async fn fixture_in(mode: &str) -> Fixture {
     let aws = sdk_config().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
-    let sqs = aws_sdk_sqs::Client::new(&aws);
     let payments = PaymentsApi::builder()
         .keys_in_new_table(dynamodb.clone())
         .await
         .start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("payments API");
-    // The function's table and queues as template.yaml defines them, and its environment as the template sets it.
-    let stack = LocalStack::for_function(
-        &sqs,
-        &dynamodb,
-        "charge-payment",
-        StackOptions {
-            prefix: unique_name("cp"),
-            parameters: BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
-            ..StackOptions::default()
-        },
-    )
-    .await
-    .expect("the template's resources for charge-payment");
-    let dlq_url = stack
-        .dead_letter_queue("charge-payment")
-        .expect("DLQ")
-        .url
-        .clone();
-    let queue_url = stack
-        .source_queue("charge-payment")
-        .expect("queue")
-        .url
-        .clone();
-    let mut env = stack.function_env("charge-payment");
-    env.push(("SQSAFE_IDEMPOTENCY_MODE".to_owned(), mode.to_owned()));
-    let mut setup = Setup::new(Env::from_pairs(env), aws).expect("setup");
     let requests = RequestCounter::default();
-    setup.dynamodb = sqsafe_testkit::dynamodb(&requests).await;
+    let h = Harness::builder()
+        .parameter("PaymentsApiUrl", payments.base_url())
+        .env("SQSAFE_IDEMPOTENCY_MODE", mode)
+        .dynamodb(sqsafe_testkit::dynamodb(&requests).await)
+        .sample("charge-payment-batch.json")
+        .start()
+        .await
+        .expect("charge-payment on its template's resources");
+    let setup = h.setup();
     Fixture {
-        sqs,
-        dynamodb,
-        idempotency_table: setup.settings.idempotency_table.clone(),
-        app: sqsafe::consumer::<ChargePayment>()
-            .build(&setup)
-            .expect("consumer"),
         next: sqsafe::consumer::<NextBuild>()
-            .build(&setup)
+            .build(setup)
             .expect("next build"),
+        idempotency_table: setup.settings.idempotency_table.clone(),
+        queue_url: setup.env.required("QUEUE_URL").expect("QUEUE_URL"),
+        sqs: setup.sqs.clone(),
+        dynamodb,
+        h,
         payments,
-        dlq_url,
-        queue_url,
         requests,
     }
 }
 
 impl Fixture {
     async fn invoke(&self, event: SqsEvent) -> Vec<String> {
-        failures(self.app.handle(invocation(event, "req-test")).await)
+        failures(self.h.app().handle(invocation(event, "req-test")).await)
     }
 
     /// Invokes the next build of the consumer, whose event type has gained an optional field.
@@ -97,21 +76,10 @@ impl Fixture {
 
     /// (error kind, original message id) of every dead-lettered message.
     async fn dead_letters(&self) -> Vec<(String, String)> {
-        let messages = self
-            .sqs
-            .receive_message()
-            .queue_url(&self.dlq_url)
-            .message_attribute_names("All")
-            .max_number_of_messages(10)
-            .send()
+        let get = |letter: &DeadLetter, field| letter.context(field).unwrap_or_default();
+        self.h
+            .dead_letters()
             .await
-            .expect("receive")
-            .messages
-            .unwrap_or_default();
-        let get = |m: &aws_sdk_sqs::types::Message, field: &str| {
-            sqsafe_testkit::dlq_context(m, field).unwrap_or_default()
-        };
-        messages
             .iter()
             .map(|m| (get(m, "error_kind"), get(m, "original_message_id")))
             .collect()
@@ -265,11 +233,11 @@ async fn the_keyed_mode_reads_the_batch_once_writes_once_per_payment_and_replays
         sent
     };
     dynamodb_requests();
-    let report = fx
-        .app
-        .handle_report(invocation(fresh(), "req-keyed-1"))
-        .await
-        .expect("batch");
+    let report =
+        fx.h.app()
+            .handle_report(invocation(fresh(), "req-keyed-1"))
+            .await
+            .expect("batch");
     assert!(report.response.batch_item_failures.is_empty());
     assert!(
         report.records.iter().all(|r| matches!(
@@ -296,11 +264,11 @@ async fn the_keyed_mode_reads_the_batch_once_writes_once_per_payment_and_replays
     dynamodb_requests();
 
     // The same batch again (SQS redelivered it): replayed from the read, no write, no call.
-    let report = fx
-        .app
-        .handle_report(invocation(fresh(), "req-keyed-2"))
-        .await
-        .expect("batch");
+    let report =
+        fx.h.app()
+            .handle_report(invocation(fresh(), "req-keyed-2"))
+            .await
+            .expect("batch");
     assert!(
         report.records.iter().all(|r| matches!(
             r.disposition,

@@ -10,16 +10,17 @@ use super::spec::Spec;
 use crate::consumer_templates::{self, WorkspaceVars};
 
 /// The dependencies a generated consumer inherits from its workspace (`name.workspace = true`).
-pub(crate) const DEPENDENCIES: [&str; 5] =
-    ["aws-sdk-dynamodb", "serde", "sqsafe", "tokio", "tracing"];
-/// The dev-dependencies of its tests, inherited the same way.
-pub(crate) const DEV_DEPENDENCIES: [&str; 5] = [
-    "aws-sdk-sqs",
-    "aws_lambda_events",
+/// (serde_json: the answer an HTTP consumer's effect keeps.)
+pub(crate) const DEPENDENCIES: [&str; 6] = [
+    "aws-sdk-dynamodb",
+    "serde",
     "serde_json",
-    "sqsafe-local",
-    "sqsafe-testkit",
+    "sqsafe",
+    "tokio",
+    "tracing",
 ];
+/// The dev-dependencies of its tests, inherited the same way.
+pub(crate) const DEV_DEPENDENCIES: [&str; 2] = ["sqsafe-local", "sqsafe-testkit"];
 /// A workspace-hack (cargo-hakari) that generated crates depend on when the workspace names it.
 pub(crate) const WORKSPACE_HACK: &str = "sqsafe-workspace-hack";
 
