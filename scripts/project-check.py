@@ -22,7 +22,9 @@
    rendered behind an SNS subscription, `envelope: sns`: both consumers' sample events, tests and deliveries go
    through an envelope); then `sqsafe new consumer --envelope s3` a third time, and 3 for it (its payload is the
    object notification's `sqsafe::S3Object`); then `sqsafe new api` (an HTTP API behind sqsafe::api's layer): its
-   crate checked as in 3, its tests failing, every one, with the layer taken out of its handler, and 4 again;
+   crate checked as in 3, its tests failing, every one, with the layer taken out of its handler, and 4 again; then
+   `sqsafe local up --watch` serving it on a loopback port: a request sent twice is replayed byte for byte, other
+   content under its key refused;
 6. the local pipeline on the project's template with both consumers under `cargo lambda watch`
    (`sqsafe local up --watch`, the sqsafe a team installs: no test servers): each sample message sent twice, one effect per intent, and the standard queue's second
    delivery answered from the record (replayed or skipped by the cache), not applied again;
@@ -412,6 +414,67 @@ def api_checks(project: Path, env: dict, name: str) -> None:
         handler.write_text(original)
 
 
+def api_local(project: Path, env: dict, name: str) -> None:
+    """sqsafe local up --watch serves the generated API on a loopback port: a request sent twice is answered once
+    and replayed byte for byte, other content under the key is refused, each request prints its line."""
+    import urllib.error
+    import urllib.request
+
+    cmd = [SQSAFE, "local", "up", "--watch", "--visibility-timeout", "5"]
+    print("$ " + " ".join(cmd) + f"   (in {project}: its API)", flush=True)
+    proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+
+    def read_until(pattern: str, limit: float) -> re.Match:
+        deadline = time.monotonic() + limit
+        for line in lines:
+            if m := re.search(pattern, line):
+                return m
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if m := re.search(pattern, line):
+                return m
+        raise SystemExit(f"project: sqsafe local up printed no line like {pattern!r}:\n{''.join(lines)}")
+
+    def post(url: str, body: bytes) -> tuple[int, bool, bytes]:
+        request = urllib.request.Request(url, data=body, method="POST", headers={
+            "Idempotency-Key": "k-local-1", "content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as answer:
+                return answer.status, answer.headers.get("idempotent-replayed") == "true", answer.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get("idempotent-replayed") == "true", e.read()
+
+    try:
+        url = read_until(rf"^{re.escape(name)}\s+API\s+(http://127\.0\.0\.1:\d+)", 600).group(1)
+        read_until(r"^Under cargo lambda watch", 60)
+        order = json.dumps({"sku": "tea", "quantity": 2}).encode()
+        # The first request waits while watch builds and starts the function.
+        first = post(f"{url}/orders", order)
+        repeat = post(f"{url}/orders", order)
+        other = post(f"{url}/orders", json.dumps({"sku": "tea", "quantity": 3}).encode())
+        if first[:2] != (201, False) or repeat != (201, True, first[2]) or other[0] != 422:
+            raise SystemExit(f"project: {name} under sqsafe local up: first {first}, repeat {repeat}, other "
+                             f"content {other[0]}; expected 201, its replay byte for byte, 422:\n{''.join(lines)}")
+        read_until(rf"^{re.escape(name)}\s+POST /orders 201 replayed", 10)
+        print(f"{name} under sqsafe local up --watch at {url}: 201, then its replay byte for byte, then 422 for "
+              "other content", flush=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        print("".join(lines[-6:]) + (out or "")[-1500:], flush=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"project: sqsafe local up (with the API) did not stop cleanly on SIGTERM (exit {proc.returncode})")
+
+
 def template_checks(project: Path, env: dict) -> None:
     template = project / "template.yaml"
     run("bash", "scripts/template-checks.sh", cwd=ROOT, env={**env, "SQSAFE_TEMPLATE": str(template)})
@@ -728,6 +791,8 @@ def main() -> int:
         run(SQSAFE, "new", "api", API, cwd=project, env=env)
         api_checks(project, env, API)
         template_checks(project, env)
+        step(f"{API} served by sqsafe local up --watch on a loopback port: a repeat replayed")
+        api_local(project, env, API)
         step("binary size")
         sizes(inside)
         step(f"make build {pascal(NAME)}Function: its end (it ran beside the steps since the render)")
