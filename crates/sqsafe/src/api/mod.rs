@@ -39,6 +39,8 @@
 //! name ([`ApiSettings::name`]). [`IdempotencyLayer::metrics_writer`] sends them elsewhere; a namespace of `None`
 //! turns them off.
 
+mod answer;
+mod headers;
 mod request;
 mod stored;
 
@@ -55,25 +57,18 @@ use futures::FutureExt;
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
-use serde_json::json;
 use sqsafe_idempotency::{
-    Claim, Error as IdempotencyError, Idempotency, IdempotencyStore, KeyBuilder, Replayed,
+    Claim, Error as IdempotencyError, Idempotency, IdempotencyStore, KeyBuilder,
 };
 use sqsafe_telemetry::api_metrics::{RequestOutcome as Outcome, write_request_emf};
 use tracing::Instrument;
 
 use request::{fingerprint_of, route_of, valid_key};
 
-pub use stored::StoredResponse;
+use answer::{new_correlation_id, problem, refused, replay, store_failed};
 
-/// The header that carries the key (the IETF Idempotency-Key draft's).
-pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
-/// Set on every replayed answer.
-pub const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
-/// Set to `omitted` on a replay of an answer whose body was too large to store.
-pub const REPLAY_BODY: HeaderName = HeaderName::from_static("idempotent-replay-body");
-/// The longest key accepted, in characters.
-pub const MAX_KEY_CHARS: usize = 255;
+pub use headers::{IDEMPOTENCY_KEY, MAX_KEY_CHARS, REPLAY_BODY, REPLAYED};
+pub use stored::StoredResponse;
 
 /// Names the caller of a request (its parts: method, URI, headers, extensions), or `None` when there is none.
 pub type CallerFn = dyn Fn(&http::request::Parts) -> Option<String> + Send + Sync;
@@ -560,58 +555,4 @@ async fn release<S: IdempotencyStore>(guard: sqsafe_idempotency::Guard<S>) {
         // Its lease ends by itself: a retry waits (409) until then.
         tracing::warn!(error = %e, kind = e.kind(), "the key could not be released; its lease will end");
     }
-}
-
-fn store_failed(e: &IdempotencyError) -> (Response<Full<Bytes>>, Outcome) {
-    tracing::error!(error_kind = e.kind(), "idempotency store unavailable");
-    let mut answer = problem(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "idempotency-store-unavailable",
-        "the request was not handled; retry it with the same Idempotency-Key",
-    );
-    answer
-        .headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from(1u64));
-    (answer, Outcome::StoreFailed)
-}
-
-/// A problem+json answer (RFC 9457), refused before the handler.
-fn refused(status: StatusCode, kind: &str, detail: &str) -> (Response<Full<Bytes>>, Outcome) {
-    (problem(status, kind, detail), Outcome::Refused)
-}
-
-/// A problem+json answer (RFC 9457).
-fn problem(status: StatusCode, kind: &str, detail: &str) -> Response<Full<Bytes>> {
-    let body = json!({
-        "type": format!("https://sqsafe.invalid/problems/{kind}"),
-        "title": status.canonical_reason().unwrap_or("error"),
-        "status": status.as_u16(),
-        "detail": detail,
-    });
-    Response::builder()
-        .status(status)
-        .header(http::header::CONTENT_TYPE, "application/problem+json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
-}
-
-fn replay(result: Replayed<StoredResponse>) -> Response<Full<Bytes>> {
-    match result {
-        Replayed::Value(stored) => stored.into_response(),
-        Replayed::Omitted { .. } | Replayed::Unavailable { .. } => {
-            let mut answer = problem(
-                StatusCode::CONFLICT,
-                "replay-unavailable",
-                "this Idempotency-Key was handled, and its answer cannot be replayed",
-            );
-            answer
-                .headers_mut()
-                .insert(REPLAYED, HeaderValue::from_static("true"));
-            answer
-        }
-    }
-}
-
-fn new_correlation_id() -> String {
-    uuid::Uuid::new_v4().to_string()
 }

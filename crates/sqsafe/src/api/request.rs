@@ -5,7 +5,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Request};
 use serde_json::{Value, json};
 
-use super::MAX_KEY_CHARS;
+use super::headers::MAX_KEY_CHARS;
 
 /// 1 to [`MAX_KEY_CHARS`] visible ASCII characters.
 pub(super) fn valid_key(value: &HeaderValue) -> Option<&str> {

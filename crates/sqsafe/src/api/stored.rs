@@ -6,7 +6,7 @@ use http::{HeaderMap, Response, StatusCode};
 use http_body_util::Full;
 use serde::{Deserialize, Serialize};
 
-use super::{REPLAY_BODY, REPLAYED};
+use super::headers::{REPLAY_BODY, REPLAYED};
 
 /// Headers never stored: about the connection or this one answer, not about the resource (`content-length` is set
 /// again from the body).
