@@ -29,8 +29,9 @@
 //! `Idempotent-Replay-Body: omitted`. The handler still does not run again.
 //!
 //! **Logs.** One line per guarded request (`api request handled`), with the method, the matched route, the outcome
-//! and the correlation id (the request's `x-correlation-id`, else a new one), inside a span that carries them; never
-//! the body, the key or the caller.
+//! and the correlation id (the request's `x-correlation-id`, else a new one), inside a span that carries them and the
+//! caller's trace id (`producer_trace_id`, from `traceparent` or `X-Amzn-Trace-Id`, as a consumer logs its
+//! producer's); never the body, the key or the caller.
 //!
 //! **Metrics.** One CloudWatch Embedded Metric Format line per guarded request, on stdout where Lambda sends it to
 //! CloudWatch Logs: a counter per outcome (`RequestsExecuted`, `RequestsReplayed`, `RequestsInProgress`,
@@ -60,6 +61,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use sqsafe_idempotency::{
     Claim, Error as IdempotencyError, Idempotency, IdempotencyStore, KeyBuilder,
 };
+use sqsafe_telemetry::TraceContext;
 use sqsafe_telemetry::api_metrics::{RequestOutcome as Outcome, write_request_emf};
 use tracing::Instrument;
 
@@ -244,12 +246,19 @@ where
             .filter(|v| !v.is_empty() && v.len() <= 256)
             .map_or_else(new_correlation_id, str::to_owned);
         let route = route_of(&request);
+        // The caller's trace: W3C `traceparent`, else API Gateway's `X-Amzn-Trace-Id`; logged as a consumer logs its
+        // producer's.
+        let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+        let trace = header("traceparent")
+            .and_then(TraceContext::from_traceparent)
+            .or_else(|| header("x-amzn-trace-id").and_then(TraceContext::from_xray_header));
         let span = tracing::info_span!(
             target: "sqsafe::api",
             "api request",
             method = %request.method(),
             route = %route,
             correlation_id = %correlation_id,
+            producer_trace_id = trace.as_ref().map(TraceContext::trace_id),
         );
         Box::pin(
             async move {
