@@ -1,12 +1,10 @@
 use std::fmt;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::server::RunningPayments;
 use crate::error::{Error, Result};
 
 /// Runs while a new charge request is being "processed": after the idempotency layer claimed its key, before the
@@ -72,12 +70,6 @@ impl PaymentsApi {
     pub fn seed(&self) -> u64 {
         self.seed
     }
-
-    /// Binds `addr` (use port 0 for a free port) and serves on a spawned task until the returned handle is shut
-    /// down or dropped. Must be called within a Tokio runtime.
-    pub async fn start(self, addr: SocketAddr) -> Result<RunningPayments> {
-        RunningPayments::start(self, addr).await
-    }
 }
 
 impl fmt::Debug for PaymentsApi {
@@ -103,7 +95,7 @@ impl fmt::Debug for PaymentsApi {
 ///   [`build`](Self::build) refuses none with [`Error::NoKeyStore`];
 /// - seed `0`: the same fault sequence on every run unless told otherwise;
 /// - `fail_before_rate` and `fail_after_rate` `0.0`: no injected faults except those forced with
-///   [`RunningPayments::force_next`];
+///   [`RunningPayments::force_next`](super::RunningPayments::force_next);
 /// - no processing delay;
 /// - lease 30 s (the layer's default, [`sqsafe::api::ApiSettings::lease`]);
 /// - the ledger in memory only, no payment held.
@@ -186,7 +178,7 @@ impl PaymentsApiBuilder {
 
     /// A kill point for tests that crash the server in flight. The first new request of `payment_id` is held,
     /// claimed and not charged, for good; from then on no request is charged (each waits, claimed, before its charge).
-    /// Once every request charged before it has had its answer stored, [`RunningPayments::held`] resolves: killing
+    /// Once every request charged before it has had its answer stored, [`RunningPayments::held`](super::RunningPayments::held) resolves: killing
     /// the process then leaves every request in flight claimed and uncharged, never charged and not completed
     /// (a charge and its completion are two writes, and a kill between them would charge again on the takeover).
     pub fn hold_in_flight(mut self, payment_id: impl Into<String>) -> Self {
@@ -239,11 +231,6 @@ impl PaymentsApiBuilder {
             ledger_file: self.ledger_file,
             hold: self.hold,
         })
-    }
-
-    /// [`build`](Self::build), then [`PaymentsApi::start`].
-    pub async fn start(self, addr: SocketAddr) -> Result<RunningPayments> {
-        self.build()?.start(addr).await
     }
 }
 

@@ -24,7 +24,7 @@ use tower::Layer;
 use super::fault::Fault;
 use super::hold::Charging;
 use super::ledger::ChargeRequest;
-use super::server::Shared;
+use super::shared::Shared;
 
 /// Largest accepted request body.
 const MAX_BODY_BYTES: usize = 64 * 1024;

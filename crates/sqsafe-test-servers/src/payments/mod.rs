@@ -69,6 +69,7 @@ mod hold;
 mod http;
 mod ledger;
 mod server;
+mod shared;
 
 pub use config::{PaymentsApi, PaymentsApiBuilder, ProcessingDelay};
 pub use fault::Fault;

@@ -1,35 +1,17 @@
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use sqsafe_idempotency::{DynamoDbStore, Idempotency, IdempotencyStore, InMemoryStore};
 use tokio::net::TcpListener;
 
-use super::config::{KeyPlace, PaymentsApi, ProcessingDelay};
+use super::config::{KeyPlace, PaymentsApi, PaymentsApiBuilder};
 use super::fault::{Fault, FaultPlan};
 use super::hold::Hold;
 use super::http::router;
 use super::ledger::{Charge, Ledger, Stats};
+use super::shared::Shared;
 use crate::error::{Error, Result};
 use sqsafe_testkit::{ServerSettings as Settings, ServerTask};
-
-/// State shared by the server's connections and its [`RunningPayments`] handle.
-pub(crate) struct Shared {
-    ledger: Mutex<Ledger>,
-    pub(crate) delay: Option<Arc<dyn ProcessingDelay>>,
-    pub(crate) hold: Option<Arc<Hold>>,
-}
-
-impl Shared {
-    /// The lock is never held across an await, and every transition leaves the ledger consistent, so a panic while
-    /// holding it (there is no code that panics there) would not leave anything half-done: poisoning is ignored.
-    pub(crate) fn ledger(&self) -> MutexGuard<'_, Ledger> {
-        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn charges(&self) -> Vec<Charge> {
-        self.ledger().charges().to_vec()
-    }
-}
 
 /// A payments API serving on a spawned task. Dropping it stops the server; [`shutdown`](Self::shutdown) also waits
 /// until the port is released.
@@ -135,12 +117,17 @@ fn engine<S: IdempotencyStore>(store: S) -> Result<Idempotency<S>> {
         .map_err(|e| Error::Layer(e.to_string()))
 }
 
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("ledger", &self.ledger)
-            .field("processing_delay", &self.delay.is_some())
-            .field("hold", &self.hold)
-            .finish()
+impl PaymentsApi {
+    /// Binds `addr` (use port 0 for a free port) and serves on a spawned task until the returned handle is shut
+    /// down or dropped. Must be called within a Tokio runtime.
+    pub async fn start(self, addr: SocketAddr) -> Result<RunningPayments> {
+        RunningPayments::start(self, addr).await
+    }
+}
+
+impl PaymentsApiBuilder {
+    /// [`build`](Self::build), then [`PaymentsApi::start`].
+    pub async fn start(self, addr: SocketAddr) -> Result<RunningPayments> {
+        self.build()?.start(addr).await
     }
 }

@@ -1,9 +1,8 @@
 use hyper::Uri;
 
 use super::error::Error;
-use super::server::{FaultProxy, RunningProxy};
 
-/// What the [`FaultProxy`] forwards to and which faults it injects into DynamoDB requests.
+/// What the [`FaultProxy`](super::FaultProxy) forwards to and which faults it injects into DynamoDB requests.
 ///
 /// Build it from [`FaultProxyConfig::new`] and struct update syntax:
 ///
@@ -105,11 +104,6 @@ impl FaultProxyConfig {
             }
         }
         Ok(())
-    }
-
-    /// [`FaultProxy::start`] with this configuration.
-    pub async fn start(self) -> Result<RunningProxy, Error> {
-        FaultProxy::start(self).await
     }
 }
 

@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 
 use super::fault::Fault;
 use super::ownership;
-use super::server::Shared;
+use super::shared::Shared;
 
 /// Largest request or response body the proxy buffers.
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;

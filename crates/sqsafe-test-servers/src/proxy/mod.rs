@@ -73,6 +73,7 @@ mod fault;
 mod forward;
 mod ownership;
 mod server;
+mod shared;
 mod stats;
 
 pub use config::FaultProxyConfig;
