@@ -18,15 +18,14 @@ use axum::http::{Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use http_body_util::BodyExt;
-use serde::Serialize;
 use sqsafe::api::{IdempotencyLayer, REPLAYED};
 use sqsafe::layers::idempotency::{DynamoDbStore, Idempotency};
 use tower::ServiceExt;
 
 use crate::bench::Bench;
+use crate::figures::{ApiRun, Summary};
 use crate::plan::SLOW_MS;
 use crate::proxy::Backend;
-use crate::report::Summary;
 use crate::trace::Counts;
 
 /// The layer's table (partition key `pk`, as template.yaml's idempotency table).
@@ -34,29 +33,6 @@ pub(crate) const API_TABLE: &str = "bench-api-idempotency";
 
 /// Requests sent before each measured series and not counted: the SDK's connection, the router's first call.
 const WARM_UP: usize = 5;
-
-/// One series of requests, one after the other, with one handler under one network setting.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct ApiRun {
-    /// `plain` (the axum handler alone) or `layer` (behind `IdempotencyLayer`).
-    pub(crate) handler: &'static str,
-    /// `fresh` (a key never seen), `repeat` (the same key and content again), `other_content` (the same key, another
-    /// body).
-    pub(crate) kind: &'static str,
-    pub(crate) backend: Backend,
-    /// Added by the proxy to every DynamoDB request.
-    pub(crate) latency_ms: u64,
-    pub(crate) requests: usize,
-    /// Each request, from the call to its answer's last byte.
-    pub(crate) duration: Summary,
-    /// DynamoDB requests per HTTP request, by operation, counted at the proxy.
-    pub(crate) dynamodb_per_request: BTreeMap<String, f64>,
-    pub(crate) dynamodb_total_per_request: f64,
-    /// Handler runs per HTTP request.
-    pub(crate) handler_runs_per_request: f64,
-    /// Answers by status code.
-    pub(crate) statuses: BTreeMap<u16, usize>,
-}
 
 /// The handler: a small order created, `201` with a JSON body, a `location` and a content type.
 async fn create_order(State(runs): State<Arc<AtomicU64>>, body: Bytes) -> impl IntoResponse {

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::bed::{Bed, Peer};
+use crate::figures::{Kind, Run};
 use crate::instructions;
 use crate::measure::{Function, Network, last_init_ms};
 use crate::plan::{Plan, SLOW_MS};
 use crate::profile::Profiler;
 use crate::proxy::Backend;
-use crate::report::{Check, Kind, Process, Profile, Report, Run};
+use crate::report::{Check, Process, Profile, Report};
 
 /// Batches of 10 replayed from a local cache: fewer payments than the smallest default cache holds.
 const CACHED_BATCHES: usize = 20;

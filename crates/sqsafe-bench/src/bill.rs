@@ -5,8 +5,8 @@ use serde::Serialize;
 
 use crate::bed::Peer;
 use crate::capacity::Units;
+use crate::figures::{Kind, Run};
 use crate::proxy::Backend;
-use crate::report::{Kind, Run};
 
 /// On-demand prices, us-east-1, as published by AWS (checked 2026-12-04; see bench/README.md for the pages).
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -179,7 +179,7 @@ pub(crate) fn table(lines: &[Line]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Spread, Summary};
+    use crate::figures::{Spread, Summary};
 
     fn run(purpose: &'static str, kind: Kind, backend: Backend, latency_ms: u64) -> Run {
         Run {

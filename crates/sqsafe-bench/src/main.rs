@@ -10,6 +10,7 @@ mod bench;
 mod bill;
 mod capacity;
 mod events;
+mod figures;
 mod instructions;
 mod measure;
 mod pipeline;

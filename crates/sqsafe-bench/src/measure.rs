@@ -7,9 +7,9 @@ use sqsafe_local::lambda::{FunctionInstance, FunctionSpec};
 
 use crate::bed::Peer;
 use crate::events;
+use crate::figures::{Kind, Run, Spread, Summary};
 use crate::procfs::Sample;
 use crate::proxy::{Backend, BenchProxy};
-use crate::report::{Kind, Run, Spread, Summary};
 use crate::trace::{Counts, Service, critical_path};
 
 /// Lambda's own lines per invocation in the log (START, END, REPORT).

@@ -9,8 +9,9 @@ use tokio::task::JoinSet;
 
 use crate::bed::{Bed, POWERTOOLS_TABLE, Peer, SQSAFE_TABLE};
 use crate::bench::Bench;
+use crate::figures::Kind;
 use crate::measure::Network;
-use crate::report::{Kind, TableSize};
+use crate::report::TableSize;
 
 /// Concurrent BatchWriteItem requests while prefilling.
 const PREFILL_CLIENTS: usize = 4;
