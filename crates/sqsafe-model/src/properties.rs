@@ -5,7 +5,7 @@ use sqsafe_idempotency::protocol;
 use stateright::Property;
 
 use crate::config::ms;
-use crate::model::ProtocolModel;
+use crate::model::world::ProtocolModel;
 use crate::state::{End, State};
 
 /// Property 1: with a downstream key, a key's effect is applied at most once while its record lives.

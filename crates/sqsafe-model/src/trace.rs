@@ -3,7 +3,8 @@
 use sqsafe_idempotency::Status;
 use stateright::{Model, Path};
 
-use crate::model::{Action, BASE_MS, ProtocolModel};
+use crate::model::action::Action;
+use crate::model::world::{BASE_MS, ProtocolModel};
 use crate::state::{Phase, State, Write};
 
 /// An action in words.
