@@ -6,7 +6,7 @@
 //! timeout, a function error) or names an identifier that is not in the batch, nothing is deleted, as in Lambda.
 //! Several mappings may poll one queue at once, like Lambda's concurrent pollers.
 //!
-//! With [`EventSourceMapping::with_reports`], each invocation's batch is reported as it is answered ([`report`]):
+//! With [`EventSourceMapping::with_reports`], each invocation's batch is reported as it is answered (esm/report.rs):
 //! how many records, how each ended, how long it took.
 
 mod event;
