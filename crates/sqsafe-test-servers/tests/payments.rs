@@ -657,14 +657,17 @@ async fn a_hold_stops_every_charge_and_says_when_it_is_in_place() {
         let (client, api) = (client.clone(), api.clone());
         async move { post(&client, &api, "k-2", &charge_body("p-2", 100)).await }
     });
-    // The later request is claimed (a repeat of it is refused as in flight) and not charged.
-    let repeat = loop {
-        let reply = post(&client, &api, "k-2", &charge_body("p-2", 100)).await;
-        if reply.status == StatusCode::CONFLICT {
-            break reply;
-        }
-        tokio::task::yield_now().await;
-    };
+    // The later request is claimed and waits at the hold, uncharged; only then is its repeat sent (sent before, the
+    // repeat could claim the key itself and wait at the hold forever).
+    let since = Instant::now();
+    while api.waiting() < 2 {
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "the later request never reached the hold"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let repeat = post(&client, &api, "k-2", &charge_body("p-2", 100)).await;
     assert_eq!(repeat.problem_kind(), "request-in-progress");
     assert_eq!(
         api.charges().len(),

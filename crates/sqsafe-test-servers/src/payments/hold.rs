@@ -80,6 +80,11 @@ impl Hold {
         std::future::pending::<Charging>().await
     }
 
+    /// The requests waiting now, claimed and not charged (the held one among them).
+    pub(crate) fn waiting(&self) -> usize {
+        self.state.borrow().waiting
+    }
+
     /// Resolves once the hold is in place, with the requests waiting then (see
     /// [`RunningPayments::held`](super::RunningPayments::held)).
     pub(crate) async fn held(&self) -> usize {

@@ -103,9 +103,15 @@ impl RunningPayments {
         }
     }
 
-    /// Stops accepting, cuts open connections and waits until the listening socket is closed. Requests still in
-    /// flight are dropped: their keys stay claimed until their lease runs out (a retry gets `409` until then), as a
-    /// crashed server would leave them, since a request dropped after its charge must not be charged again.
+    /// The requests waiting at the hold now, claimed and not charged (the held one among them); 0 without a hold.
+    pub fn waiting(&self) -> usize {
+        self.shared.hold.as_ref().map_or(0, |hold| hold.waiting())
+    }
+
+    /// Stops accepting, cuts open connections and waits until the listening socket is closed. A request whose key
+    /// the idempotency layer claimed runs on in its own task until its answer is stored (sqsafe::api does not let a
+    /// cut connection part a charge from its record); a process killed instead leaves its keys claimed until their
+    /// lease runs out (a retry gets `409` until then), since a request cut after its charge must not be charged again.
     pub async fn shutdown(self) {
         self.server.shutdown().await;
     }
