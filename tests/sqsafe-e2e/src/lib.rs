@@ -11,6 +11,40 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The `sqsafe` CLI as `make test` built it (`SQSAFE_E2E_SQSAFE_BIN`, built alone, so that no other package's
+/// features reach it), else built now by `cargo build -p sqsafe-cli --bin sqsafe` (a no-op when fresh). A test that
+/// must not see a later build replace it copies it out of the target folder.
+pub fn sqsafe_cli() -> PathBuf {
+    if let Some(bin) = std::env::var_os("SQSAFE_E2E_SQSAFE_BIN").filter(|b| !b.is_empty()) {
+        return PathBuf::from(bin);
+    }
+    let output = Command::new(env!("CARGO"))
+        .current_dir(workspace_root())
+        .args(["build", "-q", "-p", "sqsafe-cli", "--bin", "sqsafe"])
+        .output()
+        .expect("run cargo build");
+    assert!(
+        output.status.success(),
+        "cargo build of sqsafe failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    sqsafe_local::stack::target_dir().join("debug/sqsafe")
+}
+
+/// A child's stdout, line by line, read on a thread of its own (ends when the child closes it or the receiver goes).
+pub fn stdout_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    use std::io::{BufRead, BufReader};
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");

@@ -4,7 +4,6 @@
 //! byte for byte, other content under the key is refused, another caller's key is its own, and each request prints
 //! one line.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -38,20 +37,6 @@ Resources:
           Properties: { Path: /orders, Method: post }
 "#;
 
-/// The CLI as `make test` built it (`SQSAFE_E2E_SQSAFE_BIN`), else built now.
-fn cli() -> PathBuf {
-    if let Some(bin) = std::env::var_os("SQSAFE_E2E_SQSAFE_BIN").filter(|b| !b.is_empty()) {
-        return PathBuf::from(bin);
-    }
-    let status = Command::new(env!("CARGO"))
-        .current_dir(workspace_root())
-        .args(["build", "-q", "-p", "sqsafe-cli", "--bin", "sqsafe"])
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "cargo build of sqsafe failed");
-    sqsafe_local::stack::target_dir().join("debug/sqsafe")
-}
-
 /// `sqsafe local up` on `template`, its stdout read line by line.
 struct Up {
     child: Child,
@@ -62,7 +47,7 @@ struct Up {
 impl Up {
     fn start(template: &Path) -> Self {
         let api = PathBuf::from(env!("CARGO_BIN_EXE_sqsafe-orders-api"));
-        let mut child = Command::new(cli())
+        let mut child = Command::new(sqsafe_e2e::sqsafe_cli())
             .current_dir(workspace_root())
             .args(["local", "up", "--template"])
             .arg(template)
@@ -72,15 +57,7 @@ impl Up {
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn sqsafe local up");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = sqsafe_e2e::stdout_lines(child.stdout.take().expect("stdout"));
         Self {
             child,
             lines,

@@ -6,7 +6,6 @@
 //! invisible instead of burning its receives, and the fix answers it; SIGTERM leaves no process behind. Timings are
 //! printed (`--nocapture`).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -315,22 +314,7 @@ impl Drop for Scratch {
 /// reach it). Copied into the scratch folder: a build of the workspace meanwhile replaces the file in the target
 /// folder, not the one this test runs.
 fn build_cli(scratch: &Scratch) -> PathBuf {
-    let built = match std::env::var_os("SQSAFE_E2E_SQSAFE_BIN").filter(|b| !b.is_empty()) {
-        Some(bin) => PathBuf::from(bin),
-        None => {
-            let output = Command::new(env!("CARGO"))
-                .current_dir(workspace_root())
-                .args(["build", "-q", "-p", "sqsafe-cli", "--bin", "sqsafe"])
-                .output()
-                .expect("run cargo build");
-            assert!(
-                output.status.success(),
-                "cargo build of sqsafe failed:\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            sqsafe_local::stack::target_dir().join("debug/sqsafe")
-        }
-    };
+    let built = sqsafe_e2e::sqsafe_cli();
     let cli = scratch.root.join("sqsafe");
     std::fs::copy(&built, &cli).unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
     cli
@@ -361,15 +345,7 @@ impl Up {
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
             .spawn()
             .expect("spawn sqsafe local up --watch");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = sqsafe_e2e::stdout_lines(child.stdout.take().expect("stdout"));
         Self {
             child: Some(child),
             lines,
