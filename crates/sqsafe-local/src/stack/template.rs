@@ -196,6 +196,15 @@ fn env_of(props: &Value) -> BTreeMap<String, EnvSource> {
         .collect()
 }
 
+/// A function's cargo binary: its `Metadata.BuildProperties.Binary`.
+fn binary_of(resource: &Value) -> Option<String> {
+    resource
+        .get("Metadata")
+        .and_then(|m| m.get("BuildProperties"))
+        .and_then(|b| b.get("Binary"))
+        .and_then(scalar)
+}
+
 /// The function `id` when one of its events is an `HttpApi`: `None` when none is, an error when it has no binary.
 fn api_function(
     id: &str,
@@ -227,12 +236,7 @@ fn api_function(
             }
         })
         .collect();
-    let binary = resource
-        .get("Metadata")
-        .and_then(|m| m.get("BuildProperties"))
-        .and_then(|b| b.get("Binary"))
-        .and_then(scalar);
-    Some(match binary {
+    Some(match binary_of(resource) {
         None => Err(format!("{id}: no Metadata.BuildProperties.Binary")),
         Some(binary) => Ok(ApiFunctionSpec {
             logical_id: id.to_owned(),
@@ -399,11 +403,7 @@ impl TemplateSpec {
                         .ok_or_else(|| {
                             err(format!("{id}: SQS event without `Queue: !GetAtt X.Arn`"))
                         })?;
-                    let binary = resource
-                        .get("Metadata")
-                        .and_then(|m| m.get("BuildProperties"))
-                        .and_then(|b| b.get("Binary"))
-                        .and_then(scalar)
+                    let binary = binary_of(resource)
                         .ok_or_else(|| err(format!("{id}: no Metadata.BuildProperties.Binary")))?;
                     let env = env_of(&props);
                     let batch_size =
@@ -542,8 +542,7 @@ mod tests {
 
     #[test]
     fn a_function_behind_an_http_api_is_read_with_its_routes_and_environment() {
-        let spec = TemplateSpec::parse(
-            r#"
+        let template = r#"
 Resources:
   Keys:
     Type: AWS::DynamoDB::Table
@@ -556,35 +555,19 @@ Resources:
       Events:
         Create: { Type: HttpApi, Properties: { Path: /orders, Method: post } }
         Rest: { Type: HttpApi }
-  NoBinary:
-    Type: AWS::Serverless::Function
-    Properties: { Events: { A: { Type: HttpApi } } }
-"#,
+"#;
+        let without_binary = format!(
+            "{template}  NoBinary:\n    Type: AWS::Serverless::Function\n    Properties: {{ Events: {{ A: {{ Type: HttpApi }} }} }}\n"
         );
-        let error = spec.expect_err("a function without its binary");
+        let error =
+            TemplateSpec::parse(&without_binary).expect_err("a function without its binary");
         assert!(
             error
                 .to_string()
                 .contains("NoBinary: no Metadata.BuildProperties.Binary"),
             "{error}"
         );
-        let spec = TemplateSpec::parse(
-            r#"
-Resources:
-  Keys:
-    Type: AWS::DynamoDB::Table
-    Properties: { KeySchema: [{ AttributeName: pk, KeyType: HASH }] }
-  Orders:
-    Type: AWS::Serverless::Function
-    Metadata: { BuildProperties: { Binary: orders-api } }
-    Properties:
-      Environment: { Variables: { IDEMPOTENCY_TABLE: !Ref Keys, MODE: strict } }
-      Events:
-        Create: { Type: HttpApi, Properties: { Path: /orders, Method: post } }
-        Rest: { Type: HttpApi }
-"#,
-        )
-        .expect("template");
+        let spec = TemplateSpec::parse(template).expect("template");
         assert!(spec.functions.is_empty(), "not a consumer");
         let api = &spec.apis["Orders"];
         assert_eq!(api.binary, "orders-api");
