@@ -10,7 +10,7 @@ use crate::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
 use crate::stack::{LocalStack, TemplateSpec};
 use crate::watch::{WatchFunction, WatchInvoker, WatchSpec};
 
-/// What a function needs to reach moto: its endpoint, test credentials, a region.
+/// What a function, consumer or API, needs to reach moto: its endpoint, test credentials, a region.
 pub(super) fn aws_env(endpoint: &str) -> Vec<(String, String)> {
     [
         ("AWS_ENDPOINT_URL", endpoint),
@@ -34,6 +34,15 @@ pub(super) enum Run<'a> {
 enum Served {
     Emulated(Gateway<FunctionInstance>),
     Watched(Gateway<WatchInvoker>, WatchFunction),
+}
+
+impl Served {
+    fn url(&self) -> String {
+        match self {
+            Served::Emulated(gateway) => gateway.url(),
+            Served::Watched(gateway, _) => gateway.url(),
+        }
+    }
 }
 
 /// The APIs served: each function's binary, its first route, how it is served.
@@ -66,10 +75,7 @@ impl Apis {
                     return Err(e);
                 }
             };
-            let url = match &served {
-                Served::Emulated(gateway) => gateway.url(),
-                Served::Watched(gateway, _) => gateway.url(),
-            };
+            let url = served.url();
             println!(
                 "{:<16} API   {url}  (routes: {})",
                 api.binary,
@@ -153,10 +159,7 @@ impl Apis {
     /// The hint for the first API: a request to its first route, to send twice from another terminal.
     pub(super) fn hint(&self) -> Option<String> {
         let (name, route, served) = self.0.first()?;
-        let url = match served {
-            Served::Emulated(gateway) => gateway.url(),
-            Served::Watched(gateway, _) => gateway.url(),
-        };
+        let url = served.url();
         let (method, path) = route.split_once(' ').unwrap_or(("POST", "/"));
         let method = if method == "ANY" { "POST" } else { method };
         // A path parameter needs a value: `...` says so.

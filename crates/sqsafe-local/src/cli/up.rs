@@ -115,12 +115,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
         if let Some(visibility) = args.visibility {
             env.extend(scaled_visibility_env(visibility));
         }
-        env.extend([
-            ("AWS_ENDPOINT_URL".to_owned(), moto.endpoint()),
-            ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
-            ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
-            ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
-        ]);
+        env.extend(apis::aws_env(&moto.endpoint()));
         // A line per batch, as each is answered (the function's full output stays in its log file).
         let reports = match stand_ins.calls_counter(&env) {
             Some(counter) => Reports::printed(&function.binary).with_calls(counter),
