@@ -1,6 +1,8 @@
 //! HTTP API functions (`sqsafe new api`): api-function. Their table grant is idempotency-leading-keys' and
 //! grant-only-what-is-used's, their errors alarm alarm-function-errors', as for every function.
 
+use sqsafe_telemetry::api_metrics::{API_DIMENSION, RequestOutcome};
+
 use super::alarms::dimension;
 use super::template::{get, is_only, is_str, refs, show};
 use super::{Checker, Consumer};
@@ -69,6 +71,48 @@ impl Checker<'_> {
                 "api-function",
                 api.as_str(),
                 "no alarm on its AWS/ApiGateway 5xx (ApiId dimension): add one (Sum > 0, notifying an SNS topic)",
+            );
+        }
+        for a in alarms {
+            if !self.notifies(&a) {
+                self.fail(
+                    "api-function",
+                    &a,
+                    "AlarmActions do not notify an SNS topic of this template",
+                );
+            }
+        }
+        self.check_api_store_failed(c);
+    }
+
+    /// api-function: an alarm on the layer's `RequestsStoreFailed` (namespace sqsafe, `api` = the function's binary,
+    /// the name the generated handler gives its records): the one outcome that can let a handler run twice.
+    fn check_api_store_failed(&mut self, c: &Consumer) {
+        let f = c.name();
+        let binary = self.t.binary(f);
+        let metric = RequestOutcome::StoreFailed.metric_name();
+        let alarms: Vec<String> = self
+            .alarms
+            .iter()
+            .filter(|a| {
+                let ap = self.t.props(a);
+                is_str(get(ap, "Namespace"), "sqsafe")
+                    && is_str(get(ap, "MetricName"), metric)
+                    && binary
+                        .as_deref()
+                        .is_some_and(|b| is_str(dimension(get(ap, "Dimensions"), API_DIMENSION), b))
+            })
+            .cloned()
+            .collect();
+        if alarms.is_empty() {
+            self.fail(
+                "api-function",
+                f,
+                format!(
+                    "no alarm on sqsafe {metric} ({API_DIMENSION} = {}): a request whose answer could not be stored \
+                     may run its handler again, unseen; add one (Sum > 0, notifying an SNS topic)",
+                    binary.as_deref().unwrap_or("unset")
+                ),
             );
         }
         for a in alarms {

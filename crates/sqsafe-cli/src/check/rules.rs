@@ -25,7 +25,7 @@ pub const RULES: [(&str, &str); 43] = [
     ),
     (
         "api-function",
-        "an HTTP API function (an HttpApi event, made by sqsafe new api) has exactly that one event, on an AWS::Serverless::HttpApi of the template whose routes need an authorizer (the idempotency layer keeps keys per caller: an open route has none); its IDEMPOTENCY_TABLE names a table of the template; and the API has an alarm on its AWS/ApiGateway 5xx (ApiId dimension) that notifies an SNS topic of the template",
+        "an HTTP API function (an HttpApi event, made by sqsafe new api) has exactly that one event, on an AWS::Serverless::HttpApi of the template whose routes need an authorizer (the idempotency layer keeps keys per caller: an open route has none); its IDEMPOTENCY_TABLE names a table of the template; the API has an alarm on its AWS/ApiGateway 5xx (ApiId dimension), and the function one on sqsafe RequestsStoreFailed (api = its binary), each notifying an SNS topic of the template",
     ),
     (
         "outbox-sweeper",

@@ -567,8 +567,18 @@ fn a_generated_api_keeps_every_rule_and_each_break_is_named() {
         ),
         (
             "no 5xx alarm",
-            without("  OrdersApiServerErrorsAlarm:", "  # ------"),
+            without("  OrdersApiServerErrorsAlarm:", "  # The one way"),
             "[api-function] OrdersApiHttpApi",
+        ),
+        (
+            "no alarm on answers not stored",
+            without("  OrdersApiStoreFailedAlarm:", "  # ------"),
+            "[api-function] OrdersApiFunction",
+        ),
+        (
+            "the alarm on answers not stored watching another API",
+            good.replace("        - Name: api\n          Value: orders-api\n", "        - Name: api\n          Value: other-api\n"),
+            "[api-function] OrdersApiFunction",
         ),
         (
             "no errors alarm",

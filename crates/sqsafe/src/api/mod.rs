@@ -33,6 +33,11 @@
 //! caller's trace id (`producer_trace_id`, from `traceparent` or `X-Amzn-Trace-Id`, as a consumer logs its
 //! producer's); never the body, the key or the caller.
 //!
+//! **Traces.** With spans exported (`SQSAFE_TRACES=otlp`, as for a consumer), the request's span (`api request`) is a
+//! child of the caller's span named by its `traceparent` (else `X-Amzn-Trace-Id`): a consumer's `http call` span and
+//! the API's request are one trace. The spans are sent when the request has been handled: under Lambda before the
+//! answer, cut before the invocation's deadline; in a long-running server, beside the answer.
+//!
 //! **Metrics.** One CloudWatch Embedded Metric Format line per guarded request, on stdout where Lambda sends it to
 //! CloudWatch Logs: a counter per outcome (`RequestsExecuted`, `RequestsReplayed`, `RequestsInProgress`,
 //! `RequestsMismatched`, `RequestsRefused`, `RequestsReleased`, `RequestsStoreFailed`, `RequestsPassed`) and
@@ -260,8 +265,16 @@ where
             correlation_id = %correlation_id,
             producer_trace_id = trace.as_ref().map(TraceContext::trace_id),
         );
-        Box::pin(
-            async move {
+        // With spans exported, the request's span continues its caller's trace as a child of the caller's span.
+        if let Some(trace) = &trace {
+            sqsafe_telemetry::traces::continue_from(&span, trace);
+        }
+        let lambda_deadline = request
+            .extensions()
+            .get::<lambda_runtime::Context>()
+            .map(lambda_runtime::Context::deadline);
+        Box::pin(async move {
+            let answer = async move {
                 let started = std::time::Instant::now();
                 let (answer, outcome) = guarded(&shared, inner, request, &route).await;
                 let status = answer.status().as_u16();
@@ -271,10 +284,28 @@ where
                     tracing::info!(outcome = outcome.label(), status, "api request handled");
                 }
                 shared.metrics(outcome, started.elapsed());
-                Ok(answer)
+                answer
             }
-            .instrument(span),
-        )
+            .instrument(span)
+            .await;
+            export_spans(lambda_deadline).await;
+            Ok(answer)
+        })
+    }
+}
+
+/// Sends the spans of the request that just ended, when spans are exported (`SQSAFE_TRACES=otlp`): under Lambda
+/// before the answer (the function is frozen once it has answered; the send is cut before the invocation's
+/// deadline), in a server that keeps running after it (the answer is not held for the collector).
+async fn export_spans(lambda_deadline: Option<SystemTime>) {
+    if !sqsafe_telemetry::traces::exporting() {
+        return;
+    }
+    match lambda_deadline {
+        Some(deadline) => sqsafe_telemetry::traces::flush(Some(deadline), SystemTime::now()).await,
+        None => {
+            tokio::spawn(sqsafe_telemetry::traces::flush(None, SystemTime::now()));
+        }
     }
 }
 
