@@ -338,7 +338,16 @@ FAULT_BINS="${ROOT}/target/e2e-fault-bin-make-test"
 mkdir -p "${FAULT_BINS}"
 cp "${ROOT}/target/debug/charge-payment" "${ROOT}/target/debug/apply-ledger" "${ROOT}/target/debug/sqsafe-payments" \
   "${FAULT_BINS}/"
-background "the fault-injection suite" env SQSAFE_E2E_FAULT_BIN_DIR="${FAULT_BINS}" \
+# Its functions have 4 s to answer, and an answer after the deadline fails the run; the compiles beside it have time
+# to spare. Where the suite runs as root (CI), the suite and every process it starts (its moto, the functions, the
+# payments API) get the cores first: a niceness of -10, ahead of the release builds' -5. (CI once saw 137 invocations
+# of one run time out while everything ran about 3x slower than usual; the same run alone, or beside six CPU-bound
+# processes here, times none out.)
+FAULT_NICE=()
+if [[ "$(id -u)" == "0" ]]; then
+  FAULT_NICE=(nice -n -10)
+fi
+background "the fault-injection suite" "${FAULT_NICE[@]}" env SQSAFE_E2E_FAULT_BIN_DIR="${FAULT_BINS}" \
   cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
 
 step "bench smoke: started in the background beside cargo test (its output follows it)"
