@@ -33,11 +33,11 @@ def sqsafe_bin() -> Path:
     return path
 
 
-def render(into: Path, consumer: str, envelope: str = "sqs") -> Path:
+def render(into: Path, consumer: str, envelope: str = "sqs", api: str = "") -> Path:
     """The project template rendered as `sam init --location templates/project --no-input` renders it."""
     cookiecutter(str(ROOT / "templates" / "project"), no_input=True, output_dir=str(into),
                  extra_context={"project_name": "proj", "consumer_name": consumer, "sqsafe_path": str(ROOT),
-                                "envelope": envelope})
+                                "envelope": envelope, "api_name": api})
     return into / "proj"
 
 
@@ -90,3 +90,46 @@ def test_its_resources_in_template_yaml_are_the_same(projects) -> None:
     for path in rendered.rglob("*"):
         if path.is_file() and path.suffix in {".rs", ".toml", ".md", ".json", ".yaml"}:
             assert not re.search(r"\{\{|\{%|\{#", path.read_text(encoding="utf-8")), path
+
+
+# The API `sam init` offers (cookiecutter.json's `api_name`) is the one `sqsafe new api` writes, from the same
+# templates/project/templates/api/.
+API = "orders-api"
+
+
+@pytest.fixture(scope="module")
+def api_projects(tmp_path_factory) -> tuple[Path, Path]:
+    rendered = render(tmp_path_factory.mktemp("api-rendered"), NAME, api=API)
+    added = render(tmp_path_factory.mktemp("api-added"), NAME)
+    proc = subprocess.run([str(sqsafe_bin()), "new", "api", API], cwd=added, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return rendered, added
+
+
+def test_the_rendered_api_is_the_one_sqsafe_new_api_writes(api_projects) -> None:
+    rendered, added = api_projects
+    ours, theirs = files_of(rendered, API), files_of(added, API)
+    assert sorted(ours) == sorted(theirs)
+    for path in ours:
+        assert ours[path] == theirs[path], f"{path} differs between sam init and sqsafe new api"
+    assert len(ours) == 7, sorted(ours)
+    # Its resources and outputs, where sqsafe new api puts them: the whole template is the same.
+    assert (rendered / "template.yaml").read_text(encoding="utf-8") == (added / "template.yaml").read_text(
+        encoding="utf-8")
+    assert "  OrdersApiStoreFailedAlarm:" in (rendered / "template.yaml").read_text(encoding="utf-8")
+
+
+def test_without_an_api_nothing_of_one_is_left(tmp_path) -> None:
+    project = render(tmp_path, NAME)
+    assert sorted(p.name for p in (project / "functions").iterdir()) == [NAME]
+    assert sorted(p.name for p in (project / "events").iterdir()) == [f"{NAME}.json"]
+    assert "HttpApi" not in (project / "template.yaml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("api", [NAME, "Orders", "sqsafe-api", "a--b"])
+def test_an_api_name_that_cannot_be_one_is_refused_before_anything_is_written(tmp_path, api) -> None:
+    from cookiecutter.exceptions import FailedHookException
+    with pytest.raises(FailedHookException):
+        render(tmp_path, NAME, api=api)
+    assert not (tmp_path / "proj").exists()

@@ -1,5 +1,6 @@
-"""Names the Cargo manifests `Cargo.toml`, then formats the consumer's Rust files with rustfmt, as `sqsafe new
-consumer` does (both render templates/consumer/; a long name moves line breaks).
+"""Removes the API's files when none was asked for, names the Cargo manifests `Cargo.toml`, then formats the Rust
+files with rustfmt, as `sqsafe new consumer` and `sqsafe new api` do (they render the same templates/; a long name
+moves line breaks).
 
 In the template the manifests are `Cargo.toml.jinja`: cargo reads every `Cargo.toml` of a git dependency's repository,
 and a team depending on sqsafe by git would see an error for each templated one."""
@@ -8,6 +9,10 @@ import pathlib
 import shutil
 import subprocess
 import sys
+
+# No API asked for (api_name empty): its files were rendered under a placeholder name; they go.
+shutil.rmtree("functions/_no-api", ignore_errors=True)
+pathlib.Path("events/_no-api.json").unlink(missing_ok=True)
 
 for manifest in sorted(pathlib.Path(".").rglob("Cargo.toml.jinja")):
     manifest.rename(manifest.with_name("Cargo.toml"))

@@ -1,0 +1,1 @@
+{% set api = cookiecutter.__api %}{% set workspace = cookiecutter.__workspace %}{% include 'api/src/handler.rs.jinja' %}
