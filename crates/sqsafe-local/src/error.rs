@@ -23,7 +23,7 @@ pub enum Error {
     /// `sqsafe local send` sent nothing: no pipeline runs, no such consumer, no sample, not an SQS event, or SQS
     /// refused a message.
     #[error(transparent)]
-    Send(#[from] crate::cli::SendError),
+    Send(#[from] crate::send_error::SendError),
 }
 
 impl Error {

@@ -8,6 +8,7 @@ pub mod gateway;
 pub mod harness;
 pub mod lambda;
 pub mod moto;
+mod send_error;
 pub mod stack;
 pub mod watch;
 

@@ -58,7 +58,7 @@ pub trait Consumer: Sized + Send + Sync + 'static {
     type Output: Serialize + DeserializeOwned + Send + Sync;
 
     /// Builds the consumer from the environment and clients: see [`Setup`].
-    fn new(setup: &Setup) -> Result<Self, crate::Error>;
+    fn new(setup: &Setup) -> Result<Self, crate::error::Error>;
 
     /// The intent the payload asks for.
     fn intent(payload: &Self::Payload) -> Intent;

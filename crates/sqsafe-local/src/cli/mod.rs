@@ -16,7 +16,6 @@ mod hints;
 mod parameters;
 mod resources;
 mod send;
-mod send_error;
 mod stand_ins;
 mod state;
 mod tools;
@@ -31,7 +30,7 @@ use clap::Subcommand;
 
 use crate::stack::{target_dir, template_path};
 
-pub use send_error::SendError;
+pub use crate::send_error::SendError;
 
 /// `sqsafe local ...`: the local AWS pipeline of a SAM template (moto server, SQS event source mappings, the functions
 /// under a local Lambda Runtime API or `cargo lambda watch`).

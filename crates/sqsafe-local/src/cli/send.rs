@@ -11,8 +11,8 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use serde_json::Value;
 
 use super::SendArgs;
-use super::send_error::SendError;
 use super::state::{self, ConsumerQueue, PipelineState};
+use crate::send_error::SendError;
 
 /// How long the endpoint in the state file is given to accept a connection (moto on loopback: at once).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
