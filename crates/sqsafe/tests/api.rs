@@ -14,9 +14,11 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use http_body_util::BodyExt;
 use sqsafe::api::{ApiSettings, IdempotencyLayer};
-use sqsafe::layers::idempotency::{DynamoDbStore, Idempotency};
-use sqsafe_testkit::{RequestCounter, create_table, dynamodb, unique_name};
+use sqsafe_testkit::RequestCounter;
 use tower::ServiceExt;
+
+mod api_common;
+use api_common::orders_api_on_moto;
 
 /// What the handler does on its n-th run (1-based).
 #[derive(Clone)]
@@ -71,15 +73,7 @@ async fn fixture(
     settings: ApiSettings,
 ) -> Fixture {
     let requests = RequestCounter::default();
-    let client = dynamodb(&requests).await;
-    let table = unique_name("api");
-    create_table(&client, &table, "pk", None).await;
-    let store = DynamoDbStore::builder(client, table)
-        .build()
-        .expect("store");
-    let idem = Idempotency::builder(store, "orders-api", 1)
-        .build()
-        .expect("idempotency");
+    let idem = orders_api_on_moto(&requests, "api").await;
     let runs = Arc::new(AtomicU32::new(0));
     let api = Api {
         runs: Arc::clone(&runs),
@@ -478,15 +472,7 @@ async fn charge_then_stream(State(api): State<HangUp>) -> axum::response::Respon
 #[tokio::test]
 async fn a_client_that_hangs_up_after_the_effect_gets_the_replay_on_its_retry() {
     let requests = RequestCounter::default();
-    let client = dynamodb(&requests).await;
-    let table = unique_name("api-hang-up");
-    create_table(&client, &table, "pk", None).await;
-    let store = DynamoDbStore::builder(client, table)
-        .build()
-        .expect("store");
-    let idem = Idempotency::builder(store, "orders-api", 1)
-        .build()
-        .expect("idempotency");
+    let idem = orders_api_on_moto(&requests, "api-hang-up").await;
     let api = HangUp::default();
     let (effect_tx, effect_rx) = tokio::sync::oneshot::channel();
     let (gate_tx, gate_rx) = tokio::sync::oneshot::channel();

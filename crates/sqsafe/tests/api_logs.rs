@@ -8,20 +8,14 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use sqsafe::api::IdempotencyLayer;
-use sqsafe::layers::idempotency::{DynamoDbStore, Idempotency};
-use sqsafe_testkit::{RequestCounter, create_table, dynamodb, unique_name};
+use sqsafe_testkit::RequestCounter;
 use tower::ServiceExt;
 
+mod api_common;
+use api_common::orders_api_on_moto;
+
 async fn app() -> Router {
-    let client = dynamodb(&RequestCounter::default()).await;
-    let table = unique_name("api-logs");
-    create_table(&client, &table, "pk", None).await;
-    let store = DynamoDbStore::builder(client, table)
-        .build()
-        .expect("store");
-    let idem = Idempotency::builder(store, "orders-api", 1)
-        .build()
-        .expect("idempotency");
+    let idem = orders_api_on_moto(&RequestCounter::default(), "api-logs").await;
     let caller = |parts: &axum::http::request::Parts| {
         parts
             .headers

@@ -9,23 +9,15 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use sqsafe::api::IdempotencyLayer;
-use sqsafe::layers::idempotency::{DynamoDbStore, Idempotency};
 use sqsafe::layers::telemetry::{LogConfig, Traces};
-use sqsafe_testkit::{
-    OtlpReceiver, ReceivedSpan, RequestCounter, create_table, dynamodb, unique_name,
-};
+use sqsafe_testkit::{OtlpReceiver, ReceivedSpan, RequestCounter};
 use tower::ServiceExt;
 
+mod api_common;
+use api_common::orders_api_on_moto;
+
 async fn app() -> Router {
-    let client = dynamodb(&RequestCounter::default()).await;
-    let table = unique_name("api-traces");
-    create_table(&client, &table, "pk", None).await;
-    let store = DynamoDbStore::builder(client, table)
-        .build()
-        .expect("store");
-    let idem = Idempotency::builder(store, "orders-api", 1)
-        .build()
-        .expect("idempotency");
+    let idem = orders_api_on_moto(&RequestCounter::default(), "api-traces").await;
     let caller = |_: &axum::http::request::Parts| Some("acme".to_owned());
     Router::new()
         .route(

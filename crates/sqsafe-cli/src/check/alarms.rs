@@ -59,7 +59,7 @@ impl Checker<'_> {
     }
 
     /// `rule` fails on `alarm` unless its AlarmActions notify an SNS topic of this template.
-    fn require_notifies(&mut self, rule: &'static str, alarm: &str) {
+    pub(super) fn require_notifies(&mut self, rule: &'static str, alarm: &str) {
         if !self.notifies(alarm) {
             self.fail(
                 rule,

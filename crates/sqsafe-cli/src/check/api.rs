@@ -74,13 +74,7 @@ impl Checker<'_> {
             );
         }
         for a in alarms {
-            if !self.notifies(&a) {
-                self.fail(
-                    "api-function",
-                    &a,
-                    "AlarmActions do not notify an SNS topic of this template",
-                );
-            }
+            self.require_notifies("api-function", &a);
         }
         self.check_api_store_failed(c);
     }
@@ -116,13 +110,7 @@ impl Checker<'_> {
             );
         }
         for a in alarms {
-            if !self.notifies(&a) {
-                self.fail(
-                    "api-function",
-                    &a,
-                    "AlarmActions do not notify an SNS topic of this template",
-                );
-            }
+            self.require_notifies("api-function", &a);
         }
     }
 }
