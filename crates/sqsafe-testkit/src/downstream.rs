@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use crate::server::{ServerSettings, ServerTask};
 
 /// The most of a request's body kept: the fake is for effects' requests, a few kilobytes.
-const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 
 /// A fake HTTP API on `127.0.0.1`, for a consumer's tests. Replies queued with [`reply_next`](Self::reply_next) are
 /// given in order, one per call; after them every call gets the default: `200` with
@@ -44,7 +44,7 @@ pub struct FakeDownstream {
 }
 
 #[derive(Debug, Default)]
-struct State {
+pub(crate) struct State {
     replies: VecDeque<Reply>,
     calls: Vec<Call>,
     effects: BTreeMap<String, usize>,
@@ -152,16 +152,25 @@ impl FakeDownstream {
     /// # Errors
     /// Binding `127.0.0.1:0` failed, or the bound address could not be read.
     pub async fn try_start() -> std::io::Result<Self> {
+        Self::serve(|state| {
+            Router::new().fallback(move |request: Request| {
+                let state = Arc::clone(&state);
+                async move { answer(&state, request).await }
+            })
+        })
+        .await
+    }
+
+    /// Binds a free loopback port and serves the router `routes` makes over the fake's state.
+    pub(crate) async fn serve(
+        routes: impl FnOnce(Arc<Mutex<State>>) -> Router,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|e| std::io::Error::new(e.kind(), format!("cannot bind 127.0.0.1:0: {e}")))?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State::default()));
-        let shared = Arc::clone(&state);
-        let router = Router::new().fallback(move |request: Request| {
-            let state = Arc::clone(&shared);
-            async move { answer(&state, request).await }
-        });
+        let router = routes(Arc::clone(&state));
         let settings = ServerSettings {
             nodelay: true,
             header_read_timeout: true,
@@ -207,7 +216,7 @@ impl FakeDownstream {
 }
 
 /// A test's assertion panicking in another thread must not hide the calls from the rest of the test.
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -238,6 +247,16 @@ async fn answer(state: &Mutex<State>, request: Request) -> Response {
     let body = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
         .await
         .unwrap_or_default();
+    let (n, key) = record(state, &parts, &body);
+    run(state, n, key).await
+}
+
+/// Keeps the call and gives its number (from 1) and its key.
+pub(crate) fn record(
+    state: &Mutex<State>,
+    parts: &axum::http::request::Parts,
+    body: &[u8],
+) -> (usize, Option<String>) {
     let call = Call {
         method: parts.method.to_string(),
         path: parts
@@ -246,22 +265,28 @@ async fn answer(state: &Mutex<State>, request: Request) -> Response {
             .map_or_else(|| parts.uri.path().to_owned(), ToString::to_string),
         idempotency_key: text(&parts.headers, "idempotency-key"),
         correlation_id: text(&parts.headers, "x-correlation-id"),
-        body: String::from_utf8_lossy(&body).into_owned(),
+        body: String::from_utf8_lossy(body).into_owned(),
         headers: all_headers(&parts.headers),
     };
+    let key = call.idempotency_key.clone();
+    let mut state = lock(state);
+    state.calls.push(call);
+    (state.calls.len(), key)
+}
+
+/// The work of call `n`: the next scripted reply (else the default), its effect counted when it is a 2xx, answered
+/// after its delay.
+pub(crate) async fn run(state: &Mutex<State>, n: usize, key: Option<String>) -> Response {
     let reply = {
         let mut state = lock(state);
-        state.calls.push(call.clone());
-        let n = state.calls.len();
         let reply = state.replies.pop_front().unwrap_or_else(|| {
             Reply::status(200).json(serde_json::json!({
                 "call": n,
-                "idempotency_key": call.idempotency_key,
+                "idempotency_key": key,
             }))
         });
         if reply.status.is_success() {
-            let key = call.idempotency_key.clone().unwrap_or_default();
-            *state.effects.entry(key).or_default() += 1;
+            *state.effects.entry(key.unwrap_or_default()).or_default() += 1;
         }
         reply
     };

@@ -1,7 +1,8 @@
 //! Test support for sqsafe's crates and functions: SDK clients pointed at the local AWS (moto server, started by
 //! `make test`), unique table and queue names so tests run in parallel against one server, and a request counter
 //! that asserts request budgets. For a consumer that calls an HTTP API, [`FakeDownstream`] is that API on loopback,
-//! recording each call and counting effects per `Idempotency-Key`; [`ServerTask`] is the accept loop it (and the
+//! recording each call and counting effects per `Idempotency-Key` (with feature `honoured-keys`, behind sqsafe's
+//! idempotency layer: `FakeDownstream::start_honouring_keys`); [`ServerTask`] is the accept loop it (and the
 //! servers of sqsafe-local and sqsafe-test-servers) run on. For an HTTP API (an axum `Router` behind `sqsafe::api`),
 //! [`send`] hands it a request and reads its [`Answer`] whole.
 //!
@@ -22,6 +23,8 @@ mod answer;
 mod counter;
 mod downstream;
 mod fixtures;
+#[cfg(feature = "honoured-keys")]
+mod honoured;
 mod lambda;
 mod lost_answer;
 mod otlp;
@@ -36,6 +39,8 @@ pub use fixtures::{
     dynamodb_at, dynamodb_losing, endpoint, item_string, message_attribute, queue_arn, receive,
     sdk_config, sdk_config_at, sqs, unique_name,
 };
+#[cfg(feature = "honoured-keys")]
+pub use honoured::HONOURED_RECORD_NAME;
 pub use lambda::{event_file, events_dir, invocation, with_binary_attribute};
 pub use lost_answer::LostAnswer;
 pub use otlp::{OtlpReceiver, ReceivedSpan};

@@ -86,7 +86,20 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let api = FakeDownstream::start().await;
+    fixture_with(FakeDownstream::start()).await
+}
+
+/// The same, the API behind sqsafe's idempotency layer on a table of its own: it honours the key.
+async fn fixture_honouring() -> Fixture {
+    let aws = sdk_config().await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let keys = unique_name("http-api-keys");
+    create_table(&dynamodb, &keys, "pk", None).await;
+    fixture_with(FakeDownstream::start_honouring_keys(dynamodb, keys)).await
+}
+
+async fn fixture_with(api: impl Future<Output = FakeDownstream>) -> Fixture {
+    let api = api.await;
     let aws = sdk_config().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
@@ -378,6 +391,51 @@ async fn an_answer_later_than_the_timeout_is_a_transient_timeout() {
     assert_eq!(err.message(), "orders API did not answer within 200 ms");
     // The API did the work; the retry carries the same key and gets the API's replay.
     assert_eq!(fx.api.effects().values().sum::<usize>(), 1);
+}
+
+/// Against an API that honours the key (the fake behind sqsafe's layer): the call that timed out goes on there; its
+/// retries get `409` while it runs, then its own answer replayed. One charge, and the consumer keeps the first answer.
+#[tokio::test]
+async fn a_timed_out_call_is_answered_on_retry_by_an_honouring_api_with_its_first_answer() {
+    let fx = fixture_honouring().await;
+    fx.api.reply_next(
+        Reply::status(201)
+            .json(serde_json::json!({"id": "ord_1"}))
+            .delay(Duration::from_secs(2)),
+    );
+    let (order, settings) = (unique_name("o"), [("ORDERS_TIMEOUT_MS", "200")]);
+    let err = retried(fx.run_order(&settings, &order).await);
+    assert_eq!(err.kind(), "downstream_timeout");
+    let started = std::time::Instant::now();
+    loop {
+        match fx.run_order(&settings, &order).await {
+            Disposition::Succeeded(Processed::Applied) => break,
+            Disposition::Retry(e) if e.kind() == "downstream_in_flight" => {}
+            other => panic!("expected 409s, then the replay: {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no replay after 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let key = fx.api.calls()[0].idempotency_key.clone().expect("key");
+    assert_eq!(
+        fx.api.effects().get(&key),
+        Some(&1),
+        "{:?}",
+        fx.api.effects()
+    );
+    assert!(fx.api.calls_for(&key) >= 2);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&fx.aws);
+    let completed = sqsafe_testkit::completed_records(&dynamodb, &fx.env[0].1).await;
+    assert_eq!(completed.len(), 1, "{completed:?}");
+    let sent: Sent = serde_json::from_str(&sqsafe_testkit::item_string(&completed[0], "result"))
+        .expect("the stored Sent");
+    assert_eq!(
+        (sent.status, sent.answer),
+        (201, serde_json::json!({"id": "ord_1"}))
+    );
 }
 
 #[tokio::test]
