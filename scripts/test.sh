@@ -203,13 +203,14 @@ if [[ -z "${SQSAFE_SUITE_UNDER_MOTO:-}" ]]; then
   # charge-payment's debug binary: the project check compares its consumer's with it when it starts (a later step
   # rebuilds it with the fault-injection crash points).
   cargo build -q -p charge-payment
-  # The project check's target folder starts as a copy of this build (cp -a keeps the times cargo's fingerprints
-  # compare): the project's make test installs sqsafe from this checkout (cargo install --debug, in that folder) and
-  # finds it built, instead of compiling sqsafe-cli and the AWS SDK a second time, and it never waits for cargo's lock
-  # on target/, which the steps below hold for minutes.
+  # The project check's sqsafe install folder starts as a copy of this build (cp -a keeps the times cargo's
+  # fingerprints compare): the project's make test installs sqsafe from this checkout (cargo install --debug --path,
+  # into <its target folder>/sqsafe-cli: install-sqsafe.py says why a path source has a folder of its own) and finds it
+  # built, instead of compiling sqsafe-cli and the AWS SDK a second time, and it never waits for cargo's lock on
+  # target/, which the steps below hold for minutes.
   rm -rf "${ROOT}/target/project-check"
-  mkdir -p "${ROOT}/target/project-check"
-  cp -a "${ROOT}/target/debug" "${ROOT}/target/project-check/"
+  mkdir -p "${ROOT}/target/project-check/sqsafe-cli"
+  cp -a "${ROOT}/target/debug" "${ROOT}/target/project-check/sqsafe-cli/"
   step "Python venv: sqsafe local venv (.venv, requirements/test.txt: pip installs the pinned uv, uv the rest)"
   "${INSTALLED_BIN}/sqsafe" local venv
   step "every step that builds or compares the release build asked its architecture (build_arch.py --check)"

@@ -4,9 +4,12 @@ when it is a path. `make sqsafe` runs it, and so do `make test` and `make local`
 
 A git source is installed once, and again when Cargo.toml names another one (the source installed is kept in
 .tools/sqsafe.source). A path source is installed on every run: the checkout may have changed, and cargo rebuilds only
-what did (a few seconds when nothing did). Cargo builds it in the project's target folder (CARGO_TARGET_DIR, else
-target/): a later version rebuilds only what changed, and what the project's own crates already compiled with the
-same features is reused. A debug build: from a clean start about 220 s of CPU time against 580 s for a release one
+what did (a few seconds when nothing did). Cargo builds a git source in the project's target folder (CARGO_TARGET_DIR,
+else target/): a later version rebuilds only what changed, and what the project's own crates already compiled with the
+same features is reused. A path source is built in a folder of its own in it (sqsafe-cli/): `cargo install --path`
+reads the checkout's .cargo/config.toml (sqsafe's repository names a linker there) and the project's builds do not,
+so in one folder each would compile the crates both use again, every time the other had (about 200 crates before
+each `make test` and `make local`). A debug build: from a clean start about 220 s of CPU time against 580 s for a release one
 (measured on 2 cores), and sqsafe's work (reading a template, starting moto and cargo lambda watch) needs no
 optimising.
 """
@@ -43,6 +46,8 @@ def main() -> int:
     if args[0] == "--git" and BIN.is_file() and RECORD.is_file() and RECORD.read_text().strip() == pin:
         return 0
     target = os.environ.get("CARGO_TARGET_DIR") or str(ROOT / "target")
+    if args[0] == "--path":
+        target = str(Path(target) / "sqsafe-cli")
     first = "" if BIN.is_file() else " (the first time: a few minutes)"
     print(f"install-sqsafe.py: sqsafe-cli {pin} into .tools/bin{first}", flush=True)
     RECORD.unlink(missing_ok=True)
