@@ -216,7 +216,7 @@ impl FakeDownstream {
 }
 
 /// A test's assertion panicking in another thread must not hide the calls from the rest of the test.
-pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -21,9 +21,9 @@ pub const HONOURED_RECORD_NAME: &str = "fake-downstream";
 /// The one caller every request is scoped to: the fake serves one client account.
 const CALLER: &str = "caller";
 
-/// A call's number (from 1), handed from the recorder in front of the layer to the handler behind it.
-#[derive(Debug, Clone, Copy)]
-struct CallNumber(usize);
+/// A call as the recorder in front of the layer kept it (its number from 1, its key), handed to the handler behind it.
+#[derive(Debug, Clone)]
+struct Recorded(usize, Option<String>);
 
 impl FakeDownstream {
     /// Starts the fake API behind [`sqsafe::api::IdempotencyLayer`], its keys in `table` (a table with the string
@@ -102,20 +102,17 @@ async fn record_then(
     let body = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
         .await
         .unwrap_or_default();
-    let (n, _) = record(&state, &parts, &body);
-    parts.extensions.insert(CallNumber(n));
+    let (n, key) = record(&state, &parts, &body);
+    parts.extensions.insert(Recorded(n, key));
     next.run(Request::from_parts(parts, body.into())).await
 }
 
 /// Behind the layer: the call's reply, its effect counted.
 async fn handle(state: &Mutex<State>, request: Request) -> Response {
-    let n = request
+    let Recorded(n, key) = request
         .extensions()
-        .get::<CallNumber>()
-        .map_or(0, |CallNumber(n)| *n);
-    let key = request
-        .headers()
-        .get("idempotency-key")
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        .get::<Recorded>()
+        .cloned()
+        .unwrap_or(Recorded(0, None));
     run(state, n, key).await
 }

@@ -86,22 +86,24 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    fixture_with(FakeDownstream::start()).await
+    fixture_with(false).await
 }
 
 /// The same, the API behind sqsafe's idempotency layer on a table of its own: it honours the key.
 async fn fixture_honouring() -> Fixture {
-    let aws = sdk_config().await;
-    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
-    let keys = unique_name("http-api-keys");
-    create_table(&dynamodb, &keys, "pk", None).await;
-    fixture_with(FakeDownstream::start_honouring_keys(dynamodb, keys)).await
+    fixture_with(true).await
 }
 
-async fn fixture_with(api: impl Future<Output = FakeDownstream>) -> Fixture {
-    let api = api.await;
+async fn fixture_with(honouring: bool) -> Fixture {
     let aws = sdk_config().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let api = if honouring {
+        let keys = unique_name("http-api-keys");
+        create_table(&dynamodb, &keys, "pk", None).await;
+        FakeDownstream::start_honouring_keys(dynamodb.clone(), keys).await
+    } else {
+        FakeDownstream::start().await
+    };
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let table = unique_name("http");
     create_table(&dynamodb, &table, "pk", None).await;
