@@ -65,6 +65,13 @@ impl Fingerprint {
         Ok(Self::of_value(&value, fields))
     }
 
+    /// The fingerprint of bytes the caller already put in a canonical form of its own (an HTTP request as
+    /// `sqsafe::api` reads it: its method, path, query, content type and body by its type): their SHA-256, with no
+    /// field selection, so the engine's [`FingerprintFields`] never apply to it.
+    pub fn of_canonical_bytes(canonical: &[u8]) -> Self {
+        Self(sha256_hex(canonical))
+    }
+
     /// A fingerprint read back from a store.
     pub fn from_stored(hex: impl Into<String>) -> Self {
         Self(hex.into())

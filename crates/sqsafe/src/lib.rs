@@ -11,6 +11,8 @@ mod error;
 pub mod http;
 mod settings;
 mod setup;
+#[cfg(any(feature = "http", feature = "api"))]
+pub mod status;
 
 pub use app::{App, ConsumerBuilder, consumer, main, run, runtime};
 pub use clients::Clients;

@@ -25,6 +25,11 @@ impl<S: IdempotencyStore> Guard<S> {
         &self.record.key
     }
 
+    /// The end of the lease this claim holds (moved forward by each extension).
+    pub fn lease_until(&self) -> std::time::SystemTime {
+        crate::clock::from_millis(self.lease_until.load(Ordering::Relaxed))
+    }
+
     /// Records the effect's result and marks the key completed.
     ///
     /// A failed write (throttling, a timeout) is retried with jittered exponential backoff while the request's
@@ -175,12 +180,14 @@ impl<S: IdempotencyStore> Guard<S> {
         }
     }
 
-    /// Runs `effect` while extending the lease; stops it (drops its future) when the claim is lost.
+    /// Runs `effect` while extending the lease every `heartbeat.every` to now + `heartbeat.lease`; stops it (drops
+    /// its future) and answers [`Error::LeaseLost`] when the claim is lost to another attempt. A failed extension
+    /// (throttling, a timeout) is logged and retried at the next beat: the claim is kept as long as the lease allows.
     ///
     /// A beat's write runs beside the effect, not instead of it: while an extension is in flight the effect is still
     /// polled, and an effect that finishes meanwhile returns at once (the write in flight is dropped: the fenced
     /// completion decides). The next beat is timed from the end of the last one.
-    pub(super) async fn with_heartbeat<Fut: Future>(
+    pub async fn with_heartbeat<Fut: Future>(
         &self,
         heartbeat: Heartbeat,
         effect: Fut,

@@ -233,6 +233,31 @@ impl<S: IdempotencyStore> Idempotency<S> {
         self.inner.idempotency_window
     }
 
+    /// The consumer's name and effect version, as given to [`Idempotency::builder`] and kept on every record.
+    pub fn name(&self) -> (&str, u32) {
+        (&self.inner.consumer, self.inner.consumer_version)
+    }
+
+    /// How a completion is retried, and the time it keeps before a request's deadline.
+    pub fn completion_retry(&self) -> CompletionRetry {
+        self.inner.completion_retry
+    }
+
+    /// The largest result kept for replay, in bytes of JSON.
+    pub fn max_result_bytes(&self) -> usize {
+        self.inner.max_result_bytes
+    }
+
+    /// How long after its lease ends an `IN_PROGRESS` claim may be taken over.
+    pub fn takeover_margin(&self) -> Duration {
+        self.inner.takeover_margin
+    }
+
+    /// The shortest lease a claim gets.
+    pub fn min_lease(&self) -> Duration {
+        self.inner.min_lease
+    }
+
     #[cfg(feature = "dynamodb")]
     pub(crate) fn inner(&self) -> &Inner<S> {
         &self.inner

@@ -7,6 +7,8 @@ use std::time::{Duration, SystemTime};
 use http::StatusCode;
 use sqsafe_batch::RecordError;
 
+use crate::status::StatusClass;
+
 /// The time a request may take: the client's `timeout`, cut to what is left before the invocation's `deadline` less
 /// `reserve`. `None` when nothing is left: the request must not be sent (it could land after the record was
 /// reported, with no one to complete its record).
@@ -97,15 +99,16 @@ fn failure(
             None => error,
         }
     };
-    match status.as_u16() {
-        200..=299 => None,
+    // One table for both ends of the key (crate::status): what is retried here, sqsafe::api never stores.
+    match StatusClass::of(status.as_u16()) {
+        StatusClass::Success => None,
         // The IETF Idempotency-Key draft: a request with this key is still being processed.
-        409 => Some(transient("downstream_in_flight")),
+        StatusClass::InFlight => Some(transient("downstream_in_flight")),
         // The draft again: the key was used with another payload. No retry can fix that.
-        422 => Some(RecordError::permanent("downstream_key_reused", said())),
-        408 | 425 | 429 | 500..=599 => Some(transient("downstream_unavailable")),
+        StatusClass::KeyReused => Some(RecordError::permanent("downstream_key_reused", said())),
+        StatusClass::Unavailable => Some(transient("downstream_unavailable")),
         // Other 4xx, and what this client does not follow (1xx, 3xx): the request as built is refused.
-        _ => Some(RecordError::permanent("downstream_rejected", said())),
+        StatusClass::Rejected => Some(RecordError::permanent("downstream_rejected", said())),
     }
 }
 

@@ -48,15 +48,19 @@
 //! |---|---|---|
 //! | 2xx | `Ok(HttpResponse)` | |
 //! | 2xx whose body [`HttpResponse::json`] cannot read | transient | `downstream_bad_response` |
+//! | 2xx replayed without its body (`Idempotent-Replay-Body: omitted`), read by [`HttpResponse::json`] | permanent | `downstream_replay_without_body` |
 //! | 2xx whose body is larger than [`max_body_bytes`](HttpClientBuilder::max_body_bytes) | transient | `downstream_bad_response` |
 //! | 409 Conflict (the same key in flight, per the IETF Idempotency-Key draft) | transient | `downstream_in_flight` |
 //! | 422 Unprocessable Content (the key was used with another payload) | permanent | `downstream_key_reused` |
 //! | 408, 425, 429, 5xx | transient | `downstream_unavailable` |
-//! | other 4xx; 1xx and 3xx (not followed) | permanent | `downstream_rejected` |
+//! | other 4xx (`410` for a replay whose answer is gone among them); 1xx and 3xx (not followed) | permanent | `downstream_rejected` |
 //! | no answer within the time bound | transient | `downstream_timeout` |
 //! | no connection, or the answer was cut | transient | `downstream_unreachable` |
 //! | too little time before the deadline: not sent | transient | `deadline` ([`RecordError::DEADLINE`]) |
 //! | a request that cannot be built (a path that is no URI, a body that is no JSON) | permanent | `downstream_bad_request` |
+//!
+//! The statuses are read from one table, [`crate::status`], that `sqsafe::api` (the other end of the key) reads too:
+//! what is retried here, the layer releases and never stores; what is final here, it stores and replays.
 //!
 //! Any other answer is mapped by its status whatever its body's size: a 422 or 400 error page larger than the cap is
 //! still dead-lettered at once, and a 429 or 503 keeps its `Retry-After`; its body is not read (so its error carries

@@ -46,7 +46,25 @@ impl HttpResponse {
     /// The body read as JSON into `T`. A body that does not read is a transient `downstream_bad_response`: the
     /// effect may have happened, and the retry, carrying the same `Idempotency-Key`, gets the API's replay. The
     /// message gives the parser's category and position only, never the body.
+    ///
+    /// A replay whose body the API did not keep (`Idempotent-Replay-Body: omitted`, as `sqsafe::api` says of an
+    /// answer too large to store) is a permanent `downstream_replay_without_body`: the API handled the key and will
+    /// answer every retry the same way, so only an operator can recover the body (the message goes to the DLQ).
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, RecordError> {
+        if self.body.is_empty()
+            && self
+                .header("idempotent-replay-body")
+                .is_some_and(|v| v.eq_ignore_ascii_case("omitted"))
+        {
+            return Err(RecordError::permanent(
+                "downstream_replay_without_body",
+                format!(
+                    "{} answered {} to a repeat of this key without the body it kept (too large to store): every \
+                     retry gets the same",
+                    self.api, self.status
+                ),
+            ));
+        }
         serde_json::from_slice(&self.body).map_err(|e| {
             RecordError::transient(
                 "downstream_bad_response",
@@ -117,5 +135,23 @@ mod tests {
             .expect_err("no id");
         assert!(!missing.message().contains("4111"), "{}", missing.message());
         assert!(!format!("{:?}", response("4111")).contains("4111"));
+    }
+
+    /// A replay without its body is final: no retry gets the body back. An empty body without the header is still
+    /// the transient unreadable answer.
+    #[test]
+    fn a_replay_without_its_body_is_permanent() {
+        let mut headers = HeaderMap::new();
+        headers.insert("idempotent-replayed", "true".parse().expect("value"));
+        headers.insert("idempotent-replay-body", "omitted".parse().expect("value"));
+        let replay = HttpResponse::new(StatusCode::OK, headers, Bytes::new(), "reports API".into());
+        assert_eq!(replay.status(), 200);
+        let err = replay.json::<Charge>().expect_err("no body");
+        assert_eq!(
+            (err.kind(), err.class()),
+            ("downstream_replay_without_body", ErrorClass::Permanent)
+        );
+        let err = response("").json::<Charge>().expect_err("empty");
+        assert_eq!(err.class(), ErrorClass::Transient);
     }
 }
