@@ -79,7 +79,7 @@ API_TESTS = [
     "other_content_under_the_key_is_refused",
     "two_callers_with_one_key_are_two_requests",
 ]
-LAYER = re.compile(r"\s*\.layer\(IdempotencyLayer::with_settings\([^;]*?\)\)(?=\))")
+LAYER = re.compile(r"\s*\.layer\(IdempotencyLayer::new\([^;]*?\)\?\)(?=\))")
 # Each generated handler's effect broken on purpose, as a real effect could be: (how it is broken, the text replaced,
 # its replacement, a test that must then fail). A plain consumer's effect is one call to its API (sqsafe::http); a
 # transactional one's is a write committed with the record. Its tests must fail for each.

@@ -117,7 +117,7 @@ impl Bench<'_> {
         let runs = Arc::new(AtomicU64::new(0));
         let plain = router().with_state(Arc::clone(&runs));
         let layered = router()
-            .layer(IdempotencyLayer::new(idem, caller))
+            .layer(IdempotencyLayer::new(idem, caller).map_err(|e| format!("api layer: {e}"))?)
             .with_state(Arc::clone(&runs));
         proxy.set_measuring(false);
         let n = self.plan.api_requests;

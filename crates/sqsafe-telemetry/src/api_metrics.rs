@@ -41,18 +41,23 @@ pub enum RequestOutcome {
     Mismatched,
     /// Refused before any claim (no key or a bad one, no caller, a body too large): `RequestsRefused`.
     Refused,
-    /// The handler answered `5xx`, panicked or ran out of time, and the key was released: `RequestsReleased`.
+    /// The handler answered a status its client retries (`408`, `409`, `425`, `429`, `5xx`) or panicked, and the key
+    /// was released: `RequestsReleased`.
     Released,
     /// The idempotency table failed: the request was not handled, or its answer not stored (`RequestsStoreFailed`,
     /// the one outcome that can let a handler run twice).
     StoreFailed,
     /// No key, and none required: the handler ran unguarded (`RequestsPassed`).
     Passed,
+    /// The handler still ran at the end of its time (the layer's `max_handler_time`, or under Lambda the invocation's
+    /// deadline less the completion's reserve): stopped, its claim kept until its lease ends (it may have taken
+    /// effect): `RequestsTimedOut`.
+    TimedOut,
 }
 
 impl RequestOutcome {
     /// Every outcome, in the order they appear in the EMF document.
-    pub const ALL: [RequestOutcome; 8] = [
+    pub const ALL: [RequestOutcome; 9] = [
         RequestOutcome::Executed,
         RequestOutcome::Replayed,
         RequestOutcome::InProgress,
@@ -61,6 +66,7 @@ impl RequestOutcome {
         RequestOutcome::Released,
         RequestOutcome::StoreFailed,
         RequestOutcome::Passed,
+        RequestOutcome::TimedOut,
     ];
 
     /// The CloudWatch metric name.
@@ -74,6 +80,7 @@ impl RequestOutcome {
             RequestOutcome::Released => "RequestsReleased",
             RequestOutcome::StoreFailed => "RequestsStoreFailed",
             RequestOutcome::Passed => "RequestsPassed",
+            RequestOutcome::TimedOut => "RequestsTimedOut",
         }
     }
 
@@ -88,6 +95,7 @@ impl RequestOutcome {
             RequestOutcome::Released => "released",
             RequestOutcome::StoreFailed => "idempotency_store",
             RequestOutcome::Passed => "passed",
+            RequestOutcome::TimedOut => "timed_out",
         }
     }
 }

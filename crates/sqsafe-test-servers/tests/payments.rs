@@ -538,8 +538,9 @@ async fn binding_a_taken_port_is_a_typed_error() {
     assert!(err.is_bind(), "{err}");
 }
 
-/// A request dropped in flight (its client went away) may have charged already, so its claim is not released: a
-/// retry gets `409` until the claim's lease runs out, then takes it over and charges once.
+/// A request whose charge hangs (its client went away) is stopped at the lease, the longest a charge may take; it may
+/// have charged already, so its claim is not released: a retry gets `409` until the claim's lease runs out, then
+/// takes it over and charges once.
 #[tokio::test]
 async fn a_request_abandoned_in_flight_holds_its_key_until_its_lease_ends() {
     let entered = Arc::new(Notify::new());

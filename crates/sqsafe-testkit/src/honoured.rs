@@ -34,8 +34,9 @@ impl FakeDownstream {
     /// - A `POST`, `PUT`, `PATCH` or `DELETE` with an `Idempotency-Key` runs the fake's handler (the next scripted
     ///   reply, else the default) once per key and content: a repeat gets the stored answer byte for byte with
     ///   `Idempotent-Replayed: true`, a repeat with another body `422`, a repeat while the first is in flight `409`.
-    /// - A scripted `5xx` (or a delay past the 30 s lease) releases the key: the next call with it runs again and
-    ///   takes the next reply. A `2xx` or `4xx` is stored.
+    /// - A scripted status a client retries (`408`, `409`, `425`, `429`, `5xx`: `sqsafe::status`) releases the key:
+    ///   the next call with it runs again and takes the next reply. Any other status is stored. A delay past the 30 s
+    ///   lease does not release it: the claim is extended while the reply waits.
     /// - [`calls`](Self::calls) still lists every call received (replays and refusals too); scripted replies and
     ///   [`effects`](Self::effects) count only the calls that reached the handler.
     /// - Calls without a key, and other methods, pass through to the handler as before.
@@ -73,12 +74,12 @@ impl FakeDownstream {
             methods: vec![Method::POST, Method::PUT, Method::PATCH, Method::DELETE],
             key_required: false,
             max_request_body: MAX_REQUEST_BYTES,
-            name: (HONOURED_RECORD_NAME.to_owned(), 1),
             // A test's stdout is its own: no metric lines there.
             metrics_namespace: None,
             ..ApiSettings::default()
         };
-        let keys = IdempotencyLayer::with_settings(idem, |_: &_| Some(CALLER.to_owned()), settings);
+        let keys = IdempotencyLayer::with_settings(idem, |_: &_| Some(CALLER.to_owned()), settings)
+            .map_err(|e| invalid(&e))?;
         Self::serve(move |state| {
             let inner = Arc::clone(&state);
             let handler = tower::service_fn(move |request: Request| {

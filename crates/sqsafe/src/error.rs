@@ -19,6 +19,10 @@ pub enum Error {
     /// The idempotency layer refused its settings.
     #[error(transparent)]
     Idempotency(#[from] sqsafe_idempotency::Error),
+    /// The idempotent HTTP layer (`sqsafe::api`) refused its settings.
+    #[cfg(feature = "api")]
+    #[error(transparent)]
+    Api(#[from] crate::api::ApiConfigError),
     /// The batch processor refused its settings.
     #[error(transparent)]
     Batch(#[from] BatchError),

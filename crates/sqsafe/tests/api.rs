@@ -18,7 +18,9 @@ use sqsafe_testkit::RequestCounter;
 use tower::ServiceExt;
 
 mod api_common;
-use api_common::orders_api_on_moto;
+use api_common::{OrdersTable, orders_api_on_moto};
+// Issue 47's variety: path, query, statuses, a long handler, sizes, streams, names, headers, hang-ups, body kinds.
+mod api_variety;
 
 /// What the handler does on its n-th run (1-based).
 #[derive(Clone)]
@@ -62,6 +64,7 @@ async fn charge(State(api): State<Api>, body: String) -> axum::response::Respons
 
 struct Fixture {
     app: Router,
+    table: OrdersTable,
     runs: Arc<AtomicU32>,
     requests: RequestCounter,
     /// The layer's metric lines, parsed.
@@ -73,7 +76,8 @@ async fn fixture(
     settings: ApiSettings,
 ) -> Fixture {
     let requests = RequestCounter::default();
-    let idem = orders_api_on_moto(&requests, "api").await;
+    let table = OrdersTable::create(&requests, "api").await;
+    let idem = table.engine("orders-api", 1, |b| b);
     let runs = Arc::new(AtomicU32::new(0));
     let api = Api {
         runs: Arc::clone(&runs),
@@ -92,8 +96,9 @@ async fn fixture(
         .route("/charges/{id}", get(|| async { "a charge" }));
     let metrics = Arc::new(std::sync::Mutex::new(Vec::new()));
     let lines = Arc::clone(&metrics);
-    let layer =
-        IdempotencyLayer::with_settings(idem, caller, settings).metrics_writer(move |line| {
+    let layer = IdempotencyLayer::with_settings(idem, caller, settings)
+        .expect("layer")
+        .metrics_writer(move |line| {
             let doc = serde_json::from_slice(line).expect("a metric line is JSON");
             lines.lock().expect("metrics").push(doc);
         });
@@ -101,6 +106,7 @@ async fn fixture(
     requests.take();
     Fixture {
         app,
+        table,
         runs,
         requests,
         metrics,
@@ -244,7 +250,8 @@ async fn each_guarded_request_writes_one_metric_line_naming_its_outcome() {
             )
         })
         .collect();
-    let api = |m: &str| ("api".to_owned(), m.to_owned());
+    // The dimension is the records' name: the Idempotency's own (`orders-api`).
+    let api = |m: &str| ("orders-api".to_owned(), m.to_owned());
     assert_eq!(
         outcomes,
         [
@@ -405,41 +412,83 @@ async fn an_answer_too_large_to_store_replays_its_status_without_its_body() {
     assert_eq!(fx.runs.load(Ordering::SeqCst), 1);
 }
 
-/// Under lambda_http the claim's lease runs to the invocation's deadline (the `lambda_runtime::Context` in the
-/// request's extensions): a handler still running then is stopped, answered 504, and its key released, so the
-/// client's retry runs it again.
+fn in_lambda(key: &str, deadline_in: Duration) -> Request<Body> {
+    let mut request = charge_request(Some(key), Some("acme"), "{\"amount\":3}");
+    let mut context = lambda_runtime::Context::default();
+    let deadline = std::time::SystemTime::now() + deadline_in;
+    context.deadline = deadline
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis()
+        .try_into()
+        .expect("ms");
+    request.extensions_mut().insert(context);
+    request
+}
+
+/// Under lambda_http the handler must end by the invocation's deadline less the completion's reserve (1 s), so that
+/// its answer can still be stored before Lambda freezes the function. One still running then is stopped and
+/// answered 504, and its claim is kept, never released at once, since it may have taken effect: the client's retry
+/// gets 409 (not a second run) until the claim's lease (the invocation's deadline) and the takeover margin passed.
+/// Before, the handler could use the whole invocation (its completion then had no time left), and a handler past
+/// the deadline had its key released: the retry ran it again.
 #[tokio::test]
-async fn a_handler_past_the_invocations_deadline_is_stopped_and_its_key_released() {
+async fn a_handler_past_the_invocations_deadline_less_the_reserve_is_stopped_and_its_claim_kept() {
     let fx = fixture(
         |n| Behaviour::Created {
-            delay_ms: if n == 1 { 5_000 } else { 0 },
+            delay_ms: if n == 1 { 1_700 } else { 0 },
         },
         ApiSettings::default(),
     )
     .await;
-    let in_lambda = |ms: u64| {
-        let mut request = charge_request(Some("k-deadline"), Some("acme"), "{\"amount\":3}");
-        let mut context = lambda_runtime::Context::default();
-        let deadline = std::time::SystemTime::now() + Duration::from_millis(ms);
-        context.deadline = deadline
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after the epoch")
-            .as_millis()
-            .try_into()
-            .expect("ms");
-        request.extensions_mut().insert(context);
-        request
-    };
     let started = std::time::Instant::now();
-    let (status, _, _) = send(&fx.app, in_lambda(600)).await;
-    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "stopped at the deadline, not after the handler's 5 s"
+    let (status, headers, problem) =
+        send(&fx.app, in_lambda("k-deadline", Duration::from_secs(2))).await;
+    assert_eq!(
+        status,
+        StatusCode::GATEWAY_TIMEOUT,
+        "{}",
+        String::from_utf8_lossy(&problem)
     );
-    let (status, headers, _) = send(&fx.app, in_lambda(10_000)).await;
+    assert!(String::from_utf8_lossy(&problem).contains("handler-timed-out"));
+    assert!(headers.contains_key("retry-after"));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(1_600),
+        "stopped at the deadline less the reserve, not after the handler's 1.7 s: {took:?}"
+    );
+    let (status, _, _) = send(&fx.app, in_lambda("k-deadline", Duration::from_secs(10))).await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "the claim is kept, not released"
+    );
+    assert_eq!(
+        fx.runs.load(Ordering::SeqCst),
+        1,
+        "never run a second time at once"
+    );
+    let records = fx.table.records().await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        sqsafe_testkit::item_string(&records[0], "status"),
+        "IN_PROGRESS"
+    );
+}
+
+/// Too little of the invocation left to run the handler before the reserve: it is not started, and the key is
+/// released (nothing can have happened), with `503` and `Retry-After`.
+#[tokio::test]
+async fn a_request_with_no_time_left_before_the_reserve_is_not_started() {
+    let fx = fixture(created(), ApiSettings::default()).await;
+    let (status, headers, problem) =
+        send(&fx.app, in_lambda("k-late", Duration::from_millis(600))).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(String::from_utf8_lossy(&problem).contains("no-time-left"));
+    assert!(headers.contains_key("retry-after"));
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 0);
+    let (status, headers, _) = send(&fx.app, in_lambda("k-late", Duration::from_secs(10))).await;
     assert_eq!((status, replayed(&headers)), (StatusCode::CREATED, false));
-    assert_eq!(fx.runs.load(Ordering::SeqCst), 2);
 }
 
 /// The handler's first run makes its effect, says so, and answers with a body that waits for the test's gate.
@@ -484,11 +533,14 @@ async fn a_client_that_hangs_up_after_the_effect_gets_the_replay_on_its_retry() 
     };
     let app = Router::new()
         .route("/charges", post(charge_then_stream))
-        .layer(IdempotencyLayer::with_settings(
-            idem,
-            |_: &axum::http::request::Parts| Some("acme".to_owned()),
-            settings,
-        ))
+        .layer(
+            IdempotencyLayer::with_settings(
+                idem,
+                |_: &axum::http::request::Parts| Some("acme".to_owned()),
+                settings,
+            )
+            .expect("layer"),
+        )
         .with_state(api.clone());
     let request = || charge_request(Some("k-hang-up"), None, "{\"amount\":5}");
 

@@ -140,7 +140,7 @@ async fn under_lambda_http_the_lease_is_the_deadline_and_a_repeated_event_replay
     };
     let app = Router::new()
         .route("/charges", post(charge))
-        .layer(IdempotencyLayer::new(idem, caller))
+        .layer(IdempotencyLayer::new(idem, caller).expect("layer"))
         .with_state(charges.clone());
 
     let now_ms = u64::try_from(

@@ -24,7 +24,11 @@ async fn app() -> Router {
             "/charges",
             post(|| async { (StatusCode::CREATED, "{\"id\":\"ch_1\"}") }),
         )
-        .layer(IdempotencyLayer::new(idem, caller).metrics_writer(|_| {}))
+        .layer(
+            IdempotencyLayer::new(idem, caller)
+                .expect("layer")
+                .metrics_writer(|_| {}),
+        )
 }
 
 fn request(key: &str, trace_header: (&str, &str)) -> Request<Body> {

@@ -615,3 +615,52 @@ async fn a_base_url_that_is_not_http_is_refused_at_build() {
             .is_ok()
     );
 }
+
+/// Both ends of the key read one status table (`sqsafe::status`). For each status an API behind sqsafe's layer may
+/// answer (scripted once, then the fake's default `200`), a consumer's call and its redelivery under the same key:
+/// - a status the consumer's `sqsafe::http` retries must have been released by the layer: the redelivery runs the
+///   handler again and gets the `200`;
+/// - a status it takes as final must have been stored: the redrive gets the same answer replayed, the handler not run
+///   again (it would answer `200`).
+///
+/// Before, the layer stored every 4xx: a 408, 409, 425 or 429 was replayed to every retry until the message was
+/// dead-lettered, and its redrive failed the same way.
+#[tokio::test]
+async fn both_ends_of_the_key_read_one_status_table() {
+    let fx = fixture_honouring().await;
+    for status in [
+        200u16, 201, 303, 400, 401, 404, 408, 409, 410, 422, 425, 429, 500, 502, 503, 504,
+    ] {
+        let order = unique_name("o");
+        fx.api.reply_next(
+            Reply::status(status).json(serde_json::json!({"error": "scripted", "status": status})),
+        );
+        let first = fx.run_order(&[], &order).await;
+        let second = fx.run_order(&[], &order).await;
+        match (&first, &second) {
+            (Disposition::Succeeded(Processed::Applied), Disposition::Succeeded(_)) => {
+                assert!((200..300).contains(&status), "{status}");
+            }
+            (Disposition::Retry(_), Disposition::Succeeded(Processed::Applied)) => {
+                assert!(
+                    sqsafe::status::StatusClass::of(status).is_retried(),
+                    "{status}: retried by the client, and released by the layer"
+                );
+            }
+            (Disposition::DeadLettered(a), Disposition::DeadLettered(b)) => {
+                assert!(
+                    !sqsafe::status::StatusClass::of(status).is_retried(),
+                    "{status}"
+                );
+                assert_eq!(
+                    (a.kind(), a.class()),
+                    (b.kind(), b.class()),
+                    "{status}: the redrive gets the stored answer"
+                );
+            }
+            other => panic!(
+                "{status}: the two ends disagree (the client's first and second outcome): {other:?}"
+            ),
+        }
+    }
+}

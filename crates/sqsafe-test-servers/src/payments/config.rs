@@ -161,9 +161,9 @@ impl PaymentsApiBuilder {
         self
     }
 
-    /// The claim's lease: the longest a charge may be processed before the layer stops it (`504`) and releases its
-    /// key, and how long a claim left by a process that died holds its key (`409` with `Retry-After`) before a retry
-    /// takes over (after sqsafe's takeover margin, 2 s, more).
+    /// The claim's lease, and the longest a charge may be processed: the layer then stops it (`504`) and keeps its
+    /// claim, since it may have charged; a claim so left, or left by a process that died, holds its key (`409` with
+    /// `Retry-After`) until its lease ends, and a retry takes over after sqsafe's takeover margin (2 s) more.
     pub const fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self

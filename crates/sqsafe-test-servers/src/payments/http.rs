@@ -17,7 +17,7 @@ use axum::{Extension, Json, Router};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
-use sqsafe::api::{ApiSettings, IDEMPOTENCY_KEY, IdempotencyLayer, REPLAYED};
+use sqsafe::api::{ApiConfigError, ApiSettings, IDEMPOTENCY_KEY, IdempotencyLayer, REPLAYED};
 use sqsafe_idempotency::{Idempotency, IdempotencyStore};
 use tower::Layer;
 
@@ -58,20 +58,23 @@ pub(crate) fn router<S: IdempotencyStore + 'static>(
     shared: Arc<Shared>,
     idem: Idempotency<S>,
     lease: Duration,
-) -> Router {
+) -> Result<Router, ApiConfigError> {
     let settings = ApiSettings {
         methods: vec![Method::POST],
         lease,
-        name: (RECORD_NAME.to_owned(), 1),
+        // The longest a charge is processed, and waited for: then stopped, its claim kept until its lease ends.
+        answer_within: lease,
+        max_handler_time: lease,
+        name: Some((RECORD_NAME.to_owned(), 1)),
         // A test server shares its process's stdout with the test that runs it: no metric lines there.
         metrics_namespace: None,
         ..ApiSettings::default()
     };
-    let keys = IdempotencyLayer::with_settings(idem, |_: &_| Some(MERCHANT.to_owned()), settings);
+    let keys = IdempotencyLayer::with_settings(idem, |_: &_| Some(MERCHANT.to_owned()), settings)?;
     let charge = axum::middleware::from_fn_with_state(Arc::clone(&shared), admit)
         .layer(keys.layer(create_charge.with_state(Arc::clone(&shared))));
     let only = |allow: &'static str| move || async move { method_not_allowed(allow) };
-    Router::new()
+    Ok(Router::new()
         .route(
             "/health",
             get(health).head(only("GET")).fallback(only("GET")),
@@ -94,7 +97,7 @@ pub(crate) fn router<S: IdempotencyStore + 'static>(
                 &format!("no route for {}", uri.path()),
             )
         })
-        .with_state(shared)
+        .with_state(shared))
 }
 
 async fn health() -> Response {

@@ -42,7 +42,8 @@ impl RunningPayments {
                 engine(InMemoryStore::new())?,
                 api.lease,
             ),
-        };
+        }
+        .map_err(|e| Error::Layer(e.to_string()))?;
         let bind_error = |source| Error::Bind { addr, source };
         let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
         let local = listener.local_addr().map_err(bind_error)?;

@@ -9,29 +9,46 @@
 //! | no `Idempotency-Key` header | `400` (problem+json) when the key is required (the default); passed through otherwise |
 //! | a key longer than 255 characters, or with characters outside visible ASCII | `400` |
 //! | no caller (the team's extractor found none) | `401` |
-//! | first of its caller and key | one conditional write claims the key, the handler runs, its answer is stored and the record completed (fenced by the claim's token) |
-//! | a repeat of the same content, completed | the stored answer: its status, headers and body byte for byte, with `Idempotent-Replayed: true`; the handler does not run |
-//! | a repeat with other content (method, matched route, body, the named headers) | `422`; the handler does not run |
+//! | a body over [`ApiSettings::max_request_body`] | `413` |
+//! | first of its caller and key | one conditional write claims the key, the handler runs, and its answer is stored or its key released by its status (below) |
+//! | a repeat of the same request, completed | the stored answer: its status, stored headers and body byte for byte, with `Idempotent-Replayed: true`; the handler does not run |
+//! | a repeat of another request (method, path, query, content type, body, the named headers) | `422`; the handler does not run |
 //! | a repeat while the first is in flight | `409` with `Retry-After`; the handler does not run |
-//! | the handler answered `5xx`, panicked, or ran past the lease | the key is released: the client's retry runs the handler again (`500` for a panic, `504` for a timeout) |
-//! | the client hangs up while the handler runs (a hyper server then drops the request) | the handler runs on in a task of its own and its answer is stored: the retry gets the replay, not a second run |
+//! | the handler answered a status the client retries (`408`, `409`, `425`, `429`, `5xx`: [`crate::status`]), or panicked | the key is released and the answer passed through, its `Retry-After` with it (`500` for a panic): the retry runs the handler again |
+//! | the handler answered a final status (`2xx`, other `4xx`, `1xx`, `3xx`) | stored and replayed |
+//! | the handler runs longer than its lease | its claim is extended while it runs: it runs once, and its answer is stored when it ends |
+//! | outside Lambda, no answer within [`ApiSettings::answer_within`] | `504` (`handler-still-running`); the handler runs on and its answer is stored: the retry gets `409`, then the replay |
+//! | the handler still runs after [`ApiSettings::max_handler_time`] (5 min), or under Lambda at the invocation's deadline less the completion's reserve (1 s) | `504` (`handler-timed-out`); the handler is stopped and its claim kept (it may have taken effect) until its lease ends |
+//! | under Lambda, less than the completion's reserve left when the request arrives | `503` (`no-time-left`); the handler does not start and the key is released |
+//! | the client hangs up (a hyper server then drops the request) | the request runs on in a task of its own: its answer is stored, its log line and metric written; the retry gets the replay |
+//! | the idempotency table failed | `503` with `Retry-After: 1` |
+//! | a completed key whose answer cannot be read back | `410` (`replay-unavailable`), final for a client: the handler does not run again |
+//!
+//! **What a repeat must match:** what the request means, never a pattern of it: the method, the path as sent (its
+//! parameters: `/orders/1/cancel` is not `/orders/2/cancel`), the query string's pairs in order, the content type,
+//! and the body as its type says (JSON as JSON, key order and spacing aside and numbers exact; anything else byte for
+//! byte; never one kind equal to another), plus the headers named in [`ApiSettings::fingerprint_headers`]. The
+//! engine's fingerprint fields (for consumers' payloads) never apply here.
 //!
 //! **Scoped by the caller.** The key is the caller's: [`IdempotencyLayer::new`] takes an extractor that names the
 //! caller from the request (the API Gateway authorizer's principal, the API key's id, a header the gateway sets).
-//! Two callers that send one key have two records, and neither can read the other's answer.
+//! Two callers that send one key have two records, and neither can read the other's answer. The records are named
+//! after the [`Idempotency`] (its name and version), unless [`ApiSettings::name`] says otherwise.
 //!
-//! **The lease.** Under lambda_http, the claim's lease runs to the invocation's deadline (the `lambda_runtime::Context`
-//! in the request's extensions); elsewhere it is [`ApiSettings::lease`] (30 s by default), and a handler still running
-//! then is stopped and its key released.
+//! **What is stored of an answer:** its status, the headers of an allow-list ([`DEFAULT_STORED_HEADERS`] and
+//! [`ApiSettings::stored_headers`]; never a credential, a cookie or a hop-by-hop header), and its body when the
+//! whole fits in [`ApiSettings::max_stored_body`] (48 KiB of the record's JSON) and is not encoded. Otherwise it is
+//! stored without the body: a repeat gets the status and headers, an empty body and `Idempotent-Replay-Body:
+//! omitted`. Only that much of an answer is ever read into memory; the rest streams through.
 //!
-//! **A large answer.** An answer whose body is over [`ApiSettings::max_stored_body`] (48 KiB by default, under the
-//! engine's 64 KiB result cap) is stored without its body: a repeat gets its status and headers, an empty body and
-//! `Idempotent-Replay-Body: omitted`. The handler still does not run again.
+//! **Streams pass through.** A request the layer does not guard (a GET, a method not listed) and its answer are
+//! never buffered: a server-sent-events route or a large download streams as without the layer.
 //!
-//! **Logs.** One line per guarded request (`api request handled`), with the method, the matched route, the outcome
-//! and the correlation id (the request's `x-correlation-id`, else a new one), inside a span that carries them and the
-//! caller's trace id (`producer_trace_id`, from `traceparent` or `X-Amzn-Trace-Id`, as a consumer logs its
-//! producer's); never the body, the key or the caller.
+//! **Logs.** One line per guarded request (`api request handled`), with the method, the matched route, the outcome,
+//! the status and the correlation id (the request's `x-correlation-id`, else a new one), inside a span that carries
+//! them and the caller's trace id (`producer_trace_id`, from `traceparent` or `X-Amzn-Trace-Id`, as a consumer logs
+//! its producer's); never the body, the key or the caller. Written when the request ends, whether or not its client
+//! still waits.
 //!
 //! **Traces.** With spans exported (`SQSAFE_TRACES=otlp`, as for a consumer), the request's span (`api request`) is a
 //! child of the caller's span named by its `traceparent` (else `X-Amzn-Trace-Id`): a consumer's `http call` span and
@@ -40,84 +57,47 @@
 //!
 //! **Metrics.** One CloudWatch Embedded Metric Format line per guarded request, on stdout where Lambda sends it to
 //! CloudWatch Logs: a counter per outcome (`RequestsExecuted`, `RequestsReplayed`, `RequestsInProgress`,
-//! `RequestsMismatched`, `RequestsRefused`, `RequestsReleased`, `RequestsStoreFailed`, `RequestsPassed`) and
-//! `RequestDuration`, in the namespace [`ApiSettings::metrics_namespace`] (`sqsafe`), dimension `api` = the record
-//! name ([`ApiSettings::name`]). [`IdempotencyLayer::metrics_writer`] sends them elsewhere; a namespace of `None`
-//! turns them off.
+//! `RequestsMismatched`, `RequestsRefused`, `RequestsReleased`, `RequestsStoreFailed`, `RequestsPassed`,
+//! `RequestsTimedOut`) and `RequestDuration`, in the namespace [`ApiSettings::metrics_namespace`] (`sqsafe`), dimension
+//! `api` = the record name. [`IdempotencyLayer::metrics_writer`] sends them elsewhere; a namespace of `None` turns
+//! them off.
 
 mod answer;
+mod body;
 mod headers;
+mod held;
+mod json;
 mod request;
+mod settings;
 mod stored;
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use futures::FutureExt;
-use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
-use sqsafe_idempotency::{
-    Claim, Error as IdempotencyError, Idempotency, IdempotencyStore, KeyBuilder,
-};
+use http::{Request, Response, StatusCode};
+use sqsafe_idempotency::{Idempotency, IdempotencyStore};
 use sqsafe_telemetry::TraceContext;
 use sqsafe_telemetry::api_metrics::{RequestOutcome as Outcome, write_request_emf};
 use tracing::Instrument;
 
-use request::{fingerprint_of, route_of, valid_key};
+use answer::{Answer, new_correlation_id, problem, refused, retry_after};
+use request::{route_of, valid_key};
+use settings::Resolved;
 
-use answer::{new_correlation_id, problem, refused, replay, store_failed};
-
+pub use body::ApiBody;
 pub use headers::{IDEMPOTENCY_KEY, MAX_KEY_CHARS, REPLAY_BODY, REPLAYED};
+pub use settings::{ApiConfigError, ApiSettings, DEFAULT_STORED_HEADERS};
 pub use stored::StoredResponse;
+
+use crate::BoxError;
 
 /// Names the caller of a request (its parts: method, URI, headers, extensions), or `None` when there is none.
 pub type CallerFn = dyn Fn(&http::request::Parts) -> Option<String> + Send + Sync;
-
-/// What the layer does, beyond its defaults.
-#[derive(Debug, Clone)]
-pub struct ApiSettings {
-    /// The methods guarded; others pass through. Default: POST and PATCH.
-    pub methods: Vec<Method>,
-    /// `true` (the default): a guarded request without the key is refused (`400`); `false`: it passes through.
-    pub key_required: bool,
-    /// Request headers that count in the fingerprint beside the method, the matched route and the body.
-    pub fingerprint_headers: Vec<HeaderName>,
-    /// The claim's lease outside Lambda (no invocation deadline): the longest a handler may run. Default 30 s.
-    pub lease: Duration,
-    /// The largest request body read (`413` above). Default 1 MiB.
-    pub max_request_body: usize,
-    /// The largest answer body stored for replay; a larger one is stored without it. Default 48 KiB.
-    pub max_stored_body: usize,
-    /// The name the records carry (their key's consumer part) and its version: change the version when a handler's
-    /// effect changes meaning, so that keys of the old one are not replayed. Default `("api", 1)`.
-    pub name: (String, u32),
-    /// The CloudWatch namespace of the one Embedded Metric Format line written per guarded request (its outcome
-    /// and duration under the dimension `api` = the record name: `sqsafe_telemetry::api_metrics`), to stdout
-    /// unless [`IdempotencyLayer::metrics_writer`] says otherwise. `None`: no metrics. Default `Some("sqsafe")`.
-    pub metrics_namespace: Option<String>,
-}
-
-impl Default for ApiSettings {
-    fn default() -> Self {
-        Self {
-            methods: vec![Method::POST, Method::PATCH],
-            key_required: true,
-            fingerprint_headers: Vec::new(),
-            lease: Duration::from_secs(30),
-            max_request_body: 1024 * 1024,
-            max_stored_body: 48 * 1024,
-            name: ("api".to_owned(), 1),
-            metrics_namespace: Some("sqsafe".to_owned()),
-        }
-    }
-}
 
 /// The layer: see the [module](self).
 pub struct IdempotencyLayer<S> {
@@ -135,7 +115,7 @@ impl<S> Clone for IdempotencyLayer<S> {
 struct Shared<S> {
     idem: Idempotency<S>,
     caller: Arc<CallerFn>,
-    settings: ApiSettings,
+    settings: Resolved,
     metrics_writer: Arc<MetricsWriter>,
 }
 
@@ -149,28 +129,37 @@ fn to_stdout(line: &[u8]) {
 }
 
 impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
-    /// The layer over `idem` (its table, window, lease rules), with `caller` naming each request's caller.
+    /// The layer over `idem` (its table, window, lease rules, name and version), with `caller` naming each request's
+    /// caller, and the [default settings](ApiSettings).
+    ///
+    /// # Errors
+    /// As [`with_settings`](Self::with_settings).
     pub fn new(
         idem: Idempotency<S>,
         caller: impl Fn(&http::request::Parts) -> Option<String> + Send + Sync + 'static,
-    ) -> Self {
+    ) -> Result<Self, ApiConfigError> {
         Self::with_settings(idem, caller, ApiSettings::default())
     }
 
     /// The same, with `settings`.
+    ///
+    /// # Errors
+    /// [`ApiConfigError`]: a stored header that is never stored, a lease under 1 s or the engine's shortest, a zero
+    /// `answer_within` or `max_handler_time`, a record name that cannot make keys.
     pub fn with_settings(
         idem: Idempotency<S>,
         caller: impl Fn(&http::request::Parts) -> Option<String> + Send + Sync + 'static,
         settings: ApiSettings,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, ApiConfigError> {
+        let settings = Resolved::new(settings, &idem)?;
+        Ok(Self {
             shared: Arc::new(Shared {
                 idem,
                 caller: Arc::new(caller),
                 settings,
                 metrics_writer: Arc::new(to_stdout),
             }),
-        }
+        })
     }
 
     /// Sends the metric lines (see [`ApiSettings::metrics_namespace`]) to `writer` instead of stdout: a server that
@@ -224,11 +213,11 @@ where
         + 'static,
     Svc::Future: Send + 'static,
     ReqBody: http_body::Body<Data = Bytes> + From<Bytes> + Send + 'static,
-    ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    ReqBody::Error: Into<BoxError>,
     ResBody: http_body::Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: std::fmt::Display,
+    ResBody::Error: Into<BoxError>,
 {
-    type Response = Response<Full<Bytes>>;
+    type Response = Response<ApiBody<ResBody>>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
@@ -273,40 +262,127 @@ where
             .extensions()
             .get::<lambda_runtime::Context>()
             .map(lambda_runtime::Context::deadline);
-        Box::pin(async move {
-            let answer = async move {
-                let started = std::time::Instant::now();
-                let (answer, outcome) = guarded(&shared, inner, request, &route).await;
+        // What the key header says decides the path; only a keyed request outside Lambda is answered before its end.
+        let key = match request.headers().get(IDEMPOTENCY_KEY) {
+            None if shared.settings.key_required => KeyHeader::Refused(Box::new(refused(
+                StatusCode::BAD_REQUEST,
+                "missing-idempotency-key",
+                "this request needs an Idempotency-Key header",
+            ))),
+            None => KeyHeader::Absent,
+            Some(value) => match valid_key(value) {
+                Some(key) => KeyHeader::Valid(key.to_owned()),
+                None => KeyHeader::Refused(Box::new(refused(
+                    StatusCode::BAD_REQUEST,
+                    "invalid-idempotency-key",
+                    "the Idempotency-Key must be 1 to 255 visible ASCII characters",
+                ))),
+            },
+        };
+        let wait = match (&key, lambda_deadline) {
+            (KeyHeader::Valid(_), None) => Some(shared.settings.answer_within),
+            _ => None,
+        };
+        // The request runs in a task of its own from here: a client that hangs up (hyper then drops this future)
+        // cuts neither the handler, nor the storing of its answer, nor its log line and metric.
+        let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(
+            async move {
+                let started = Instant::now();
+                let (answer, outcome) = match key {
+                    KeyHeader::Refused(refusal) => *refusal,
+                    KeyHeader::Absent => (pass(inner, request).await, Outcome::Passed),
+                    KeyHeader::Valid(key) => {
+                        held::guarded(&shared, inner, request, key, lambda_deadline).await
+                    }
+                };
                 let status = answer.status().as_u16();
+                let client_waiting = answer_tx.send(answer).is_ok();
                 if outcome == Outcome::StoreFailed {
-                    tracing::error!(outcome = outcome.label(), status, "api request handled");
+                    tracing::error!(
+                        outcome = outcome.label(),
+                        status,
+                        client_waiting,
+                        "api request handled"
+                    );
                 } else {
-                    tracing::info!(outcome = outcome.label(), status, "api request handled");
+                    tracing::info!(
+                        outcome = outcome.label(),
+                        status,
+                        client_waiting,
+                        "api request handled"
+                    );
                 }
                 shared.metrics(outcome, started.elapsed());
-                answer
             }
-            .instrument(span)
-            .await;
-            export_spans(lambda_deadline).await;
-            Ok(answer)
+            .instrument(span),
+        );
+        Box::pin(async move {
+            let answer = match wait {
+                None => answer_rx.await.ok(),
+                Some(wait) => match tokio::time::timeout(wait, answer_rx).await {
+                    Ok(answer) => answer.ok(),
+                    Err(_elapsed) => Some(still_running(wait)),
+                },
+            };
+            // The request's span closes when its task ends, and is exported then.
+            match lambda_deadline {
+                Some(deadline) => {
+                    // Nothing of the request runs once the function has answered (Lambda freezes it then).
+                    let _ = task.await;
+                    export_spans(Some(deadline)).await;
+                }
+                None => {
+                    tokio::spawn(async move {
+                        let _ = task.await;
+                        export_spans(None).await;
+                    });
+                }
+            }
+            // No answer: the request's task failed (a panic of the layer's own, or a runtime shutting down).
+            Ok(answer.unwrap_or_else(|| {
+                tracing::error!("the request's task failed: its key's lease will end");
+                problem(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "handler-failed",
+                    "the request failed; it may be retried with the same Idempotency-Key",
+                )
+            }))
         })
     }
 }
 
+/// What a guarded request's key header says.
+enum KeyHeader<B> {
+    Valid(String),
+    Absent,
+    Refused(Box<Answer<B>>),
+}
+
+/// Outside Lambda, the handler has not answered within `answer_within`: it runs on under its extended claim.
+fn still_running<B>(waited: Duration) -> Response<ApiBody<B>> {
+    tracing::warn!(
+        waited_ms = waited.as_millis() as u64,
+        "no answer within answer_within: 504 to the client, the handler runs on"
+    );
+    let answer = problem(
+        StatusCode::GATEWAY_TIMEOUT,
+        "handler-still-running",
+        "the request is still being handled; retry it with the same Idempotency-Key: 409 while it runs, then its \
+         answer",
+    );
+    retry_after(answer, Duration::from_secs(1))
+}
+
 /// Sends the spans of the request that just ended, when spans are exported (`SQSAFE_TRACES=otlp`): under Lambda
 /// before the answer (the function is frozen once it has answered; the send is cut before the invocation's
-/// deadline), in a server that keeps running after it (the answer is not held for the collector).
+/// deadline), in a server from a task of its own once the request's task ended (the answer is not held for the
+/// collector).
 async fn export_spans(lambda_deadline: Option<SystemTime>) {
     if !sqsafe_telemetry::traces::exporting() {
         return;
     }
-    match lambda_deadline {
-        Some(deadline) => sqsafe_telemetry::traces::flush(Some(deadline), SystemTime::now()).await,
-        None => {
-            tokio::spawn(sqsafe_telemetry::traces::flush(None, SystemTime::now()));
-        }
-    }
+    sqsafe_telemetry::traces::flush(lambda_deadline, SystemTime::now()).await;
 }
 
 impl<S> Shared<S> {
@@ -333,252 +409,16 @@ impl<S> Shared<S> {
     }
 }
 
-async fn guarded<S, Svc, ReqBody, ResBody>(
-    shared: &Shared<S>,
+/// A request passed through: its body and its answer's streamed, never read.
+async fn pass<Svc, ReqBody, ResBody>(
     inner: Svc,
     request: Request<ReqBody>,
-    route: &str,
-) -> (Response<Full<Bytes>>, Outcome)
-where
-    S: IdempotencyStore + 'static,
-    Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>
-        + Send
-        + 'static,
-    Svc::Future: Send + 'static,
-    ReqBody: http_body::Body<Data = Bytes> + From<Bytes> + Send + 'static,
-    ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: std::fmt::Display,
-{
-    let settings = &shared.settings;
-    let header_key = match request.headers().get(IDEMPOTENCY_KEY) {
-        None if settings.key_required => {
-            return refused(
-                StatusCode::BAD_REQUEST,
-                "missing-idempotency-key",
-                "this request needs an Idempotency-Key header",
-            );
-        }
-        None => return (pass(inner, request).await, Outcome::Passed),
-        Some(value) => match valid_key(value) {
-            Some(key) => key.to_owned(),
-            None => {
-                return refused(
-                    StatusCode::BAD_REQUEST,
-                    "invalid-idempotency-key",
-                    "the Idempotency-Key must be 1 to 255 visible ASCII characters",
-                );
-            }
-        },
-    };
-    let (parts, body) = request.into_parts();
-    let Some(caller) = (shared.caller)(&parts).filter(|c| !c.is_empty()) else {
-        return refused(
-            StatusCode::UNAUTHORIZED,
-            "unknown-caller",
-            "the caller of this request could not be told, so its key cannot be kept for it",
-        );
-    };
-    let body = match Limited::new(body, settings.max_request_body)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => {
-            return refused(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request-too-large",
-                "the request body is larger than this API reads",
-            );
-        }
-    };
-    let key = match KeyBuilder::new(settings.name.0.clone(), settings.name.1)
-        .tenant(caller)
-        .intent("http", header_key)
-        .build()
-    {
-        Ok(key) => key,
-        Err(_) => {
-            return refused(
-                StatusCode::BAD_REQUEST,
-                "invalid-idempotency-key",
-                "the Idempotency-Key cannot be used",
-            );
-        }
-    };
-    let fingerprint = fingerprint_of(&parts, route, &body, &settings.fingerprint_headers);
-    let lambda_deadline = parts
-        .extensions
-        .get::<lambda_runtime::Context>()
-        .map(lambda_runtime::Context::deadline)
-        .filter(|deadline| *deadline > SystemTime::now());
-    let deadline = lambda_deadline.unwrap_or_else(|| SystemTime::now() + settings.lease);
-    let idem_request = match shared.idem.request(key, &fingerprint) {
-        Ok(r) => r.deadline(deadline),
-        Err(e) => return store_failed(&e),
-    };
-    let guard = match shared.idem.claim::<StoredResponse>(&idem_request).await {
-        Ok(Claim::Acquired(guard)) => guard,
-        Ok(Claim::Replay { result, .. }) => return (replay(result), Outcome::Replayed),
-        Err(e) if e.is_payload_mismatch() => {
-            return (
-                problem(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "idempotency-key-reused",
-                    "this Idempotency-Key was used with another request",
-                ),
-                Outcome::Mismatched,
-            );
-        }
-        Err(IdempotencyError::InProgress {
-            lease_expires_at, ..
-        }) => {
-            let wait = lease_expires_at
-                .duration_since(SystemTime::now())
-                .unwrap_or_default()
-                .as_secs()
-                .clamp(1, 60);
-            let mut answer = problem(
-                StatusCode::CONFLICT,
-                "request-in-progress",
-                "a request with this Idempotency-Key is still being handled; retry later",
-            );
-            answer
-                .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(wait));
-            return (answer, Outcome::InProgress);
-        }
-        Err(e) => return store_failed(&e),
-    };
-    // From here the key is held: the handler, the storing of its answer and the release run in a task of their own,
-    // so a client that hangs up (hyper then drops this future) cannot cut them between the effect and the record.
-    let request = Request::from_parts(parts, ReqBody::from(body));
-    let max_stored_body = settings.max_stored_body;
-    let held = tokio::spawn(
-        run_held(guard, inner, request, deadline, max_stored_body)
-            .instrument(tracing::Span::current()),
-    );
-    match held.await {
-        Ok(done) => done,
-        // `run_held` catches the handler's panic itself; this is a panic of its own (or a runtime shutting down):
-        // the key's lease ends by itself.
-        Err(e) => {
-            tracing::error!(error = %e, "the request's task failed: its key's lease will end");
-            (
-                problem(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "handler-failed",
-                    "the request failed; it may be retried with the same Idempotency-Key",
-                ),
-                Outcome::Released,
-            )
-        }
-    }
-}
-
-/// The handler under a held key, bounded by the lease (a panic or a timeout releases the key like a 5xx), then its
-/// answer stored (2xx, 4xx) or the key released (5xx).
-async fn run_held<S, Svc, ReqBody, ResBody>(
-    guard: sqsafe_idempotency::Guard<S>,
-    inner: Svc,
-    request: Request<ReqBody>,
-    deadline: SystemTime,
-    max_stored_body: usize,
-) -> (Response<Full<Bytes>>, Outcome)
-where
-    S: IdempotencyStore + 'static,
-    Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>
-        + Send
-        + 'static,
-    Svc::Future: Send + 'static,
-    ReqBody: Send + 'static,
-    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: std::fmt::Display,
-{
-    let left = deadline
-        .duration_since(SystemTime::now())
-        .unwrap_or_default();
-    let ran = tokio::time::timeout(
-        left,
-        AssertUnwindSafe(oneshot(inner, request)).catch_unwind(),
-    )
-    .await;
-    let answer = match ran {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(_panic)) => {
-            release(guard).await;
-            return (
-                problem(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "handler-failed",
-                    "the request failed; it may be retried with the same Idempotency-Key",
-                ),
-                Outcome::Released,
-            );
-        }
-        Err(_elapsed) => {
-            release(guard).await;
-            return (
-                problem(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "handler-timed-out",
-                    "the request took too long; it may be retried with the same Idempotency-Key",
-                ),
-                Outcome::Released,
-            );
-        }
-    };
-    let (answer_parts, answer_body) = answer.into_parts();
-    let status = answer_parts.status;
-    let body = match answer_body.collect().await.map_err(|e| e.to_string()) {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) => {
-            tracing::warn!(error = %e, "the handler's answer body failed: key released");
-            release(guard).await;
-            return (
-                problem(
-                    StatusCode::BAD_GATEWAY,
-                    "handler-failed",
-                    "the request failed; it may be retried with the same Idempotency-Key",
-                ),
-                Outcome::Released,
-            );
-        }
-    };
-    let answer = Response::from_parts(answer_parts, Full::new(body.clone()));
-    if status.is_server_error() {
-        release(guard).await;
-        return (answer, Outcome::Released);
-    }
-    let stored = StoredResponse::of(status, answer.headers(), &body, max_stored_body);
-    if let Err(e) = guard.complete(&stored).await {
-        // The handler ran and its answer goes to the client; a repeat finds the claim (409, then a run again once
-        // its lease ended). Said loudly: it is the one way a handler can run twice.
-        tracing::error!(error = %e, kind = e.kind(), "the answer could not be stored: a repeat may run the handler again");
-        return (answer, Outcome::StoreFailed);
-    }
-    (answer, Outcome::Executed)
-}
-
-async fn pass<Svc, ReqBody, ResBody>(inner: Svc, request: Request<ReqBody>) -> Response<Full<Bytes>>
+) -> Response<ApiBody<ResBody>>
 where
     Svc: tower::Service<Request<ReqBody>, Response = Response<ResBody>, Error = Infallible>,
-    ResBody: http_body::Body<Data = Bytes>,
-    ResBody::Error: std::fmt::Display,
 {
-    let answer = oneshot(inner, request).await;
-    let (parts, body) = answer.into_parts();
-    match body.collect().await.map_err(|e| e.to_string()) {
-        Ok(collected) => Response::from_parts(parts, Full::new(collected.to_bytes())),
-        Err(e) => {
-            tracing::warn!(error = %e, "the handler's answer body failed");
-            problem(
-                StatusCode::BAD_GATEWAY,
-                "handler-failed",
-                "the answer could not be read",
-            )
-        }
-    }
+    let (parts, body) = oneshot(inner, request).await.into_parts();
+    Response::from_parts(parts, ApiBody::streamed(Bytes::new(), Box::pin(body)))
 }
 
 async fn oneshot<Svc, Req>(mut inner: Svc, request: Req) -> Svc::Response
@@ -588,11 +428,4 @@ where
     let Ok(()) = std::future::poll_fn(|cx| inner.poll_ready(cx)).await;
     let Ok(answer) = inner.call(request).await;
     answer
-}
-
-async fn release<S: IdempotencyStore>(guard: sqsafe_idempotency::Guard<S>) {
-    if let Err(e) = guard.release().await {
-        // Its lease ends by itself: a retry waits (409) until then.
-        tracing::warn!(error = %e, kind = e.kind(), "the key could not be released; its lease will end");
-    }
 }

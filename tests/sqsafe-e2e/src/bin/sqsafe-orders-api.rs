@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 use axum::routing::post;
 use lambda_http::request::RequestContext;
 use serde_json::{Value, json};
-use sqsafe::api::{ApiSettings, IdempotencyLayer};
+use sqsafe::api::IdempotencyLayer;
 use sqsafe::layers::idempotency::{DynamoDbStore, Idempotency};
 
 fn main() -> Result<(), sqsafe::Error> {
@@ -18,13 +18,9 @@ fn main() -> Result<(), sqsafe::Error> {
         let table = clients.env.required("IDEMPOTENCY_TABLE")?;
         let store = DynamoDbStore::builder(clients.dynamodb.clone(), table).build()?;
         let idempotency = Idempotency::builder(store, "orders-api", 1).build()?;
-        let settings = ApiSettings {
-            name: ("orders-api".to_owned(), 1),
-            ..ApiSettings::default()
-        };
-        let app = Router::new().route("/orders", post(create_order)).layer(
-            IdempotencyLayer::with_settings(idempotency, caller, settings),
-        );
+        let app = Router::new()
+            .route("/orders", post(create_order))
+            .layer(IdempotencyLayer::new(idempotency, caller)?);
         lambda_http::run(app).await.map_err(sqsafe::Error::Runtime)
     })
 }
