@@ -11,8 +11,9 @@
 //! A [`Mutation`] reverts one guard at a time to show the checker catches it.
 //!
 //! [`HttpModel`] checks the idempotent HTTP layer (`sqsafe::api`, issue #41) on the same protocol functions: clients
-//! that retry (concurrently, after a `409`, a `5xx` or a lost answer), callers that send one key, other content
-//! under a key, an instance that crashes mid-handler.
+//! that retry (concurrently, after a `409`, a `5xx`, a `504` or a lost answer), callers that send one key, other
+//! content under a key, a handler that runs past its lease under its extended claim, an instance that crashes
+//! mid-handler.
 //!
 //! [`Config::keyed`] checks the keyed mode instead of the claim protocol (no claim: a read, the effect under the
 //! downstream key, one conditional put of the completed record), under its assumption: the downstream applies a key
@@ -40,9 +41,10 @@ pub use check::{Report, Stop, Violation, check};
 pub use config::{Config, Fp, LEFTOVER_TOKEN, Mutation, TICK_MS};
 pub use http::{
     AnswerId, Attempt, Client, EXAMPLE_HTTP_SECOND_RUN, EXAMPLE_LOST_ANSWER_REPLAYED,
-    EXAMPLE_RETRY_AFTER_CRASH, EXAMPLE_RETRY_AFTER_RELEASE, HttpAction, HttpConfig, HttpGhost,
-    HttpModel, HttpMutation, HttpRecord, HttpReport, HttpState, P9_HANDLER_AT_MOST_ONCE,
-    P9_OTHER_CONTENT_NEVER_RUNS, P9_REPLAY_IS_STORED, P9_RETRY_RUNS, ScopeGhost, Stage, check_http,
+    EXAMPLE_OUTLIVED_LEASE_REPLAYED, EXAMPLE_RETRY_AFTER_CRASH, EXAMPLE_RETRY_AFTER_RELEASE,
+    HttpAction, HttpConfig, HttpGhost, HttpModel, HttpMutation, HttpRecord, HttpReport, HttpState,
+    P9_CLAIM_HELD, P9_HANDLER_AT_MOST_ONCE, P9_OTHER_CONTENT_NEVER_RUNS, P9_REPLAY_IS_STORED,
+    P9_RETRY_RUNS, ScopeGhost, Stage, check_http,
 };
 pub use model::{Action, ProtocolModel};
 pub use outbox::{

@@ -296,29 +296,37 @@ fn http_layer(threads: usize, traces: bool) -> usize {
     let mut failures = 0;
     for (name, config) in [
         (
-            "one request, 4 attempts, 2 crashes, 2 lost answers, 2 handler 5xx",
+            "one request, 4 attempts, 2 crashes, 2 lost answers, 2 handler 5xx, handlers up to 4 ticks (lease 2), \
+             sends until tick 5",
             HttpConfig {
                 attempts: 4,
                 crashes: 2,
                 lost_answers: 2,
                 handler_failures: 2,
+                handler_ticks: 4,
+                last_send: 5,
                 ..HttpConfig::bounded()
             },
         ),
         (
-            "two callers, one key, skew 1, 3 attempts each",
+            "two callers, one key, skew 1, 3 attempts each, handlers up to 4 ticks, sends until tick 4",
             HttpConfig {
                 attempts: 3,
                 skew: 1,
+                handler_ticks: 4,
+                last_send: 4,
                 ..HttpConfig::two((0, 0), (1, 0))
             },
         ),
         (
-            "one caller, contents 0 and 1, skew 1, 3 attempts each, a handler 5xx",
+            "one caller, contents 0 and 1, skew 1, 3 attempts each, a handler 5xx, handlers up to 4 ticks, sends \
+             until tick 4",
             HttpConfig {
                 attempts: 3,
                 skew: 1,
                 handler_failures: 1,
+                handler_ticks: 4,
+                last_send: 4,
                 ..HttpConfig::two((0, 0), (0, 1))
             },
         ),

@@ -250,17 +250,20 @@ fn clean_http(name: &str, config: sqsafe_model::HttpConfig) -> sqsafe_model::Htt
     report
 }
 
-/// The HTTP layer: one request and its retries, concurrent or after a `5xx`, a crash mid-handler or a lost answer.
+/// The HTTP layer: one request and its retries, concurrent or after a `5xx`, a `504` (the handler running on past its
+/// first lease), a crash mid-handler or a lost answer.
 #[test]
 fn api_retries_of_one_key() {
     let report = clean_http(
         "api, retries of one key",
         sqsafe_model::HttpConfig::bounded(),
     );
-    // Each scenario is reached, not vacuously absent: the lost answer replayed, the retry after a crash mid-handler
-    // (its lease ended) and after a release ran the handler, and the named case of a second run exists.
+    // Each scenario is reached, not vacuously absent: the lost answer replayed, the answer of a handler that outlived
+    // its lease replayed to the retry, the retry after a crash mid-handler (its lease ended) and after a release ran
+    // the handler, and the named case of a second run exists.
     for example in [
         sqsafe_model::EXAMPLE_LOST_ANSWER_REPLAYED,
+        sqsafe_model::EXAMPLE_OUTLIVED_LEASE_REPLAYED,
         sqsafe_model::EXAMPLE_RETRY_AFTER_CRASH,
         sqsafe_model::EXAMPLE_RETRY_AFTER_RELEASE,
         sqsafe_model::EXAMPLE_HTTP_SECOND_RUN,
@@ -314,10 +317,11 @@ fn every_api_mutant_is_caught() {
             | sqsafe_model::HttpMutation::ReplayIgnoresFingerprint => {
                 sqsafe_model::P9_REPLAY_IS_STORED
             }
-            // The handler still running when a retry takes the key over: two runs, neither crashed.
-            sqsafe_model::HttpMutation::HandlerOutlivesLease => {
-                sqsafe_model::P9_HANDLER_AT_MOST_ONCE
-            }
+            // The old layer's timeout: the handler stopped at its lease after it may have taken its effect, its key
+            // released, and the retry runs it again. Without the heartbeat, a retry takes the running handler's key
+            // over and both run. Neither crashed.
+            sqsafe_model::HttpMutation::ReleaseAtLease
+            | sqsafe_model::HttpMutation::NoLeaseExtension => sqsafe_model::P9_HANDLER_AT_MOST_ONCE,
             sqsafe_model::HttpMutation::MismatchTakesOverPassedLease => {
                 sqsafe_model::P9_OTHER_CONTENT_NEVER_RUNS
             }
@@ -325,5 +329,23 @@ fn every_api_mutant_is_caught() {
             sqsafe_model::HttpMutation::ClaimWithoutDeadline => sqsafe_model::P9_RETRY_RUNS,
         };
         assert_eq!(*property, expected, "{}", mutation.describe());
+    }
+}
+
+/// The claim-held property is not vacuous: without the heartbeat, the handler that ran past its lease finds its claim
+/// taken over when it stores its answer.
+#[test]
+fn api_claim_lost_without_the_heartbeat() {
+    let config = sqsafe_model::HttpConfig::for_mutant(sqsafe_model::HttpMutation::NoLeaseExtension);
+    let report = sqsafe_model::check_http(config, false, 1);
+    eprintln!("api, no heartbeat: {}", report.summary());
+    for property in [
+        sqsafe_model::P9_HANDLER_AT_MOST_ONCE,
+        sqsafe_model::P9_CLAIM_HELD,
+    ] {
+        assert!(
+            report.violations.iter().any(|v| v.0 == property),
+            "not broken: {property}"
+        );
     }
 }

@@ -10,9 +10,13 @@ pub enum HttpMutation {
     /// A completed record is replayed without comparing its fingerprint: other content under the key gets the
     /// stored answer instead of `422`.
     ReplayIgnoresFingerprint,
-    /// The handler is not stopped at the lease (no timeout around it): it may still run after another attempt took
-    /// the key over.
-    HandlerOutlivesLease,
+    /// The old layer: no extension, and the handler is stopped at the lease and its key released at once. A handler
+    /// past its lease may already have taken its effect (issue #47), so the client's retry runs it again with no crash
+    /// anywhere.
+    ReleaseAtLease,
+    /// The claim is not extended while the handler runs (no heartbeat): the handler runs on past its lease, and a retry
+    /// takes the key over and runs it too.
+    NoLeaseExtension,
     /// The claim takes over a passed lease of other content (`claim_lands` without its fingerprint clause): the
     /// crashed attempt's handler may have run.
     MismatchTakesOverPassedLease,
@@ -23,10 +27,11 @@ pub enum HttpMutation {
 
 impl HttpMutation {
     /// Every mutant of the layer, in the order they are checked.
-    pub const ALL: [HttpMutation; 5] = [
+    pub const ALL: [HttpMutation; 6] = [
         HttpMutation::NoCallerScope,
         HttpMutation::ReplayIgnoresFingerprint,
-        HttpMutation::HandlerOutlivesLease,
+        HttpMutation::ReleaseAtLease,
+        HttpMutation::NoLeaseExtension,
         HttpMutation::MismatchTakesOverPassedLease,
         HttpMutation::ClaimWithoutDeadline,
     ];
@@ -36,7 +41,8 @@ impl HttpMutation {
         match self {
             HttpMutation::NoCallerScope => "the key scoped by the caller",
             HttpMutation::ReplayIgnoresFingerprint => "the fingerprint compared before a replay",
-            HttpMutation::HandlerOutlivesLease => "the handler stopped at the lease",
+            HttpMutation::ReleaseAtLease => "the key kept by a handler that runs past its lease",
+            HttpMutation::NoLeaseExtension => "the claim extended while the handler runs",
             HttpMutation::MismatchTakesOverPassedLease => {
                 "no takeover of a passed lease of other content"
             }
@@ -53,9 +59,13 @@ pub struct HttpConfig {
     pub requests: Vec<(u8, Fp)>,
     /// Attempts per request: the first and its retries.
     pub attempts: u8,
-    /// The layer's lease (`ApiSettings::lease`, or the Lambda deadline): the claim's lease, and how long the handler
-    /// may run before it is stopped and the key released.
+    /// The layer's lease (`ApiSettings::lease`): the claim's lease, each extension's (now + `lease`, on the instance's
+    /// clock), and how long the client waits (`ApiSettings::answer_within`, by default the lease): past it while the
+    /// handler runs, the client gets `504` and the handler runs on.
     pub lease: u8,
+    /// The longest a handler runs, counted from its claim: it answers at any tick up to this many after it (time does
+    /// not pass it while it runs). Longer than `lease`, a handler outlives its first lease.
+    pub handler_ticks: u8,
     /// The engine's shortest lease.
     pub min_lease: u8,
     /// The takeover margin.
@@ -78,12 +88,13 @@ pub struct HttpConfig {
 
 impl HttpConfig {
     /// The bounded check `cargo test` runs: one request and its concurrent retries (3 attempts), a crash, a lost
-    /// answer and a handler that answers `5xx` once.
+    /// answer, a handler that answers `5xx` once, and handlers that run a tick past their first lease.
     pub fn bounded() -> Self {
         Self {
             requests: vec![(0, 0)],
             attempts: 3,
             lease: 2,
+            handler_ticks: 3,
             min_lease: 1,
             margin: 1,
             window: 4,
@@ -113,9 +124,9 @@ impl HttpConfig {
         let base = match mutation {
             HttpMutation::NoCallerScope => Self::two((0, 0), (1, 0)),
             HttpMutation::ReplayIgnoresFingerprint => Self::two((0, 0), (0, 1)),
-            HttpMutation::HandlerOutlivesLease | HttpMutation::ClaimWithoutDeadline => {
-                Self::bounded()
-            }
+            HttpMutation::ReleaseAtLease
+            | HttpMutation::NoLeaseExtension
+            | HttpMutation::ClaimWithoutDeadline => Self::bounded(),
             HttpMutation::MismatchTakesOverPassedLease => Self {
                 last_send: 4,
                 ..Self::two((0, 0), (0, 1))
@@ -127,9 +138,14 @@ impl HttpConfig {
         }
     }
 
-    /// The last tick checked: the last send, then long enough for its handler to be stopped at its lease and for
-    /// the lease (with skew) and the margin to pass.
+    /// The last tick checked: the last send, then long enough for its handler to run its longest and crash (the
+    /// claim extended until then), and for the lease from there (with skew) and the margin to pass.
     pub fn horizon(&self) -> u8 {
-        self.last_send + self.lease.max(self.min_lease) + self.skew + self.margin + 1
+        self.last_send
+            + self.handler_ticks
+            + self.lease.max(self.min_lease)
+            + self.skew
+            + self.margin
+            + 1
     }
 }

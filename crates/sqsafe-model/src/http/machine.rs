@@ -20,6 +20,7 @@ impl Model for HttpModel {
             lost: false,
             crashed: false,
             released: false,
+            outlived: false,
         };
         vec![HttpState {
             now: 0,
@@ -72,7 +73,8 @@ impl Model for HttpModel {
                         attempt: index,
                         lost: false,
                     });
-                    if s.lost_answers > 0 {
+                    // An answer after a `504` is not sent: there is nothing to lose.
+                    if s.lost_answers > 0 && !attempt.timed_out {
                         actions.push(HttpAction::Complete {
                             attempt: index,
                             lost: true,
@@ -85,7 +87,13 @@ impl Model for HttpModel {
                 actions.push(HttpAction::Crash { attempt: index });
             }
         }
-        if s.now < c.horizon() {
+        // Time waits for a handler that ran its longest, and for a completion or a release (a write is answered
+        // within its tick): see `tick`.
+        let time_may_pass = s
+            .attempts
+            .iter()
+            .all(|a| a.stage == Stage::Handler && s.now - a.claimed_at < c.handler_ticks);
+        if s.now < c.horizon() && time_may_pass {
             actions.push(HttpAction::Tick);
         }
     }

@@ -52,13 +52,14 @@ impl HttpRecord {
 /// Where an attempt stands on the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
-    /// The key is claimed; the handler is running.
+    /// The key is claimed; the handler is running, its claim extended as time passes.
     Handler,
     /// The handler answered; storing its answer (completing).
     Complete,
-    /// The handler answered `5xx` (`timed_out`: it ran past the lease and was stopped); releasing the key.
+    /// The handler answered `5xx` (or another status a client retries); releasing the key.
     Release {
-        /// Stopped at the lease (`504`) rather than answered `5xx`.
+        /// Stopped at the lease instead, its effect perhaps taken: only under
+        /// [`HttpMutation::ReleaseAtLease`](super::config::HttpMutation::ReleaseAtLease).
         timed_out: bool,
     },
 }
@@ -74,10 +75,15 @@ pub struct Attempt {
     pub skew: i8,
     /// Where it stands.
     pub stage: Stage,
-    /// The lease it claimed (epoch ms, true time).
+    /// The tick its claim landed (true time).
+    pub claimed_at: u8,
+    /// Its lease as last claimed or extended (epoch ms, on its instance's clock).
     pub lease_ms: u64,
-    /// When the layer stops the handler, on its instance's clock (epoch ms).
+    /// How long the client waits (`ApiSettings::answer_within`, here the lease), on its instance's clock (epoch ms):
+    /// past it, the client gets `504`.
     pub deadline_ms: u64,
+    /// The client got `504` while the handler ran on: its answer is stored, not sent.
+    pub timed_out: bool,
     /// The record lifetime it claimed in.
     pub life: u8,
 }
@@ -97,22 +103,31 @@ pub struct Client {
     pub lost: bool,
     /// An attempt of its crashed while its handler ran.
     pub crashed: bool,
-    /// An attempt of its released the key (`5xx` or timeout).
+    /// An attempt of its released the key (`5xx`, or the old layer's timeout under
+    /// [`HttpMutation::ReleaseAtLease`](super::config::HttpMutation::ReleaseAtLease)).
     pub released: bool,
+    /// An answer of its was stored after its attempt got `504` (the handler outlived its first lease).
+    pub outlived: bool,
 }
 
 /// What the properties read about one scope's past.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ScopeGhost {
-    /// Record lifetimes so far: a claim that lands where no live record was starts a new one.
+    /// Record lifetimes so far: a claim that lands where no live record was starts a new one, unless the record is
+    /// absent because a handler that may have taken its effect released it (`carried`).
     pub life: u8,
     /// The content the current lifetime was first claimed with.
     pub life_fp: Option<Fp>,
-    /// Handler runs (answers other than `5xx`) in the current lifetime.
+    /// Handler runs (answers other than `5xx`, and handlers stopped after they may have taken their effect) in the
+    /// current lifetime. A handler cut by a crash is not counted: the crash is the named case.
     pub runs: u8,
-    /// An attempt whose handler ran crashed, or lost its lease, before its answer was stored: the named case of a
-    /// second run (book/src/how-it-works.md, "What can still go wrong").
+    /// An instance whose handler answered crashed before the answer was stored: the named case of a second run
+    /// (book/src/how-it-works.md, "What can still go wrong").
     pub excused: bool,
+    /// The record was deleted by the release of a handler stopped at its lease
+    /// ([`HttpMutation::ReleaseAtLease`](super::config::HttpMutation::ReleaseAtLease)): its effect may be taken, so
+    /// the next claim continues this lifetime rather than starting one.
+    pub carried: bool,
 }
 
 /// What the properties read: facts about the past that the world does not keep.
@@ -129,8 +144,12 @@ pub struct HttpGhost {
     pub lost_then_replayed: bool,
     /// Example: a retry ran the handler after an attempt crashed mid-handler (its lease ended).
     pub ran_after_crash: bool,
-    /// Example: a retry ran the handler after a release (`5xx` or timeout).
+    /// Example: a retry ran the handler after a release (`5xx`).
     pub ran_after_release: bool,
+    /// Example: a client that got `504` while its handler ran on got that handler's answer by a replay.
+    pub outlived_then_replayed: bool,
+    /// An attempt in flight lost its claim: an extension, a completion or a release of it was refused.
+    pub claim_lost: bool,
 }
 
 /// The layer model's world.
@@ -159,7 +178,8 @@ pub struct HttpState {
 /// One step of a client, the layer, an instance or the clock.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum HttpAction {
-    /// True time moves one tick; the layer stops handlers that ran past their lease (the key is to be released).
+    /// True time moves one tick; each running handler's instance extends its claim (the heartbeat), and a client
+    /// whose handler ran past the layer's deadline gets `504`.
     Tick,
     /// A client sends an attempt, which an instance with clock offset `skew` takes and claims the key for (one
     /// conditional write: the claim lands, or its refusal is answered at once).
@@ -176,14 +196,15 @@ pub enum HttpAction {
         /// It answers `5xx`.
         fail: bool,
     },
-    /// The layer stores the answer (completion fenced by the claim's token) and sends it (`lost`: it never arrives).
+    /// The layer stores the answer (completion fenced by the claim's token) and sends it (`lost`: it never arrives),
+    /// unless the client got `504` already.
     Complete {
         /// Index in the attempts in flight.
         attempt: u8,
         /// The answer is lost on the way back.
         lost: bool,
     },
-    /// The layer releases the key (fenced by the token) and answers `5xx` or `504`.
+    /// The layer releases the key (fenced by the token) and answers the handler's `5xx`.
     Release {
         /// Index in the attempts in flight.
         attempt: u8,

@@ -1,8 +1,8 @@
 //! The layer's and the client's steps: an attempt sent and its claim, the handler's run, the completion, the release,
-//! a crash, and time passing.
+//! a crash, and time passing (with the claims' extensions and the `504`s).
 
 use sqsafe_idempotency::Status;
-use sqsafe_idempotency::protocol::{self, ClaimRefused};
+use sqsafe_idempotency::protocol::{self, ClaimRefused, FencedRefused};
 
 use super::config::HttpMutation;
 use super::state::{AnswerId, Attempt, HttpRecord, HttpState, ScopeGhost, Stage};
@@ -17,7 +17,7 @@ enum Reply {
     Replay(AnswerId),
     /// `422`: other content under the key.
     Mismatch,
-    /// `409`, `5xx`, `504`, `503`: retry.
+    /// `409`, `5xx`, `504`, `503`: retry (nothing changes for the client: it may retry in any case).
     Retry,
 }
 
@@ -55,6 +55,8 @@ impl HttpModel {
                 .as_ref()
                 .is_none_or(|r| protocol::is_expired(r.expiration_s, now_ms));
             let ghost = &mut s.ghost.scopes[scope];
+            let new_life = new_life && !ghost.carried;
+            ghost.carried = false;
             if new_life {
                 *ghost = ScopeGhost {
                     life: ghost.life + 1,
@@ -82,8 +84,10 @@ impl HttpModel {
                 token,
                 skew,
                 stage: Stage::Handler,
+                claimed_at: s.now,
                 lease_ms,
                 deadline_ms,
+                timed_out: false,
                 life,
             });
             return;
@@ -126,6 +130,9 @@ impl HttpModel {
                 if client.lost {
                     s.ghost.lost_then_replayed = true;
                 }
+                if client.outlived {
+                    s.ghost.outlived_then_replayed = true;
+                }
                 client.got.get_or_insert(answer);
                 client.done = true;
             }
@@ -139,20 +146,12 @@ impl HttpModel {
 
     pub(super) fn run(&self, s: &mut HttpState, index: usize, fail: bool) {
         let attempt = s.attempts[index].clone();
-        let (caller, fp) = self.request(&attempt);
-        let scope = self.scope(caller);
         if fail {
             s.handler_failures -= 1;
             s.attempts[index].stage = Stage::Release { timed_out: false };
             return;
         }
-        let ghost = &mut s.ghost.scopes[scope];
-        if attempt.life == ghost.life {
-            ghost.runs = ghost.runs.saturating_add(1);
-            if ghost.life_fp != Some(fp) {
-                s.ghost.mismatch_ran = true;
-            }
-        }
+        self.took_effect(s, &attempt);
         let client = &s.clients[usize::from(attempt.request)];
         if client.crashed {
             s.ghost.ran_after_crash = true;
@@ -163,8 +162,22 @@ impl HttpModel {
         s.attempts[index].stage = Stage::Complete;
     }
 
-    /// The layer's `guard.complete(&stored)`: fenced by the token. Refused (the claim was lost), the answer still
-    /// goes to the client, unstored: the named case.
+    /// The handler of `attempt` ran, or was stopped after it may have taken its effect: one run of its scope's
+    /// current lifetime.
+    fn took_effect(&self, s: &mut HttpState, attempt: &Attempt) {
+        let (caller, fp) = self.request(attempt);
+        let ghost = &mut s.ghost.scopes[self.scope(caller)];
+        if attempt.life == ghost.life {
+            ghost.runs = ghost.runs.saturating_add(1);
+            if ghost.life_fp != Some(fp) {
+                s.ghost.mismatch_ran = true;
+            }
+        }
+    }
+
+    /// The layer's `guard.complete(&stored)`: fenced by the token. Refused (the claim was lost, which the heartbeat
+    /// prevents), the answer still goes to the client, unstored. A client that got `504` gets nothing now: its retry
+    /// finds the stored answer.
     pub(super) fn complete(&self, s: &mut HttpState, index: usize, lost: bool) {
         let attempt = s.attempts.remove(index);
         let (caller, fp) = self.request(&attempt);
@@ -186,9 +199,11 @@ impl HttpModel {
                 r.answer = Some(answer);
             }
         } else {
-            s.ghost.scopes[scope].excused = true;
+            s.ghost.claim_lost = true;
         }
-        if lost {
+        if attempt.timed_out {
+            s.clients[usize::from(attempt.request)].outlived = true;
+        } else if lost {
             s.lost_answers -= 1;
             s.clients[usize::from(attempt.request)].lost = true;
         } else {
@@ -196,7 +211,8 @@ impl HttpModel {
         }
     }
 
-    /// The layer's release after a `5xx` or a timeout (fenced by the token; refused, its lease ends by itself).
+    /// The layer's release after a `5xx` (fenced by the token; refused, its lease ends by itself), or after the old
+    /// layer's timeout ([`HttpMutation::ReleaseAtLease`]).
     pub(super) fn release(&self, s: &mut HttpState, index: usize) {
         let attempt = s.attempts.remove(index);
         let (caller, _) = self.request(&attempt);
@@ -206,12 +222,19 @@ impl HttpModel {
             .map(|r| r.seen_by(attempt.token, r.fp));
         if protocol::owns(seen.as_ref()) {
             s.records[scope] = None;
+            if attempt.stage == (Stage::Release { timed_out: true }) {
+                s.ghost.scopes[scope].carried = true;
+            }
+        } else {
+            s.ghost.claim_lost = true;
         }
         let request = usize::from(attempt.request);
         s.clients[request].released = true;
         self.reply(s, request, Reply::Retry);
     }
 
+    /// The instance handling attempt `index` dies, its claim left to its lease. The layer's cut under Lambda (the
+    /// handler stopped at the invocation's deadline less the completion's reserve, its claim left) is this step too.
     pub(super) fn crash(&self, s: &mut HttpState, index: usize) {
         s.crashes -= 1;
         let attempt = s.attempts.remove(index);
@@ -224,25 +247,81 @@ impl HttpModel {
         }
     }
 
+    /// True time moves one tick. Each running handler's instance first extends its claim, as the layer's heartbeat
+    /// does (`Guard::extend`), so a lease never passes while its handler runs unless its instance crashed. The
+    /// extension is part of the tick, not a step of its own: under the timing assumption (a beat lands before the
+    /// lease it extends passes) it is always in time, and the moment within a tick at which it lands changes nothing
+    /// another step reads (a live lease refuses a claim either way). Only ticks move a lease, so one extension per
+    /// tick holds it at the latest a beat could put it: a crashed instance's claim frees as late as it can.
+    ///
+    /// Ticks wait for a handler that has run its longest ([`HttpConfig::handler_ticks`]) and for a completion or a
+    /// release in flight (a write gets its answer within the tick it is sent), so time never passes a lease held by a
+    /// live attempt: [`P9_CLAIM_HELD`](super::properties::P9_CLAIM_HELD) checks the consequence.
+    ///
+    /// [`HttpConfig::handler_ticks`]: super::config::HttpConfig::handler_ticks
     pub(super) fn tick(&self, s: &mut HttpState) {
         s.now += 1;
-        let now = s.now;
-        let true_ms = Self::true_ms(now);
+        let c = &self.config;
+        let mut stopped = Vec::new();
         for i in 0..s.attempts.len() {
-            let attempt = &mut s.attempts[i];
-            // tokio's timeout on the instance's clock: the handler is stopped at the deadline.
-            if attempt.stage == Stage::Handler
-                && self.config.mutation != Some(HttpMutation::HandlerOutlivesLease)
-                && Self::local_ms(now, attempt.skew) >= attempt.deadline_ms
-            {
-                attempt.stage = Stage::Release { timed_out: true };
+            if s.attempts[i].stage != Stage::Handler {
+                continue;
             }
-            // The handler answered and its lease passed before the answer was stored: another attempt may take the
-            // key over and run it again.
-            if attempt.stage == Stage::Complete && attempt.lease_ms < true_ms {
-                let (caller, _) = self.request(attempt);
-                let scope = self.scope(caller);
-                s.ghost.scopes[scope].excused = true;
+            let attempt = s.attempts[i].clone();
+            let now_ms = Self::local_ms(s.now, attempt.skew);
+            if now_ms >= attempt.deadline_ms {
+                if c.mutation == Some(HttpMutation::ReleaseAtLease) {
+                    // The old layer: tokio's timeout drops the handler, which may have taken its effect already.
+                    self.took_effect(s, &attempt);
+                    s.attempts[i].stage = Stage::Release { timed_out: true };
+                    continue;
+                }
+                if !attempt.timed_out {
+                    // The client gets `504`; the handler runs on, its claim held.
+                    s.attempts[i].timed_out = true;
+                    self.reply(s, usize::from(attempt.request), Reply::Retry);
+                }
+            }
+            let beats = !matches!(
+                c.mutation,
+                Some(HttpMutation::NoLeaseExtension | HttpMutation::ReleaseAtLease)
+            );
+            if beats && !self.extend(s, i, now_ms) {
+                stopped.push(i);
+            }
+        }
+        for i in stopped.into_iter().rev() {
+            // The claim was lost: the layer stops the handler (its effect perhaps taken) and answers `503`.
+            let attempt = s.attempts.remove(i);
+            self.took_effect(s, &attempt);
+            self.reply(s, usize::from(attempt.request), Reply::Retry);
+        }
+    }
+
+    /// The heartbeat of attempt `i` at `now_ms` (its instance's clock): `Guard::extend`, fenced by the token, moves the
+    /// lease to now + `lease` (never shorter) and the record's expiry past it. `false`: the claim is lost.
+    fn extend(&self, s: &mut HttpState, i: usize, now_ms: u64) -> bool {
+        let c = &self.config;
+        let attempt = &mut s.attempts[i];
+        let (caller, _) = c.requests[usize::from(attempt.request)];
+        let lease_ms = now_ms + ms(c.lease);
+        let record = s.records[self.scope(caller)].as_mut();
+        let seen = record.as_ref().map(|r| r.seen_by(attempt.token, r.fp));
+        if let Some(r) = record
+            && protocol::extend_lands(seen.as_ref(), lease_ms)
+        {
+            r.lease_ms = Some(lease_ms);
+            r.expiration_s =
+                protocol::in_progress_expiration_s(now_ms, ms(c.window), lease_ms, ms(c.margin));
+            attempt.lease_ms = lease_ms;
+            return true;
+        }
+        match protocol::extend_refused(seen.as_ref()) {
+            // Its own lease already ends later (a claim made without the layer's deadline).
+            FencedRefused::Done => true,
+            FencedRefused::LeaseLost | FencedRefused::Inconsistent => {
+                s.ghost.claim_lost = true;
+                false
             }
         }
     }
