@@ -21,7 +21,7 @@ pub use envelope::{Envelope, S3Object};
 pub use error::{BatchError, ErrorClass, RecordError};
 pub use processor::{
     AllFailedPolicy, BatchProcessor, BatchProcessorBuilder, BatchReport, DEFAULT_DEADLINE_RESERVE,
-    Disposition, FifoMode, RecordHandler, RecordReport, VisibilityHeartbeat,
+    Disposition, FifoMode, RecordHandler, RecordReport, VisibilityHeartbeat, usable_deadline,
 };
 pub use record::{Processed, Record};
 pub use redrive::RedriveContext;

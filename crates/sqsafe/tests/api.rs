@@ -476,6 +476,21 @@ async fn a_handler_past_the_invocations_deadline_less_the_reserve_is_stopped_and
     );
 }
 
+/// `cargo lambda watch` hands every invocation `Lambda-Runtime-Deadline-Ms: 600000` (ten minutes after the epoch): a
+/// deadline already passed when the request arrives is an emulator's, unknown, and the request is handled as outside
+/// Lambda (a `503 no-time-left` for every request, as the layer answered for a while, would make `sqsafe local up
+/// --watch` useless).
+#[tokio::test]
+async fn an_emulators_deadline_already_passed_is_unknown() {
+    let fx = fixture(created(), ApiSettings::default()).await;
+    let mut request = charge_request(Some("k-watch"), Some("acme"), "{\"amount\":3}");
+    let mut context = lambda_runtime::Context::default();
+    context.deadline = 600_000;
+    request.extensions_mut().insert(context);
+    let (status, headers, _) = send(&fx.app, request).await;
+    assert_eq!((status, replayed(&headers)), (StatusCode::CREATED, false));
+}
+
 /// Too little of the invocation left to run the handler before the reserve: it is not started, and the key is
 /// released (nothing can have happened), with `503` and `Retry-After`.
 #[tokio::test]

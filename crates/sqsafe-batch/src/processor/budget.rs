@@ -14,31 +14,9 @@ use crate::record::receive_count;
 use crate::visibility::MAX_VISIBILITY;
 
 impl BatchProcessor {
-    /// The invocation's deadline, unless it has passed already when the batch arrives: Lambda never hands over such
-    /// an invocation, but emulators do. Such a deadline is unknown, not "no time left": the records run, their
-    /// leases take the idempotency layer's default, and the deadline reserve does not apply.
-    ///
-    /// A deadline within [`NOT_A_POINT_IN_TIME`] of the epoch is no clock's reading but an emulator's constant
-    /// (`cargo lambda watch` sends `Lambda-Runtime-Deadline-Ms: 600000` with every invocation) or a default
-    /// `Context`'s 0: unknown, and said nothing about. A real point in time already passed (a clock set wrong, an
-    /// emulator that queued the invocation past its deadline) is warned about, once per process.
+    /// The invocation's deadline as [`usable_deadline`] reads it.
     pub(super) fn usable_deadline(&self, deadline: SystemTime) -> Option<SystemTime> {
-        if deadline > self.clock.now() {
-            return Some(deadline);
-        }
-        if deadline <= UNIX_EPOCH + NOT_A_POINT_IN_TIME {
-            return None;
-        }
-        // Said once per process, not per batch.
-        static SAID: AtomicBool = AtomicBool::new(false);
-        if !SAID.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                deadline_ms = epoch_millis(deadline),
-                "the invocation's deadline has already passed: treated as unknown (an emulator's Runtime API?); \
-                 said once per process"
-            );
-        }
-        None
+        usable_deadline(deadline, self.clock.now())
     }
 
     /// A `deadline` error when less than the reserve is left before `deadline`.
@@ -88,6 +66,34 @@ impl BatchProcessor {
                 .map(|b| b.min_delay(receive_count(message))),
         }
     }
+}
+
+/// The invocation's deadline, unless it has passed already at `now` (when the batch or request arrives): Lambda never
+/// hands over such an invocation, but emulators do. Such a deadline is unknown, not "no time left": the records run
+/// (and a request of `sqsafe::api` is handled as outside Lambda), their leases take the idempotency layer's default,
+/// and the deadline reserve does not apply.
+///
+/// A deadline within a day of the epoch is no clock's reading but an emulator's constant (`cargo lambda watch` sends
+/// `Lambda-Runtime-Deadline-Ms: 600000` with every invocation) or a default `Context`'s 0: unknown, and said nothing
+/// about. A real point in time already passed (a clock set wrong, an emulator that queued the invocation past its
+/// deadline) is warned about, once per process.
+pub fn usable_deadline(deadline: SystemTime, now: SystemTime) -> Option<SystemTime> {
+    if deadline > now {
+        return Some(deadline);
+    }
+    if deadline <= UNIX_EPOCH + NOT_A_POINT_IN_TIME {
+        return None;
+    }
+    // Said once per process, not per batch.
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            deadline_ms = epoch_millis(deadline),
+            "the invocation's deadline has already passed: treated as unknown (an emulator's Runtime API?); \
+             said once per process"
+        );
+    }
+    None
 }
 
 /// Time kept before the invocation's deadline to return the batch's response: a DLQ send or a visibility change

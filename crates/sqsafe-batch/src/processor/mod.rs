@@ -14,6 +14,7 @@ mod fifo;
 mod report;
 mod run;
 
+pub use budget::usable_deadline;
 pub use config::{
     AllFailedPolicy, BatchProcessor, BatchProcessorBuilder, DEFAULT_DEADLINE_RESERVE, FifoMode,
     RecordHandler, VisibilityHeartbeat,

@@ -258,10 +258,14 @@ where
         if let Some(trace) = &trace {
             sqsafe_telemetry::traces::continue_from(&span, trace);
         }
+        // Under Lambda, the invocation's deadline; one already passed is an emulator's (`cargo lambda watch` sends
+        // 600000): unknown, the request handled as outside Lambda, as the batch processor reads it.
         let lambda_deadline = request
             .extensions()
             .get::<lambda_runtime::Context>()
-            .map(lambda_runtime::Context::deadline);
+            .and_then(|context| {
+                sqsafe_batch::usable_deadline(context.deadline(), SystemTime::now())
+            });
         // What the key header says decides the path; only a keyed request outside Lambda is answered before its end.
         let key = match request.headers().get(IDEMPOTENCY_KEY) {
             None if shared.settings.key_required => KeyHeader::Refused(Box::new(refused(
