@@ -4,8 +4,8 @@
 //! Pure: no I/O and no clock reads. Times come in as epoch milliseconds (the record's `expiration` is epoch seconds,
 //! as stored). The engine, the in-memory store and the model checker (`crates/sqsafe-model`) all call these, so a
 //! guard changed here changes all three; the DynamoDB store states the same conditions as expressions, and
-//! `tests/protocol_cases.rs` checks the in-memory store against these functions case by case, naming the expression
-//! each case exercises.
+//! `tests/idempotency/protocol_cases.rs` checks the in-memory store against these functions case by case, naming the
+//! expression each case exercises.
 //!
 //! ```
 //! use sqsafe_idempotency::protocol::{self, Seen};

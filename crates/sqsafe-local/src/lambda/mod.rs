@@ -91,7 +91,7 @@
 //! from the instance id and a counter, not drawn at random, so runs are repeatable.
 //!
 //! Against a real process (a cold start, an abort, a timeout, a failed init), this module is tested in
-//! crates/sqsafe-test-servers (`tests/lambda.rs`), beside the echo function it runs there.
+//! crates/sqsafe-test-servers (`tests/servers/lambda.rs`), beside the echo function it runs there.
 
 mod api;
 mod error;

@@ -1,5 +1,5 @@
 //! `sqsafe-echo-lambda`: a tiny `lambda_runtime` function that the tests of sqsafe-local's Lambda emulator
-//! (`tests/lambda.rs`, `sqsafe_local::lambda`) run as a real process, to crash, time out and fail on demand.
+//! (`tests/servers/lambda.rs`, `sqsafe_local::lambda`) run as a real process, to crash, time out and fail on demand.
 //!
 //! It answers `{"payload": <event>, "context": {...}, "env": {...}}` (the invocation context and the `SQSAFE_*`
 //! variables it was started with), after doing what the event asks:

@@ -1,4 +1,4 @@
-//! What the idempotency layer's test binaries (api.rs, api_logs.rs, api_traces.rs) set up alike.
+//! What the idempotency layer's test binaries (facade/api.rs, api_logs.rs, api_traces.rs) set up alike.
 
 #![allow(dead_code, unreachable_pub)]
 

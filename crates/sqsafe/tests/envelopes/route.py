@@ -1,5 +1,6 @@
 """Sets up one real path into an SQS queue in moto server and sends the same intent through it twice, for
-crates/sqsafe/tests/envelopes.rs (the Rust tests have the SQS and DynamoDB SDKs only; this is boto3 from the venv).
+crates/sqsafe/tests/facade/envelopes.rs (the Rust tests have the SQS and DynamoDB SDKs only; this is boto3 from the
+venv).
 
     route.py KIND PREFIX     KIND: sns | sns-raw | eventbridge | s3
 

@@ -118,7 +118,7 @@ impl Stream {
     /// The stream's ARN (the records' `eventSourceARN`).
     #[allow(
         dead_code,
-        reason = "relay.rs uses it, sweeper.rs does not: each test binary compiles this module"
+        reason = "the relay's tests use it, traces.rs does not: each test binary compiles this module"
     )]
     pub(crate) fn arn(&self) -> &str {
         &self.arn

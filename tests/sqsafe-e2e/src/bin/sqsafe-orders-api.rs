@@ -1,6 +1,6 @@
-//! A function behind an HTTP API, for `sqsafe local up`'s API gateway test (tests/local_api.rs): lambda_http serving
-//! `POST /orders` behind sqsafe's idempotency layer, its records in `IDEMPOTENCY_TABLE`, each request's caller the
-//! IAM principal API Gateway names, as a function made by `sqsafe new api` has it.
+//! A function behind an HTTP API, for `sqsafe local up`'s API gateway test (tests/e2e/local_api.rs): lambda_http
+//! serving `POST /orders` behind sqsafe's idempotency layer, its records in `IDEMPOTENCY_TABLE`, each request's caller
+//! the IAM principal API Gateway names, as a function made by `sqsafe new api` has it.
 
 use axum::Json;
 use axum::Router;

@@ -18,8 +18,8 @@ use sqsafe::layers::idempotency::{DynamoDbStore, FingerprintFields, Idempotency}
 use sqsafe_testkit::RequestCounter;
 use tower::ServiceExt;
 
-use super::api_common::OrdersTable;
 use super::{replayed, send};
+use crate::api_common::OrdersTable;
 
 fn layer(
     idem: Idempotency<DynamoDbStore>,

@@ -17,8 +17,7 @@ use sqsafe::api::{ApiSettings, IdempotencyLayer};
 use sqsafe_testkit::RequestCounter;
 use tower::ServiceExt;
 
-mod api_common;
-use api_common::{OrdersTable, orders_api_on_moto};
+use crate::api_common::{OrdersTable, orders_api_on_moto};
 // Issue 47's variety: path, query, statuses, a long handler, sizes, streams, names, headers, hang-ups, body kinds.
 mod api_variety;
 

@@ -1,19 +1,18 @@
 //! The effect and the record in one DynamoDB transaction (moto server, started by `make test`).
 
-mod common;
-
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
-use common::scenarios::{key, payment};
-use common::{RequestCounter, T0_MS, builder, create_table, dynamodb_client, table_name};
 use sqsafe_idempotency::{
     Claim, DynamoDbStore, Error, Idempotency, IdempotencyStore, ManualClock, ReplaySource,
     Replayed, Status, TransactOutcome,
 };
+
+use crate::common::scenarios::{key, payment};
+use crate::common::{RequestCounter, T0_MS, builder, create_table, dynamodb_client, table_name};
 
 struct Ledger {
     client: Client,

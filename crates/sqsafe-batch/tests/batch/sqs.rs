@@ -2,19 +2,18 @@
 //! attributes (fitted into the DLQ's message size, never quoting the body), FIFO dead-letter queues, and
 //! ChangeMessageVisibility (backoff, and in-progress duplicates that wait for the lease).
 
-mod common;
-
 use std::time::Duration;
 
 use aws_lambda_events::sqs::SqsMessage;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use common::{event, in_group, message, with_attribute, with_receive_count};
 use sqsafe_batch::{
     BatchProcessor, DeadLetterContext, Processed, Record, RecordError, RecordHandler,
     SqsDeadLetterQueue, SqsVisibility, VisibilityControl, attributes,
 };
 use sqsafe_idempotency::{Claim, Idempotency, InMemoryStore, KeyBuilder};
+
+use crate::common::{self, event, in_group, message, with_attribute, with_receive_count};
 
 async fn client() -> Client {
     sqsafe_testkit::sqs().await

@@ -1,18 +1,17 @@
 //! Time rules on pure logic (a manual clock, recording doubles): the invocation deadline, and in-progress duplicates
 //! that wait for the other attempt's lease instead of spending receives.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::*;
 use sqsafe_batch::{
     Backoff, BatchProcessor, DEFAULT_DEADLINE_RESERVE, Disposition, MAX_VISIBILITY, Processed,
     Record, RecordError,
 };
 use sqsafe_idempotency::{Claim, Idempotency, InMemoryStore, KeyBuilder, ManualClock};
 use sqsafe_telemetry::Metric;
+
+use crate::common::*;
 
 const T0_MS: u64 = 1_714_564_800_000;
 

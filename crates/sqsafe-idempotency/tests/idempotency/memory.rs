@@ -1,10 +1,9 @@
 //! The same scenarios on the in-memory store, which must behave exactly like the DynamoDB one.
 
-mod common;
-
-use common::Retried;
-use common::scenarios::{self, Fixture, Requests};
 use sqsafe_idempotency::InMemoryStore;
+
+use crate::common::Retried;
+use crate::common::scenarios::{self, Fixture, Requests};
 
 fn fixture() -> Fixture<Retried<InMemoryStore>> {
     let store = Retried::new(InMemoryStore::new());
@@ -55,12 +54,13 @@ in_memory!(
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::T0_MS;
-use common::scenarios::{key, payment};
 use sqsafe_idempotency::{
     CacheConfig, Claim, Error, FingerprintFields, Heartbeat, Idempotency, IdempotencyBuilder,
     IdempotencyStore, ManualClock, Outcome, RunError,
 };
+
+use crate::common::T0_MS;
+use crate::common::scenarios::{key, payment};
 
 /// A clock that follows tokio's (paused) time, so the lease timestamps and the heartbeat's sleeps agree.
 fn tokio_clock() -> impl Fn() -> SystemTime + Send + Sync + 'static {

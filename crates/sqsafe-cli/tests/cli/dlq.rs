@@ -2,18 +2,17 @@
 //! nothing is consumed by looking, copies are shown once, a redrive sends before it deletes, keeps FIFO groups, and
 //! refuses what its idempotency window no longer covers.
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use common::{Seeded, attributes, days_ago, seed, sqs, system, visible};
 use jiff::{SignedDuration, Timestamp};
 use sqsafe_batch::{DeadLetterContext, attributes as context};
 use sqsafe_cli::{
     InspectOptions, NO_CONTEXT, Outcome, RedriveOptions, ScanOptions, Stopped, inspect, redrive,
     scan as scan_queue,
 };
+
+use crate::common::{self, Seeded, attributes, days_ago, seed, sqs, system, visible};
 
 /// Short polls: moto answers every visible message at once (the binary's default long poll is covered by the runbook).
 fn scan() -> ScanOptions {

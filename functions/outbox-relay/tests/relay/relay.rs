@@ -1,8 +1,7 @@
 //! The relay against DynamoDB's, DynamoDB Streams' and SQS's real APIs (moto server, started by `make test`; these
-//! tests fail when it is not running). Each batch is what moto's stream holds (see `stream/mod.rs`), and the consumers
-//! that receive what the relay publishes are the real `charge-payment` and `apply-ledger`, through their libraries.
-
-mod stream;
+//! tests fail when it is not running). Each batch is what moto's stream holds (see `tests/stream/mod.rs`), and the
+//! consumers that receive what the relay publishes are the real `charge-payment` and `apply-ledger`, through their
+//! libraries.
 
 use std::collections::HashMap;
 
@@ -17,7 +16,8 @@ use outbox_relay::{OutboxRelay, RetryPolicy};
 use sqsafe::{Clients, Env, Setup};
 use sqsafe_outbox::{Outbox, OutboxEvent, Relay, Written};
 use sqsafe_testkit::{create_queue, create_table, event_file, invocation, sdk_config, unique_name};
-use stream::{Stream, create_outbox_table};
+
+use crate::stream::{Stream, create_outbox_table};
 
 struct Fixture {
     aws: aws_config::SdkConfig,

@@ -1,18 +1,17 @@
 //! Every batch rule, on pure logic: recording DLQ and visibility doubles, the in-memory idempotency store.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use serde::Deserialize;
 use sqsafe_batch::{
     AllFailedPolicy, Backoff, BatchError, BatchProcessor, Disposition, ErrorClass, FifoMode,
     Processed, Record, RecordError, VisibilityHeartbeat,
 };
 use sqsafe_idempotency::{Idempotency, InMemoryStore, KeyBuilder};
+
+use crate::common::*;
 
 fn reported(report: &sqsafe_batch::BatchReport) -> Vec<&str> {
     report

@@ -1,12 +1,11 @@
 //! The idempotency state machine against DynamoDB's real API (moto server, started by `make test`).
 
-mod common;
-
-use common::scenarios::{self, Fixture, Requests};
-use common::{
-    LostAnswer, RequestCounter, create_table, dynamodb_client, dynamodb_losing, table_name,
-};
 use sqsafe_idempotency::DynamoDbStore;
+
+use crate::common::scenarios::{self, Fixture, Requests};
+use crate::common::{
+    self, LostAnswer, RequestCounter, create_table, dynamodb_client, dynamodb_losing, table_name,
+};
 
 async fn fixture() -> Fixture<DynamoDbStore> {
     let requests = RequestCounter::default();
@@ -65,11 +64,12 @@ on_dynamodb!(
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use common::scenarios::{key, payment};
-use common::{T0_MS, builder};
 use sqsafe_idempotency::{
     AttributeNames, ErrorClass, IdempotencyStore, ManualClock, Outcome, RunError,
 };
+
+use crate::common::scenarios::{key, payment};
+use crate::common::{T0_MS, builder};
 
 #[tokio::test]
 async fn a_missing_table_is_a_typed_transient_store_error() {

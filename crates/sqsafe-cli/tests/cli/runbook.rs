@@ -4,14 +4,13 @@
 //! outcome is checked. Edit a command in the chapter and this test runs the new one; add or remove one and it fails
 //! until the expectations here follow.
 
-mod common;
-
 use std::process::Command;
 
-use common::{Queue, days_ago, record, seed, sqs, visible};
 use jiff::Timestamp;
 
-const RUNBOOK: &str = include_str!("../../../book/src/dead-letters.md");
+use crate::common::{self, Queue, days_ago, record, seed, sqs, visible};
+
+const RUNBOOK: &str = include_str!("../../../../book/src/dead-letters.md");
 
 /// The command lines of the fenced code blocks between the runbook markers, in order.
 fn runbook_commands(chapter: &str) -> Vec<String> {

@@ -2,8 +2,6 @@
 //! `make test`): an event whose stream record the relay gave up on, or never received, is still published, once the
 //! threshold has passed; the consumer that receives it applies it once.
 
-mod stream;
-
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,7 +14,8 @@ use outbox_relay::{OutboxRelay, OutboxSweeper};
 use sqsafe::{Clients, Env, Setup};
 use sqsafe_outbox::{ManualClock, Outbox, OutboxEvent, Relay, Sweeper, Written};
 use sqsafe_testkit::{create_queue, create_table, event_file, invocation, sdk_config, unique_name};
-use stream::{Stream, create_outbox_table};
+
+use crate::stream::{Stream, create_outbox_table};
 
 struct Fixture {
     aws: aws_config::SdkConfig,

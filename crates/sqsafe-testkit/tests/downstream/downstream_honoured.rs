@@ -7,8 +7,7 @@ use sqsafe_testkit::{
     FakeDownstream, Reply, RequestCounter, create_table, dynamodb, item_string, unique_name,
 };
 
-mod common;
-use common::send;
+use crate::common::send;
 
 /// The fake on a table of its own; the table's name, to read the records.
 async fn honouring() -> (FakeDownstream, aws_sdk_dynamodb::Client, String) {

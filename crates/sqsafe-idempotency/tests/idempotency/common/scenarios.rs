@@ -1,5 +1,5 @@
-//! The state machine's behaviour, written once and run against every store: `tests/dynamodb.rs` (moto server, the
-//! proof) and `tests/memory.rs` (the in-memory store, which must agree with it).
+//! The state machine's behaviour, written once and run against every store: `dynamodb.rs` (moto server, the
+//! proof) and `memory.rs` (the in-memory store, which must agree with it).
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use std::sync::Arc;

@@ -4,8 +4,7 @@ use std::time::{Duration, Instant};
 
 use sqsafe_testkit::{Call, FakeDownstream, Reply};
 
-mod common;
-use common::send;
+use crate::common::send;
 
 #[tokio::test]
 async fn the_default_reply_counts_calls_and_echoes_the_key() {

@@ -1,4 +1,4 @@
-//! What the fake API's test binaries share: one HTTP/1.1 exchange over a plain socket.
+//! What the fake API's tests share (downstream.rs, downstream_honoured.rs): one HTTP/1.1 exchange over a plain socket.
 
 use sqsafe_testkit::FakeDownstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
