@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo book venv local local-watch moto local-resources bench bench-smoke bench-bill bench-api size model clean-venv
+.PHONY: help test check demo book venv local local-watch moto local-resources bench bench-smoke bench-bill bench-api size model clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -13,6 +13,9 @@ help:
 	@echo "                   fault-injection suite, the template checks (sam validate, cfn-lint, sam build, rules,"
 	@echo "                   smoke deploy, the rules' mutation corpus against sqsafe check), a new project from templates/project"
 	@echo "                   outside the workspace, the book and its links"
+	@echo "  make check       what a change can break, in minutes: the crates it touches and their dependents formatted,"
+	@echo "                   clippy-checked and tested against moto (the model with the idempotency crate); the rest"
+	@echo "                   is make test's (scripts/check-change.py; ARGS=\"--base REV\" to compare with another commit)"
 	@echo "  make demo        the main job end to end: naive, key-only and sqsafe (claim and keyed mode) consumers fed the same deliveries"
 	@echo "  make book        the book (book/src) built into book/book/ with a pinned mdBook (installed into .tools/ once),"
 	@echo "                   its links and README.md's checked (scripts/book-check.py; a step of make test)"
@@ -41,6 +44,10 @@ help:
 test:
 	bash scripts/test.sh
 
+# The fault suite, the template and project checks are make test's: see scripts/check-change.py.
+check: venv
+	$(SQSAFE) local moto -- python3 scripts/check-change.py $(ARGS)
+
 demo:
 	bash scripts/demo.sh
 
@@ -58,7 +65,7 @@ PAYMENTS := cargo build -q -p sqsafe-test-servers --bin sqsafe-payments
 # other one recompiles every crate of the workspace (ConfigSettingsChanged). These targets build what make test built
 # (sqsafe, the functions, sqsafe-payments), so they use the same setting and find it fresh, and the reverse.
 # (local-watch keeps incremental builds for the saves it rebuilds; cargo lambda watch builds in its own way anyway.)
-venv local local-resources: export CARGO_INCREMENTAL := 0
+venv local local-resources check: export CARGO_INCREMENTAL := 0
 
 venv:
 	@cargo build -q -p sqsafe-cli --bin sqsafe

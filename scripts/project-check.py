@@ -41,7 +41,8 @@ Cargo builds the project into SQSAFE_PROJECT_TARGET (default: the workspace's ta
 the workspace's linker, and the project resolves with a copy of the workspace's Cargo.lock (the same versions, nothing
 new downloaded). make test gives it a folder of its own (target/project-check): it then runs beside cargo doc and
 cargo test without waiting for their lock; it would share little anyway (a dependent gets its own features, without
-the hack, so nearly every crate compiles anew). Expects what scripts/test.sh sets up: the venv, moto
+the hack, so nearly every crate compiles anew). The folder outlives the check, less the project's own crates: on a warm
+tree the next run compiles only what changed. Expects what scripts/test.sh sets up: the venv, moto
 server with AWS_ENDPOINT_URL exported, and the workspace's charge-payment binary built. The sqsafe it runs is the one
 the project's make test installs (cargo install, into SQSAFE_PROJECT_TARGET too): a team's, without the test servers;
 the check fails when that sqsafe starts a payments API.
@@ -805,13 +806,22 @@ def main() -> int:
             os.killpg(release.proc.pid, signal.SIGKILL)
             release.proc.wait()
         shutil.rmtree(scratch, ignore_errors=True)
-        if PROJECT_TARGET != TARGET:
-            # A folder of the project's own (make test's): all of it is the project's.
-            shutil.rmtree(PROJECT_TARGET, ignore_errors=True)
+        # The project's own crates and test binaries go; its third-party crates and sqsafe's stay, so that the next
+        # run (make test on a warm tree) compiles only what changed. (Each run's project has a new path, so its own
+        # crates would never be reused anyway.)
+        debug = PROJECT_TARGET / "debug"
         for name in (NAME, NAME_TRANSACT, NAME_S3, API):
-            for leftover in (PROJECT_TARGET / "debug").glob(f"{name}*"):
-                if leftover.is_file():
+            under = name.replace("-", "_")
+            leftovers = [*debug.glob(f"{name}*"), *(debug / "deps").glob(f"{under}-*"),
+                         *(debug / "deps").glob(f"lib{under}-*"), *(debug / ".fingerprint").glob(f"{name}-*")]
+            for leftover in leftovers:
+                if leftover.is_dir():
+                    shutil.rmtree(leftover, ignore_errors=True)
+                elif leftover.exists():
                     leftover.unlink()
+        # The templates' test targets (tests/handler.rs, tests/api.rs): only the project's crates have them here.
+        for test_binary in (*(debug / "deps").glob("handler-*"), *(debug / "deps").glob("api-*")):
+            test_binary.unlink(missing_ok=True)
             shutil.rmtree(PROJECT_TARGET / "lambda" / name, ignore_errors=True)
             if RELEASE_TARGET is not None:
                 shutil.rmtree(RELEASE_TARGET / "lambda" / name, ignore_errors=True)

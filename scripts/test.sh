@@ -207,10 +207,14 @@ if [[ -z "${SQSAFE_SUITE_UNDER_MOTO:-}" ]]; then
   # fingerprints compare): the project's make test installs sqsafe from this checkout (cargo install --debug --path,
   # into <its target folder>/sqsafe-cli: install-sqsafe.py says why a path source has a folder of its own) and finds it
   # built, instead of compiling sqsafe-cli and the AWS SDK a second time, and it never waits for cargo's lock on
-  # target/, which the steps below hold for minutes.
-  rm -rf "${ROOT}/target/project-check"
+  # target/, which the steps below hold for minutes. The copy leaves out what cargo install does not read: the
+  # incremental caches and the executables of earlier runs (test binaries, other crates' bins: on a warm tree 4.6 of
+  # target/debug's 8 GB; pax keeps the nanoseconds of the times). The rest of target/project-check (the project's third-party crates) is kept between runs.
+  rm -rf "${ROOT}/target/project-check/sqsafe-cli"
   mkdir -p "${ROOT}/target/project-check/sqsafe-cli"
-  cp -a "${ROOT}/target/debug" "${ROOT}/target/project-check/sqsafe-cli/"
+  (cd "${ROOT}/target" && find debug \( -path debug/incremental -o -path debug/examples \) -prune -o \
+    \( -path 'debug/deps/*' -type f -perm -u+x ! -name '*.so' ! -name 'sqsafe-*' \) -o -print0 |
+    tar --format=posix --null --no-recursion -T - -cf - | tar -C "${ROOT}/target/project-check/sqsafe-cli" -xf -)
   step "Python venv: sqsafe local venv (.venv, requirements/test.txt: pip installs the pinned uv, uv the rest)"
   "${INSTALLED_BIN}/sqsafe" local venv
   step "every step that builds or compares the release build asked its architecture (build_arch.py --check)"
@@ -355,14 +359,18 @@ step "bench smoke: started in the background beside cargo test (its output follo
 # The smoke waits on its own moto and the peers' pipelines; its binaries were built with the project check's.
 background "the bench smoke" bash "${ROOT}/scripts/bench.sh" --smoke
 
-step "cargo test --workspace (all but the fault-injection suite; the cargo lambda watch test beside the others)"
+step "the tests: cargo nextest run --workspace and the doc tests (all but the fault-injection suite; the cargo lambda watch test beside them)"
 # tests/local_watch.rs waits minutes on queue timeouts and on cargo lambda watch's rebuilds, with its own moto and
-# ports: it runs in the background beside the other test binaries, which cargo runs one after another.
+# ports: it runs in the background beside the other tests.
 LOCAL_WATCH_TEST="sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits"
 background "the cargo lambda watch test" env SQSAFE_E2E_SQSAFE_BIN="${INSTALLED_BIN}/sqsafe" \
   cargo test -p sqsafe-e2e --test local_watch -- --exact "${LOCAL_WATCH_TEST}"
-cargo test --workspace -- --skip _under_faults --skip "${LOCAL_WATCH_TEST}"
-report_background "the cargo lambda watch test" "the other test binaries"
+# The tests mostly wait (moto's answers, queue timeouts, function processes): scripts/run-tests.py runs them with
+# cargo-nextest (in the machine's image), four at a time whatever binary they are in, each in a process of its own,
+# then the doc tests (without nextest: cargo test, one binary after another, as before). The same tests,
+# the same skips (measured on the warm tree: see book/src/development.md, "Where make test's time goes").
+"${ROOT}/.venv/bin/python" "${ROOT}/scripts/run-tests.py" --workspace
+report_background "the cargo lambda watch test" "the other tests"
 
 step "the template rules' mutation corpus against sqsafe check (test_rules.py, test_nested.py), the project template"
 # Every mutation of template.yaml and of a nested child must fail its rule in sqsafe check, and the project template's
