@@ -23,7 +23,7 @@ const CACHE_ROUNDS: usize = 5;
 const PROFILE_BATCHES: usize = 300;
 
 /// Batches of 10 per network setting under callgrind (about fifty times slower than without).
-const CALLGRIND_BATCHES: usize = 20;
+pub(crate) const CALLGRIND_BATCHES: usize = 20;
 
 /// What is measured of a peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,34 +142,12 @@ impl<'a> Bench<'a> {
         let proxy = &self.bed.proxy;
         eprintln!("==> {}", peer.name());
 
-        let mut cold = Vec::new();
-        let mut init = Vec::new();
-        let mut current: Option<Function> = None;
         let cold_starts = if role == Role::Main {
             self.plan.cold_starts
         } else {
             1
         };
-        for _ in 0..cold_starts {
-            if let Some(previous) = current.take() {
-                previous.shutdown().await;
-            }
-            let mut function = self.start(peer, None).await?;
-            Network::MOTO.apply(proxy);
-            let ids = self.fresh(peer, "cold", 10);
-            // The process is spawned by this invoke: spawn to first batch answered.
-            let (took, failed) = function.invoke(&ids).await?;
-            self.check(
-                format!("{}: first batch answered", peer.name()),
-                failed == 0,
-                format!("{failed} failed"),
-            );
-            cold.push(took.as_secs_f64() * 1e3);
-            let log = std::fs::read_to_string(function.instance.log_path()).unwrap_or_default();
-            init.extend(last_init_ms(&log));
-            current = Some(function);
-        }
-        let mut function = current.ok_or("no cold start")?;
+        let (mut function, cold, init) = self.cold_starts(peer, cold_starts, Network::MOTO).await?;
 
         let repeat = if peer.cached() {
             Kind::CacheHit
@@ -263,6 +241,41 @@ impl<'a> Bench<'a> {
         Ok(())
     }
 
+    /// `n` cold starts of `peer` one after the other under `network` (at least one), each a new process spawned by its
+    /// first batch of 10 fresh payments: the last process, warm, and per cold start the time from spawn to that
+    /// batch answered (ms) and Lambda's Init Duration (ms, when its log has one).
+    pub(crate) async fn cold_starts(
+        &mut self,
+        peer: Peer,
+        n: usize,
+        network: Network,
+    ) -> Result<(Function, Vec<f64>, Vec<f64>), String> {
+        let mut cold = Vec::new();
+        let mut init = Vec::new();
+        let mut current: Option<Function> = None;
+        for _ in 0..n.max(1) {
+            if let Some(previous) = current.take() {
+                previous.shutdown().await;
+            }
+            let mut function = self.start(peer, None).await?;
+            network.apply(&self.bed.proxy);
+            let ids = self.fresh(peer, "cold", 10);
+            // The process is spawned by this invoke: spawn to first batch answered.
+            let (took, failed) = function.invoke(&ids).await?;
+            self.check(
+                format!("{}: first batch answered", peer.name()),
+                failed == 0,
+                format!("{failed} failed"),
+            );
+            cold.push(took.as_secs_f64() * 1e3);
+            let log = std::fs::read_to_string(function.instance.log_path()).unwrap_or_default();
+            init.extend(last_init_ms(&log));
+            current = Some(function);
+        }
+        let function = current.ok_or("no cold start")?;
+        Ok((function, cold, init))
+    }
+
     /// Extra runs under `perf record` (moto and canned, no added latency), when profiles are asked for.
     async fn profile(&mut self, function: &mut Function) -> Result<(), String> {
         let Some(dir) = self.profiles.clone() else {
@@ -308,7 +321,20 @@ impl<'a> Bench<'a> {
     /// Instructions per message of sqsafe's function under each network setting, counted by callgrind in a process
     /// of its own (module [`instructions`]); its dumps and a wrapper script go to `dir`.
     pub(crate) async fn instructions(&mut self, dir: PathBuf) -> Result<(), String> {
-        let peer = Peer::Sqsafe;
+        self.count_instructions(Peer::Sqsafe, &Plan::networks(), dir, CALLGRIND_BATCHES)
+            .await
+    }
+
+    /// Instructions per message of `peer` under each of `networks`, `batches` fresh batches of 10 each, counted by
+    /// callgrind in a process of its own (module [`instructions`]); its dumps and a wrapper script go to `dir`
+    /// (emptied first).
+    pub(crate) async fn count_instructions(
+        &mut self,
+        peer: Peer,
+        networks: &[Network],
+        dir: PathBuf,
+        batches: usize,
+    ) -> Result<(), String> {
         eprintln!("==> {} under callgrind", peer.name());
         let _ = std::fs::remove_dir_all(&dir);
         let mut spec = self.bed.spec(peer, None);
@@ -324,10 +350,9 @@ impl<'a> Bench<'a> {
             format!("{failed} failed"),
         );
         let pid = function.sample_pid()?;
-        for (n, network) in Plan::networks().into_iter().enumerate() {
+        for (n, network) in networks.iter().copied().enumerate() {
             let label = format!("{:?}-{}ms", network.backend, network.latency_ms).to_lowercase();
-            let batches =
-                self.fresh_batches(peer, &format!("callgrind-{label}"), CALLGRIND_BATCHES, 10);
+            let batches = self.fresh_batches(peer, &format!("callgrind-{label}"), batches, 10);
             instructions::zero(pid).await?;
             let run = function
                 .run(
@@ -343,6 +368,7 @@ impl<'a> Bench<'a> {
                 pid,
                 n + 1,
                 batches.len() * 10,
+                peer,
                 network.backend,
                 network.latency_ms,
             )

@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::process::Command;
 
+use crate::bed::Peer;
 use crate::proxy::Backend;
 
 /// Named parts of the work, for the breakdown: a label and a symbol whose inclusive count (itself and what it calls)
@@ -51,12 +52,16 @@ const PARTS: [(&str, &str); 7] = [
 /// One network setting's count.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Count {
+    /// The function counted (the claim mode in `make bench`; either mode in `scripts/bench-compare.sh`).
+    pub(crate) peer: Peer,
     pub(crate) backend: Backend,
     pub(crate) latency_ms: u64,
     pub(crate) messages: usize,
     pub(crate) per_message: f64,
     /// Per [`PARTS`]: label, instructions per message (inclusive).
     pub(crate) parts: Vec<(String, f64)>,
+    /// The callgrind dump counted (for `callgrind_annotate`, or a per-function comparison).
+    pub(crate) file: PathBuf,
 }
 
 /// Whether valgrind and callgrind_control can be run here.
@@ -115,6 +120,7 @@ pub(crate) async fn dump(
     pid: u32,
     n: usize,
     messages: usize,
+    peer: Peer,
     backend: Backend,
     latency_ms: u64,
 ) -> Result<Count, String> {
@@ -147,11 +153,13 @@ pub(crate) async fn dump(
         .map(|(label, symbol)| ((*label).to_owned(), per(inclusive(&annotated, symbol))))
         .collect();
     Ok(Count {
+        peer,
         backend,
         latency_ms,
         messages,
         per_message: per(total),
         parts,
+        file,
     })
 }
 

@@ -9,6 +9,7 @@ mod bed;
 mod bench;
 mod bill;
 mod capacity;
+mod compare;
 mod events;
 mod figures;
 mod instructions;
@@ -22,7 +23,7 @@ mod report;
 mod table;
 mod trace;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -67,6 +68,56 @@ struct Args {
     /// the proxy, no peer (`make bench-api`). With `--smoke`, a few requests of each kind.
     #[arg(long, conflicts_with = "bill_only")]
     api_only: bool,
+    /// One side of `scripts/bench-compare.sh`: only charge-payment's claim and keyed modes from `--bins`, each
+    /// `--cold-starts` cold starts (first answer) then `--batches` fresh batches of 10 on the warm process, under
+    /// `--network`. With `--count`, their instructions per message under callgrind instead (module `compare`).
+    #[arg(long, conflicts_with_all = ["smoke", "bill_only", "api_only"])]
+    compare: bool,
+    /// With `--compare`: count instructions under callgrind (under `--network` and on the canned backend with no
+    /// added latency) instead of timing.
+    #[arg(long, requires = "compare")]
+    count: bool,
+    /// With `--compare` or `--compare-base`: fresh batches of 10 per mode and run.
+    #[arg(long, default_value_t = 80)]
+    batches: usize,
+    /// With `--compare` or `--compare-base`: cold starts per mode and run (the first answer is their median).
+    #[arg(long, default_value_t = 3)]
+    cold_starts: usize,
+    /// With `--compare` or `--compare-base`: the network, BACKEND-MS: moto or canned, and the proxy's added latency
+    /// per request in ms.
+    #[arg(long, default_value = "moto-5", value_parser = compare::parse_network)]
+    network: measure::Network,
+    /// The comparison (what `scripts/bench-compare.sh` runs): this program run as `--compare` with the base's
+    /// `--bins` (this folder) and the head's (`--compare-head`), interleaved `--pairs` times, then each counted
+    /// under callgrind; the summary printed and appended to `--md`. The runs' JSON go beside `--out`.
+    #[arg(long, requires = "compare_head", conflicts_with_all = ["smoke", "bill_only", "api_only", "compare"])]
+    compare_base: Option<PathBuf>,
+    /// The head's folder of binaries (see `--compare-base`).
+    #[arg(long, requires = "compare_base")]
+    compare_head: Option<PathBuf>,
+    /// With `--compare-base`: what the summary calls the base and the head (commits).
+    #[arg(long, default_value = "base")]
+    base_label: String,
+    /// See `--base-label`.
+    #[arg(long, default_value = "head")]
+    head_label: String,
+    /// With `--compare-base`: pairs of runs (base first in odd pairs, head first in even ones).
+    #[arg(long, default_value_t = 4)]
+    pairs: usize,
+    /// With `--compare-base`: base then head in every pair (kept for comparing with runs made so; a load that rises
+    /// through the run then lands on the head).
+    #[arg(long)]
+    base_first: bool,
+    /// With `--compare-base`: no run, only the summary of the runs already beside `--out` (as many pairs as there
+    /// are), printed and appended to `--md`.
+    #[arg(long)]
+    summary_only: bool,
+    /// With `--compare-base`: the results file the summary is appended to.
+    #[arg(long, default_value = "bench/COMPARE.md")]
+    md: PathBuf,
+    /// With `--compare-base`: no results file (the summary is printed, and kept beside `--out`).
+    #[arg(long)]
+    no_md: bool,
 }
 
 #[tokio::main]
@@ -88,6 +139,9 @@ async fn main() -> ExitCode {
 /// Runs every figure; `Ok(false)` when a check failed (the figures are written all the same).
 async fn run(args: Args) -> Result<bool, String> {
     let started = Instant::now();
+    if let (Some(base), Some(head)) = (&args.compare_base, &args.compare_head) {
+        return compare_builds(&args, base, head).await;
+    }
     let plan = if args.smoke {
         Plan::smoke()
     } else {
@@ -114,6 +168,8 @@ async fn run(args: Args) -> Result<bool, String> {
     };
     let peers = if args.api_only {
         Vec::new()
+    } else if args.compare {
+        vec![programs.bins.join("charge-payment")]
     } else {
         vec![
             programs.bins.join("charge-payment"),
@@ -139,6 +195,10 @@ async fn run(args: Args) -> Result<bool, String> {
                 "bill"
             } else if args.api_only {
                 "api"
+            } else if args.count {
+                "compare-count"
+            } else if args.compare {
+                "compare"
             } else {
                 "full"
             },
@@ -176,14 +236,31 @@ async fn run(args: Args) -> Result<bool, String> {
             eprintln!("perf is not installed: no CPU profile (apt-get install linux-perf for one)");
         }
     }
-    let mut outcome = if args.bill_only {
+    let mut outcome = if args.count {
+        bench
+            .compare_count(args.network, &out.with_extension("callgrind"))
+            .await
+    } else if args.compare {
+        bench
+            .compare(compare::SideRun {
+                batches: args.batches,
+                cold_starts: args.cold_starts,
+                network: args.network,
+            })
+            .await
+    } else if args.bill_only {
         bench.bill_only().await
     } else if args.api_only {
         bench.api().await
     } else {
         figures(&mut bench).await
     };
-    if outcome.is_ok() && !plan.smoke && !args.bill_only && !args.api_only && !args.no_instructions
+    if outcome.is_ok()
+        && !plan.smoke
+        && !args.bill_only
+        && !args.api_only
+        && !args.compare
+        && !args.no_instructions
     {
         if instructions::available() {
             outcome = bench.instructions(out.with_extension("callgrind")).await;
@@ -213,6 +290,53 @@ async fn run(args: Args) -> Result<bool, String> {
     );
     outcome?;
     Ok(report.checks.iter().all(|c| c.ok))
+}
+
+/// `--compare-base DIR --compare-head DIR` (module `compare`).
+async fn compare_builds(args: &Args, base: &Path, head: &Path) -> Result<bool, String> {
+    let root = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let absolute = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            root.join(p)
+        }
+    };
+    let out = absolute(&args.out);
+    let dir = out.parent().map_or_else(|| root.clone(), Path::to_path_buf);
+    let side = |role, label: &str, bins: &Path| compare::Side {
+        role,
+        label: label.to_owned(),
+        bins: absolute(bins),
+    };
+    let comparison = compare::Comparison {
+        base: side("base", &args.base_label, base),
+        head: side("head", &args.head_label, head),
+        pairs: args.pairs.max(1),
+        base_first: args.base_first,
+        summary_only: args.summary_only,
+        side: compare::SideRun {
+            batches: args.batches,
+            cold_starts: args.cold_starts,
+            network: args.network,
+        },
+        network_arg: format!("{:?}-{}", args.network.backend, args.network.latency_ms)
+            .to_lowercase(),
+        instructions: !args.no_instructions,
+        dir,
+        out,
+        md: (!args.no_md).then(|| absolute(&args.md)),
+    };
+    for s in [&comparison.base, &comparison.head] {
+        let program = s.bins.join("charge-payment");
+        if !program.exists() {
+            return Err(format!(
+                "{} is missing: run scripts/bench-compare.sh",
+                program.display()
+            ));
+        }
+    }
+    compare::run(&comparison).await
 }
 
 async fn figures(bench: &mut Bench<'_>) -> Result<(), String> {
