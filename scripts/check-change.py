@@ -35,16 +35,16 @@ ROOT = Path(__file__).resolve().parent.parent
 HACK = "sqsafe-workspace-hack"
 # Files outside the crates, and the step of make test that checks them.
 ELSEWHERE = [
-    ("templates/", "the project check (a new project rendered, its make test)"),
-    ("template.yaml", "the template checks (sam validate, cfn-lint, sam build, the rules)"),
-    ("sqsafe/", "the template checks"),
-    ("tests/template/", "the template rules' mutation corpus"),
-    ("tests/moto/", "the moto launcher's tests"),
-    ("tests/scripts/", "the moto launcher's tests"),
-    ("book/", "the book (mdBook build, link check) and the doctests of crates/sqsafe"),
-    ("bench/", "the bench smoke"),
+    ("templates/", "make test's project check: a new project rendered, its make test"),
+    ("template.yaml", "make test's template checks: sam validate, cfn-lint, sam build, the rules"),
+    ("sqsafe/", "make test's template checks"),
+    ("tests/template/", "make test's template rules' mutation corpus"),
+    ("tests/moto/", "make test's moto launcher's tests"),
+    ("tests/scripts/", "make test's moto launcher's tests"),
+    ("book/", "make test's book step (mdBook build, link check) and crates/sqsafe's doc tests"),
+    ("bench/", "make test's bench smoke"),
     ("scripts/", "the step of make test that runs the script"),
-    ("requirements/", "every step (the pinned Python tools)"),
+    ("requirements/", "every step of make test: the pinned Python tools"),
     ("events/", "the functions' tests that read the sample events"),
 ]
 
@@ -116,7 +116,7 @@ def main() -> int:
         if name is not None:
             touched.add(name)
             continue
-        step = next((why for prefix, why in ELSEWHERE if path.startswith(prefix)), "steps")
+        step = next((why for prefix, why in ELSEWHERE if path.startswith(prefix)), "make test")
         outside.setdefault(step, []).append(path)
     if everything:
         touched = set(folders)
@@ -130,7 +130,7 @@ def main() -> int:
                 todo.append(dependent)
     affected.discard(HACK)
     for step, paths in sorted(outside.items()):
-        print(f"  not checked here (make test's {step}): {', '.join(paths)}")
+        print(f"  not checked here ({step}): {', '.join(paths)}")
     if not affected:
         print("check-change: no workspace package changed: nothing to build or test here")
         return 0
