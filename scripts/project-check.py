@@ -745,6 +745,31 @@ def sizes(b: int) -> None:
                          "something pulls in more than a consumer uses")
 
 
+def discard_project_outputs(project_target: Path, release_target: Path | None, shared: bool) -> None:
+    """What a run leaves in the target folders, less what the next run can use: the project's own crates, their
+    binaries and their Lambda builds go (each run's project has a new path, so they would never be reused); its
+    third-party crates and sqsafe's stay, so that make test on a warm tree compiles only what changed. `shared`: the
+    folder is the workspace's too (CARGO_TARGET_DIR, the default), whose test binaries may share the templates' test
+    target names (handler, api), so those are left there."""
+    debug = project_target / "debug"
+    for name in (NAME, NAME_TRANSACT, NAME_S3, API):
+        under = name.replace("-", "_")
+        for leftover in (*debug.glob(f"{name}*"), *(debug / "deps").glob(f"{under}-*"),
+                         *(debug / "deps").glob(f"lib{under}-*"), *(debug / ".fingerprint").glob(f"{name}-*")):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
+        shutil.rmtree(project_target / "lambda" / name, ignore_errors=True)
+        if release_target is not None:
+            shutil.rmtree(release_target / "lambda" / name, ignore_errors=True)
+    if not shared:
+        # The templates' test targets (tests/handler.rs, tests/api.rs): in a folder of the project's own, only its
+        # crates have them.
+        for test_binary in (*(debug / "deps").glob("handler-*"), *(debug / "deps").glob("api-*")):
+            test_binary.unlink(missing_ok=True)
+
+
 def main() -> int:
     global SQSAFE
     scratch = Path(tempfile.mkdtemp(prefix="sqsafe-project-"))
@@ -806,25 +831,7 @@ def main() -> int:
             os.killpg(release.proc.pid, signal.SIGKILL)
             release.proc.wait()
         shutil.rmtree(scratch, ignore_errors=True)
-        # The project's own crates and test binaries go; its third-party crates and sqsafe's stay, so that the next
-        # run (make test on a warm tree) compiles only what changed. (Each run's project has a new path, so its own
-        # crates would never be reused anyway.)
-        debug = PROJECT_TARGET / "debug"
-        for name in (NAME, NAME_TRANSACT, NAME_S3, API):
-            under = name.replace("-", "_")
-            leftovers = [*debug.glob(f"{name}*"), *(debug / "deps").glob(f"{under}-*"),
-                         *(debug / "deps").glob(f"lib{under}-*"), *(debug / ".fingerprint").glob(f"{name}-*")]
-            for leftover in leftovers:
-                if leftover.is_dir():
-                    shutil.rmtree(leftover, ignore_errors=True)
-                elif leftover.exists():
-                    leftover.unlink()
-        # The templates' test targets (tests/handler.rs, tests/api.rs): only the project's crates have them here.
-        for test_binary in (*(debug / "deps").glob("handler-*"), *(debug / "deps").glob("api-*")):
-            test_binary.unlink(missing_ok=True)
-            shutil.rmtree(PROJECT_TARGET / "lambda" / name, ignore_errors=True)
-            if RELEASE_TARGET is not None:
-                shutil.rmtree(RELEASE_TARGET / "lambda" / name, ignore_errors=True)
+        discard_project_outputs(PROJECT_TARGET, RELEASE_TARGET, shared=PROJECT_TARGET == TARGET)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--print-arch"]:

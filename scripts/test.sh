@@ -209,7 +209,8 @@ if [[ -z "${SQSAFE_SUITE_UNDER_MOTO:-}" ]]; then
   # built, instead of compiling sqsafe-cli and the AWS SDK a second time, and it never waits for cargo's lock on
   # target/, which the steps below hold for minutes. The copy leaves out what cargo install does not read: the
   # incremental caches and the executables of earlier runs (test binaries, other crates' bins: on a warm tree 4.6 of
-  # target/debug's 8 GB; pax keeps the nanoseconds of the times). The rest of target/project-check (the project's third-party crates) is kept between runs.
+  # target/debug's 8 GB; pax keeps the nanoseconds of the times). The rest of target/project-check (the project's
+  # third-party crates) is kept between runs (project-check.py, discard_project_outputs).
   rm -rf "${ROOT}/target/project-check/sqsafe-cli"
   mkdir -p "${ROOT}/target/project-check/sqsafe-cli"
   (cd "${ROOT}/target" && find debug \( -path debug/incremental -o -path debug/examples \) -prune -o \
@@ -286,7 +287,8 @@ background "the manifest checks" bash -c 'set -e
     python3 "$1/scripts/${check}.py"
   done' manifest-checks "${ROOT}"
 # tests/moto: the moto launcher (crates/sqsafe-local/src/moto_server.py) makes moto's conditional writes atomic.
-# tests/scripts: the one build architecture (scripts/build_arch.py), its decision and its check.
+# tests/scripts: the one build architecture (scripts/build_arch.py), its decision and its check; the project template's
+# make build without the aarch64 std; what the project check leaves in its target folders.
 background "the moto launcher's tests" "${ROOT}/.venv/bin/python" -m pytest -q tests/moto tests/scripts
 
 step "cargo package: the libraries a team depends on, with their metadata, in the background (output at the end)"
