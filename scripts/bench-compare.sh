@@ -75,6 +75,17 @@ export CARGO_INCREMENTAL=0
 store="${ROOT}/target/bench-compare"
 mkdir -p "${store}"
 
+# release_build CHECKOUT DIR: charge-payment built alone in CHECKOUT, with symbols, into DIR/target, copied to DIR/bin.
+release_build() {
+  (
+    cd "$1"
+    CARGO_PROFILE_RELEASE_STRIP=none CARGO_TARGET_DIR="$2/target" \
+      cargo build --release --locked -p charge-payment --bin charge-payment >&2
+  )
+  mkdir -p "$2/bin"
+  cp "$2/target/release/charge-payment" "$2/bin/charge-payment"
+}
+
 # build_commit REV: prints the folder holding that commit's charge-payment, building it first unless cached.
 build_commit() {
   local sha dir wt
@@ -90,26 +101,16 @@ build_commit() {
     git worktree add --detach "${wt}" "${sha}" >&2
   fi
   step "${sha:0:7}: release charge-payment, alone, in ${wt} (target ${dir}/target)"
-  (
-    cd "${wt}"
-    CARGO_PROFILE_RELEASE_STRIP=none CARGO_TARGET_DIR="${dir}/target" \
-      cargo build --release --locked -p charge-payment --bin charge-payment >&2
-  )
-  mkdir -p "${dir}/bin"
-  cp "${dir}/target/release/charge-payment" "${dir}/bin/charge-payment"
+  release_build "${wt}" "${dir}"
   git worktree remove --force "${wt}" >&2
   echo "${dir}/bin"
 }
 
-# build_worktree: the same for the working tree as it is.
+# build_worktree: the same for the working tree as it is (cargo decides what is stale).
 build_worktree() {
-  local dir="${store}/worktree"
-  step "working tree: release charge-payment, alone (target ${dir}/target)"
-  CARGO_PROFILE_RELEASE_STRIP=none CARGO_TARGET_DIR="${dir}/target" \
-    cargo build --release --locked -p charge-payment --bin charge-payment >&2
-  mkdir -p "${dir}/bin"
-  cp "${dir}/target/release/charge-payment" "${dir}/bin/charge-payment"
-  echo "${dir}/bin"
+  step "working tree: release charge-payment, alone (target ${store}/worktree/target)"
+  release_build "${ROOT}" "${store}/worktree"
+  echo "${store}/worktree/bin"
 }
 
 label() {
