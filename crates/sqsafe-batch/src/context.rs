@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::redrive::RedriveContext;
+use crate::stream::StreamOrigin;
 
 /// What an operator needs to understand a dead letter, and what a redrive needs to send it back.
 ///
@@ -60,6 +61,10 @@ pub struct DeadLetterContext {
     /// Consumer (effect) version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer_version: Option<u32>,
+    /// A stream record's origin (stream, shard, sequence number, event id, partition key); left out for an SQS
+    /// message. Such a letter has no `source_queue`: `sqsafe dlq redrive` sends it only where `--to` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamOrigin>,
     /// What a redrive needs: the source queue, the first send and the end of the idempotency window (the fields
     /// `source_queue`, `first_sent` and `expires`, beside the others in the JSON).
     #[serde(flatten)]
@@ -97,6 +102,7 @@ mod tests {
             attempts: Some(3),
             consumer: Some("apply-ledger".into()),
             consumer_version: Some(2),
+            stream: None,
             redrive: RedriveContext {
                 source_queue: Some("arn:aws:sqs:us-east-1:123456789012:ledger".into()),
                 first_sent: Some(sent),

@@ -12,6 +12,7 @@ use crate::attributes;
 use crate::context::DeadLetterContext;
 use crate::error::{BatchError, class_name};
 use crate::redrive::RedriveContext;
+use crate::stream::StreamOrigin;
 
 /// SQS allows at most 10 message attributes per message.
 const MAX_ATTRIBUTES: usize = 10;
@@ -301,6 +302,7 @@ impl Letter {
             attempts: Some(failure.attempts),
             consumer: Some(failure.consumer.clone()),
             consumer_version: Some(failure.consumer_version),
+            stream: StreamOrigin::of(message),
             redrive: RedriveContext::of(message, idempotency_window),
         };
         let correlation = (!failure.correlation_id.is_empty())
@@ -800,6 +802,7 @@ mod tests {
                 attempts: Some(3),
                 consumer: Some("apply-ledger".into()),
                 consumer_version: Some(2),
+                stream: None,
                 redrive: RedriveContext {
                     source_queue: Some("arn:aws:sqs:us-east-1:123456789012:ledger".into()),
                     first_sent: Some(sent),

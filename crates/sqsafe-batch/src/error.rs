@@ -37,6 +37,9 @@ impl RecordError {
     pub const LEASE_LOST: &'static str = "lease_lost";
     /// Kind of a handler that panicked (transient).
     pub const PANIC: &'static str = "panic";
+    /// Kind of a Kinesis record aggregated by the Kinesis Producer Library (permanent): sqsafe does not take
+    /// aggregates apart, so the record goes whole (base64) to the failure queue before the handler runs.
+    pub const KPL_AGGREGATED: &'static str = "kpl_aggregated";
 
     /// A failure that a later delivery can get past (throttling, timeouts, a downstream 5xx, a key in progress).
     pub fn transient(kind: impl Into<Cow<'static, str>>, message: impl fmt::Display) -> Self {
@@ -153,9 +156,10 @@ impl From<RunError<RecordError>> for RecordError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BatchError {
-    /// The event is not a usable SQS batch (no records, or a record without a message id). Reporting such records in
+    /// The event is not a usable batch (no records, a record without a message id or a sequence number, a stream
+    /// record that cannot be read). Reporting such records in
     /// `batchItemFailures` is impossible (an empty or unknown id fails the whole batch anyway), so the invocation fails.
-    #[error("malformed SQS event: {0}")]
+    #[error("malformed event: {0}")]
     MalformedEvent(String),
     /// Every record failed and the processor is set to fail the invocation in that case.
     #[error("all {0} records of the batch failed")]

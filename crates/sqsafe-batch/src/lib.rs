@@ -10,6 +10,7 @@ mod parse;
 mod processor;
 mod record;
 mod redrive;
+mod stream;
 mod visibility;
 
 pub use context::DeadLetterContext;
@@ -25,4 +26,5 @@ pub use processor::{
 };
 pub use record::{Processed, Record};
 pub use redrive::RedriveContext;
+pub use stream::{Change, ChangeKind, StreamBatch, StreamOrigin, StreamSource, record_identity};
 pub use visibility::{Backoff, MAX_VISIBILITY, SqsVisibility, VisibilityControl};

@@ -112,6 +112,17 @@ impl Record {
         &self.message_id
     }
 
+    /// The record's identity ([`record_identity`](crate::record_identity)): a stream record's event id, else the
+    /// SQS message id.
+    pub fn identity(&self) -> &str {
+        crate::stream::record_identity(&self.message)
+    }
+
+    /// Where a stream record came from (stream, shard, sequence number); `None` for an SQS message.
+    pub fn stream_origin(&self) -> Option<crate::StreamOrigin> {
+        crate::StreamOrigin::of(&self.message)
+    }
+
     /// `ApproximateReceiveCount`: 1 on the first delivery. 1 when the attribute is missing or unreadable.
     pub fn receive_count(&self) -> u32 {
         self.receive_count

@@ -116,10 +116,11 @@ impl RedriveContext {
             .zip(idempotency_window)
             .and_then(|(at, window)| at.checked_add(window));
         Self {
+            // A queue's ARN only: a stream record's dead letter has no queue to go back to.
             source_queue: message
                 .event_source_arn
                 .clone()
-                .filter(|arn| !arn.is_empty()),
+                .filter(|arn| arn.split(':').nth(2) == Some("sqs")),
             first_sent,
             expires,
         }

@@ -145,6 +145,7 @@ fn legacy_context(text: impl Fn(&str) -> Option<String>) -> Option<DeadLetterCon
         attempts: number(attributes::ATTEMPTS),
         consumer: text(attributes::CONSUMER),
         consumer_version: number(attributes::CONSUMER_VERSION),
+        stream: None,
         redrive: text(attributes::REDRIVE)
             .and_then(|v| RedriveContext::parse(&v))
             .unwrap_or_default(),
@@ -264,6 +265,7 @@ pub(crate) mod tests {
             attempts: Some(3),
             consumer: Some("apply-ledger".into()),
             consumer_version: Some(2),
+            stream: None,
             redrive: RedriveContext::default(),
         }
     }

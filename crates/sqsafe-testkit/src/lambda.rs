@@ -30,6 +30,11 @@ pub fn event_file(name: &str) -> SqsEvent {
 
 /// An invocation of `event` with a request id and a deadline 30 s from now, as the Lambda runtime would pass it.
 pub fn invocation(event: SqsEvent, request_id: &str) -> LambdaEvent<SqsEvent> {
+    invocation_of(event, request_id)
+}
+
+/// [`invocation`] of any event (a Kinesis or DynamoDB Streams batch).
+pub fn invocation_of<T>(event: T, request_id: &str) -> LambdaEvent<T> {
     let mut context = Context::default();
     context.request_id = request_id.to_owned();
     let deadline = SystemTime::now() + Duration::from_secs(30);

@@ -41,7 +41,7 @@ pub use fixtures::{
 };
 #[cfg(feature = "honoured-keys")]
 pub use honoured::HONOURED_RECORD_NAME;
-pub use lambda::{event_file, events_dir, invocation, with_binary_attribute};
+pub use lambda::{event_file, events_dir, invocation, invocation_of, with_binary_attribute};
 pub use lost_answer::LostAnswer;
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use project::{TEMPLATE_FILE, project_root, project_root_from, search_start};

@@ -5,11 +5,17 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::dynamodb::Event as DynamoDbEvent;
+use aws_lambda_events::kinesis::KinesisEvent;
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::streams::{
+    DynamoDbBatchItemFailure, DynamoDbEventResponse, KinesisBatchItemFailure, KinesisEventResponse,
+};
 use lambda_runtime::{LambdaEvent, service_fn};
+use serde::Deserialize;
 use sqsafe_batch::{
     Backoff, BatchError, BatchProcessor, BatchProcessorBuilder, BatchReport, Envelope, Processed,
-    Record, RecordError, SqsDeadLetterQueue, SqsVisibility,
+    Record, RecordError, SqsDeadLetterQueue, SqsVisibility, StreamBatch,
 };
 use sqsafe_idempotency::{
     DynamoDbStore, Fingerprint, FingerprintFields, Idempotency, IdempotencyBuilder, IdempotencyKey,
@@ -109,10 +115,16 @@ impl<C> ConsumerBuilder<C> {
         let mut batch = BatchProcessor::builder(name, version)
             .max_attempts(s.max_attempts)
             .dead_letter_queue(dlq)
-            .visibility(SqsVisibility::new(setup.sqs.clone(), &s.queue_url))
-            .backoff(Backoff::new(s.backoff_base, s.backoff_max)?)
-            .visibility_heartbeat(s.visibility_heartbeat)
             .envelope(envelope);
+        // The backoff is checked either way; it, in-progress waits and the heartbeat change visibility on the
+        // consumed queue, which a stream consumer has not.
+        let backoff = Backoff::new(s.backoff_base, s.backoff_max)?;
+        if let Some(queue) = &s.queue_url {
+            batch = batch
+                .visibility(SqsVisibility::new(setup.sqs.clone(), queue))
+                .backoff(backoff)
+                .visibility_heartbeat(s.visibility_heartbeat);
+        }
         if let Some(hook) = self.batch {
             batch = hook(batch);
         }
@@ -146,6 +158,11 @@ impl<C: Consumer> ConsumerBuilder<C> {
                     idem,
                     fields,
                     mode,
+                    no_queue: setup
+                        .settings
+                        .queue_url
+                        .is_none()
+                        .then(std::sync::Once::new),
                 },
             )),
         })
@@ -247,10 +264,101 @@ impl<C: Consumer> App<C> {
         event: LambdaEvent<SqsEvent>,
     ) -> Result<SqsBatchResponse, BatchError> {
         let (processor, runner) = &*self.inner;
-        let batch = runner.keyed_batch(processor, &event.payload);
+        runner.check_queue();
+        let batch = runner.keyed_batch(processor, &event.payload.records);
         processor
             .handle(event, &|record| runner.run(record, batch.as_ref()))
             .await
+    }
+
+    /// Handles a Kinesis invocation: the records' data are the consumer's payloads, run in order per shard, each
+    /// shard stopped at its first record that must come back, which the answer names by its sequence number
+    /// ([`BatchProcessor::handle_stream_report`]).
+    pub async fn handle_kinesis(
+        &self,
+        event: LambdaEvent<KinesisEvent>,
+    ) -> Result<KinesisEventResponse, BatchError> {
+        let report = self.handle_kinesis_report(event).await?;
+        let mut response = KinesisEventResponse::default();
+        for failure in report.response.batch_item_failures {
+            let mut item = KinesisBatchItemFailure::default();
+            item.item_identifier = Some(failure.item_identifier);
+            response.batch_item_failures.push(item);
+        }
+        Ok(response)
+    }
+
+    /// [`handle_kinesis`](Self::handle_kinesis), returning each record's disposition (for tests).
+    pub async fn handle_kinesis_report(
+        &self,
+        event: LambdaEvent<KinesisEvent>,
+    ) -> Result<BatchReport, BatchError> {
+        let batch = StreamBatch::kinesis(event.payload);
+        self.handle_stream_report(event.context, batch).await
+    }
+
+    /// Handles a DynamoDB Streams invocation: each record's payload is a [`Change`](crate::Change) of the consumer's
+    /// item type, run in order, stopped at the first record that must come back, which the answer names by its
+    /// sequence number.
+    pub async fn handle_dynamodb(
+        &self,
+        event: LambdaEvent<DynamoDbEvent>,
+    ) -> Result<DynamoDbEventResponse, BatchError> {
+        let report = self.handle_dynamodb_report(event).await?;
+        let mut response = DynamoDbEventResponse::default();
+        for failure in report.response.batch_item_failures {
+            let mut item = DynamoDbBatchItemFailure::default();
+            item.item_identifier = Some(failure.item_identifier);
+            response.batch_item_failures.push(item);
+        }
+        Ok(response)
+    }
+
+    /// [`handle_dynamodb`](Self::handle_dynamodb), returning each record's disposition (for tests).
+    pub async fn handle_dynamodb_report(
+        &self,
+        event: LambdaEvent<DynamoDbEvent>,
+    ) -> Result<BatchReport, BatchError> {
+        let batch = StreamBatch::dynamodb(event.payload);
+        self.handle_stream_report(event.context, batch).await
+    }
+
+    async fn handle_stream_report(
+        &self,
+        context: lambda_runtime::Context,
+        batch: Result<StreamBatch, BatchError>,
+    ) -> Result<BatchReport, BatchError> {
+        let (processor, runner) = &*self.inner;
+        let batch = match batch {
+            Ok(batch) => batch,
+            Err(refused) => return Err(processor.refuse(context, refused).await),
+        };
+        let keyed = runner.keyed_batch(processor, batch.messages());
+        processor
+            .handle_stream_report(LambdaEvent::new(batch, context), &|record| {
+                runner.run(record, keyed.as_ref())
+            })
+            .await
+    }
+
+    /// Handles an invocation of whichever source it comes from (`run`'s loop).
+    async fn handle_any(
+        &self,
+        event: LambdaEvent<SourceEvent>,
+    ) -> Result<SqsBatchResponse, BatchError> {
+        let LambdaEvent { payload, context } = event;
+        match payload {
+            SourceEvent::Sqs(event) => self.handle(LambdaEvent::new(event, context)).await,
+            // The same answer's JSON for a stream: `batchItemFailures` of `itemIdentifier`s (sequence numbers).
+            SourceEvent::Kinesis(event) => Ok(self
+                .handle_kinesis_report(LambdaEvent::new(event, context))
+                .await?
+                .response),
+            SourceEvent::Dynamodb(event) => Ok(self
+                .handle_dynamodb_report(LambdaEvent::new(event, context))
+                .await?
+                .response),
+        }
     }
 
     /// Handles one invocation and returns each record's disposition with the response (see
@@ -261,7 +369,8 @@ impl<C: Consumer> App<C> {
         event: LambdaEvent<SqsEvent>,
     ) -> Result<BatchReport, BatchError> {
         let (processor, runner) = &*self.inner;
-        let batch = runner.keyed_batch(processor, &event.payload);
+        runner.check_queue();
+        let batch = runner.keyed_batch(processor, &event.payload.records);
         processor
             .handle_report(event, &|record| runner.run(record, batch.as_ref()))
             .await
@@ -272,14 +381,65 @@ impl<C: Consumer> App<C> {
         &self.inner.1.consumer
     }
 
-    /// Runs the Lambda runtime loop; concurrent when Lambda sets `AWS_LAMBDA_MAX_CONCURRENCY` above 1.
+    /// Runs the Lambda runtime loop; concurrent when Lambda sets `AWS_LAMBDA_MAX_CONCURRENCY` above 1. Each
+    /// invocation is read by its records' `eventSource`: an SQS batch (`aws:sqs`), a Kinesis batch
+    /// (`aws:kinesis`) or a DynamoDB Streams batch (`aws:dynamodb`), answered with the same `batchItemFailures`;
+    /// another source, or a mix, fails the invocation with an error that names it.
     pub async fn run(self) -> Result<(), Error> {
-        lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<SqsEvent>| {
+        lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<SourceEvent>| {
             let app = self.clone();
-            async move { app.handle(event).await }
+            async move { app.handle_any(event).await }
         }))
         .await
         .map_err(Error::Runtime)
+    }
+}
+
+/// An invocation's event, read by its records' `eventSource`.
+#[derive(Debug)]
+enum SourceEvent {
+    Sqs(SqsEvent),
+    Kinesis(KinesisEvent),
+    Dynamodb(DynamoDbEvent),
+}
+
+impl<'de> Deserialize<'de> for SourceEvent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        #[derive(Deserialize)]
+        struct Peek<'a> {
+            #[serde(rename = "Records", default, borrow)]
+            records: Vec<PeekRecord<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct PeekRecord<'a> {
+            #[serde(rename = "eventSource", alias = "EventSource", default, borrow)]
+            event_source: Option<std::borrow::Cow<'a, str>>,
+        }
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        let peek: Peek<'_> = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
+        let mut sources = peek
+            .records
+            .iter()
+            .map(|r| r.event_source.as_deref().unwrap_or_default());
+        // No records, or none that names its source: an SQS batch, which refuses what it cannot use by name.
+        let first = sources.next().unwrap_or_default();
+        if let Some(other) = sources.find(|s| *s != first) {
+            return Err(D::Error::custom(format!(
+                "the event mixes records of eventSource {first:?} and {other:?}: one invocation comes from one source"
+            )));
+        }
+        let parsed = match first {
+            "aws:sqs" | "" => serde_json::from_str(raw.get()).map(SourceEvent::Sqs),
+            "aws:kinesis" => serde_json::from_str(raw.get()).map(SourceEvent::Kinesis),
+            "aws:dynamodb" => serde_json::from_str(raw.get()).map(SourceEvent::Dynamodb),
+            other => {
+                return Err(D::Error::custom(format!(
+                    "eventSource {other:?} is not a source sqsafe consumes (aws:sqs, aws:kinesis, aws:dynamodb)"
+                )));
+            }
+        };
+        parsed.map_err(D::Error::custom)
     }
 }
 
@@ -289,6 +449,8 @@ struct Runner<C> {
     idem: Idempotency<DynamoDbStore>,
     fields: FingerprintFields,
     mode: IdempotencyMode,
+    /// Without `QUEUE_URL`: said once, on the first SQS batch.
+    no_queue: Option<std::sync::Once>,
 }
 
 /// The keyed mode's view of one batch: its payloads, parsed once before any record runs so that their keys are
@@ -368,23 +530,35 @@ fn handled(processed: Processed) -> Processed {
 }
 
 impl<C: Consumer> Runner<C> {
+    /// An SQS batch without `QUEUE_URL` runs without visibility changes: said once.
+    fn check_queue(&self) {
+        if let Some(once) = &self.no_queue {
+            once.call_once(|| {
+                tracing::warn!(
+                    "QUEUE_URL is not set: an SQS batch runs without backoff, in-progress waits or the visibility \
+                     heartbeat (set it to the queue this function consumes)"
+                );
+            });
+        }
+    }
+
     /// In the keyed mode, the batch's payloads parsed and keyed before any record runs; `None` in the claim mode.
     fn keyed_batch(
         &self,
         processor: &BatchProcessor,
-        event: &SqsEvent,
+        messages: &[SqsMessage],
     ) -> Option<KeyedBatch<C::Payload>> {
         if self.mode != IdempotencyMode::Keyed {
             return None;
         }
-        let mut parsed = HashMap::with_capacity(event.records.len());
-        let mut keys = Vec::with_capacity(event.records.len());
-        let mut known = HashSet::with_capacity(event.records.len());
+        let mut parsed = HashMap::with_capacity(messages.len());
+        let mut keys = Vec::with_capacity(messages.len());
+        let mut known = HashSet::with_capacity(messages.len());
         // A message id that two records of the event share (a hand-built event: SQS gives each delivery its own)
         // names no one payload: neither is kept, and each of those records parses its own body when it runs.
-        let mut ids = HashSet::with_capacity(event.records.len());
+        let mut ids = HashSet::with_capacity(messages.len());
         let mut shared_ids = HashSet::new();
-        for message in &event.records {
+        for message in messages {
             let Some(id) = message.message_id.as_deref() else {
                 continue;
             };
@@ -398,7 +572,8 @@ impl<C: Consumer> Runner<C> {
             if C::validate(&payload).is_err() {
                 continue;
             }
-            let Ok(key) = C::intent(&payload).key(C::NAME, C::EFFECT_VERSION) else {
+            let identity = sqsafe_batch::record_identity(message);
+            let Ok(key) = C::intent(&payload).key(C::NAME, C::EFFECT_VERSION, identity) else {
                 continue;
             };
             if known.insert(key.clone()) {
@@ -434,7 +609,7 @@ impl<C: Consumer> Runner<C> {
             None => record.parse_with_raw()?,
         };
         C::validate(&payload)?;
-        let key = C::intent(&payload).key(C::NAME, C::EFFECT_VERSION)?;
+        let key = C::intent(&payload).key(C::NAME, C::EFFECT_VERSION, record.identity())?;
         record.record_idempotency_key(&key);
         let mut request = self
             .idem
@@ -484,7 +659,41 @@ impl<C: Consumer> Runner<C> {
 mod tests {
     use tokio::runtime::RuntimeFlavor;
 
-    use super::runtime_for;
+    use super::{SourceEvent, runtime_for};
+
+    #[test]
+    fn an_invocation_is_read_by_its_records_event_source() {
+        let read = |json: &str| serde_json::from_str::<SourceEvent>(json);
+        let sqs = r#"{"Records":[{"messageId":"m-1","body":"{}","eventSource":"aws:sqs","attributes":{},"messageAttributes":{}}]}"#;
+        assert!(matches!(read(sqs), Ok(SourceEvent::Sqs(e)) if e.records.len() == 1));
+        let kinesis = r#"{"Records":[{"kinesis":{"partitionKey":"p","sequenceNumber":"1","data":"e30=",
+            "approximateArrivalTimestamp":1750000000.123},"eventSource":"aws:kinesis","eventID":"shardId-0:1"}]}"#;
+        assert!(matches!(read(kinesis), Ok(SourceEvent::Kinesis(e)) if e.records.len() == 1));
+        let dynamodb = r#"{"Records":[{"eventID":"e","eventName":"INSERT","eventSource":"aws:dynamodb","awsRegion":"us-east-1",
+            "dynamodb":{"Keys":{"id":{"S":"1"}},"SequenceNumber":"1","SizeBytes":1}}]}"#;
+        assert!(matches!(read(dynamodb), Ok(SourceEvent::Dynamodb(e)) if e.records.len() == 1));
+        // No records: an SQS batch, which refuses it by name when it runs.
+        assert!(
+            matches!(read(r#"{"Records":[]}"#), Ok(SourceEvent::Sqs(e)) if e.records.is_empty())
+        );
+        let err = read(r#"{"Records":[{"eventSource":"aws:s3"}]}"#).expect_err("unknown");
+        assert!(
+            err.to_string()
+                .contains(r#"eventSource "aws:s3" is not a source sqsafe consumes"#),
+            "{err}"
+        );
+        let mixed = format!(
+            r#"{{"Records":[{},{}]}}"#,
+            &sqs[12..sqs.len() - 2],
+            r#"{"eventSource":"aws:kinesis"}"#
+        );
+        let err = read(&mixed).expect_err("mixed");
+        assert!(
+            err.to_string()
+                .contains(r#"mixes records of eventSource "aws:sqs" and "aws:kinesis""#),
+            "{err}"
+        );
+    }
 
     #[test]
     fn one_invocation_at_a_time_runs_on_one_thread() {

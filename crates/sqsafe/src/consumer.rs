@@ -167,6 +167,8 @@ pub struct Intent {
     tenant: Option<String>,
     kind: String,
     id: String,
+    /// The id is the record's identity ([`Intent::of_record`]).
+    of_record: bool,
 }
 
 impl Intent {
@@ -176,6 +178,7 @@ impl Intent {
             tenant: Some(tenant.into()),
             kind: kind.into(),
             id: id.into(),
+            of_record: false,
         }
     }
 
@@ -185,19 +188,37 @@ impl Intent {
             tenant: None,
             kind: kind.into(),
             id: id.into(),
+            of_record: false,
         }
     }
 
+    /// For a payload that names no intent: the record itself is the intent, keyed by its identity
+    /// ([`sqsafe_batch::record_identity`]). A stream record's event id (Kinesis `shardId-…:sequence`, DynamoDB
+    /// `eventID`) is the same on every redelivery, bisect retry and replay of the shard, so each applies once. On an
+    /// SQS message it is the message id: the same on a redelivery, not when a producer sends the same content again
+    /// (prefer an id from the payload there).
+    pub fn of_record() -> Self {
+        Self {
+            tenant: None,
+            kind: "record".to_owned(),
+            id: String::new(),
+            of_record: true,
+        }
+    }
+
+    /// The idempotency key; `identity` is the record's ([`Intent::of_record`]).
     pub(crate) fn key(
         &self,
         consumer: &str,
         version: u32,
+        identity: &str,
     ) -> Result<IdempotencyKey, sqsafe_idempotency::Error> {
         let mut key = sqsafe_idempotency::KeyBuilder::new(consumer, version);
         if let Some(tenant) = &self.tenant {
             key = key.tenant(tenant);
         }
-        key.intent(&self.kind, &self.id).build()
+        let id = if self.of_record { identity } else { &self.id };
+        key.intent(&self.kind, id).build()
     }
 }
 
@@ -228,12 +249,17 @@ impl<'a> Context<'a> {
         self.record.correlation_id()
     }
 
-    /// The SQS message id.
+    /// The SQS message id; a stream record's sequence number.
     pub fn message_id(&self) -> &str {
         self.record.message_id()
     }
 
-    /// `ApproximateReceiveCount`.
+    /// Where a stream record came from (stream, shard, sequence number, partition key); `None` for an SQS message.
+    pub fn stream_origin(&self) -> Option<sqsafe_batch::StreamOrigin> {
+        self.record.stream_origin()
+    }
+
+    /// `ApproximateReceiveCount` (1 for a stream record, which has none).
     pub fn receive_count(&self) -> u32 {
         self.record.receive_count()
     }

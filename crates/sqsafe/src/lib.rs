@@ -24,6 +24,9 @@ pub use setup::Setup;
 /// The record-level error a consumer returns: [`RecordError::transient`] comes back, [`RecordError::permanent`] goes to
 /// the DLQ with its context.
 pub use sqsafe_batch::RecordError;
+/// A stream consumer's payload and record origin: a DynamoDB Streams consumer reads [`Change<T>`] of its item type;
+/// [`Context::stream_origin`] says where a stream record came from.
+pub use sqsafe_batch::{Change, ChangeKind, StreamOrigin, StreamSource};
 /// What a message body wraps ([`Consumer::ENVELOPE`]), and the payload of an S3 object notification.
 pub use sqsafe_batch::{Envelope, S3Object};
 /// The trace context a record carries on ([`Context::trace_context`]): the producer's trace, continued.
@@ -75,6 +78,10 @@ struct BookOutbox;
 #[cfg(doctest)]
 #[doc = include_str!("../../../book/src/envelopes.md")]
 struct BookEnvelopes;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/streams.md")]
+struct BookStreams;
 
 /// Needs the `http` feature (on in a workspace build: charge-payment turns it on).
 #[cfg(all(doctest, feature = "http"))]

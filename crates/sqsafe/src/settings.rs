@@ -154,7 +154,7 @@ pub(crate) const MODE_VARIABLE: &str = "SQSAFE_IDEMPOTENCY_MODE";
 /// |---|---|---|
 /// | `IDEMPOTENCY_TABLE` | required | the idempotency table |
 /// | `DLQ_URL` | required | the dead-letter queue sqsafe sends failed records to, with their context |
-/// | `QUEUE_URL` | required | the queue consumed; backoff, in-progress waits and the visibility heartbeat change visibility there |
+/// | `QUEUE_URL` | none | the queue consumed (an SQS consumer sets it: backoff, in-progress waits and the visibility heartbeat change visibility there; without it they are off, said once); a stream consumer has none |
 /// | `MAX_ATTEMPTS` | 5 (1..=1000) | deliveries before a record that keeps failing transiently is dead-lettered |
 /// | `IDEMPOTENCY_WINDOW_DAYS` | 30 (1..=3650) | how long a completed intent suppresses its duplicates; each dead letter records when it ends (`expires` in its `sqsafe.context`), so that `sqsafe dlq redrive` refuses what it no longer covers |
 /// | `BACKOFF_BASE_SECONDS` | 60 (1..=43200) | first backoff delay of a transient failure |
@@ -169,8 +169,8 @@ pub struct Settings {
     pub idempotency_table: String,
     /// `DLQ_URL`.
     pub dlq_url: String,
-    /// `QUEUE_URL`.
-    pub queue_url: String,
+    /// `QUEUE_URL` (none: a stream consumer, or an SQS consumer without visibility changes).
+    pub queue_url: Option<String>,
     /// `MAX_ATTEMPTS`.
     pub max_attempts: u32,
     /// `IDEMPOTENCY_WINDOW_DAYS`, as a duration.
@@ -221,7 +221,10 @@ impl Settings {
         let settings = Self {
             idempotency_table: env.required("IDEMPOTENCY_TABLE")?,
             dlq_url: env.required("DLQ_URL")?,
-            queue_url: env.required("QUEUE_URL")?,
+            queue_url: env
+                .get("QUEUE_URL")
+                .map(|url| url.trim().to_owned())
+                .filter(|url| !url.is_empty()),
             max_attempts: env.number("MAX_ATTEMPTS", 5, 1..=1000)?,
             idempotency_window: Duration::from_secs(
                 86_400 * env.number("IDEMPOTENCY_WINDOW_DAYS", 30u64, 1..=3650)?,
@@ -290,6 +293,19 @@ mod tests {
             }
         );
         assert_eq!(s.idempotency_mode, IdempotencyMode::Claim);
+        assert_eq!(s.queue_url.as_deref(), Some("https://q/source"));
+    }
+
+    #[test]
+    fn a_stream_consumer_has_no_queue_url() {
+        for unset in [None, Some(" ")] {
+            let mut pairs: Vec<(&str, &str)> = BASE[..2].to_vec();
+            if let Some(blank) = unset {
+                pairs.push(("QUEUE_URL", blank));
+            }
+            let s = Settings::from_env(&Env::from_pairs(pairs)).expect("valid");
+            assert_eq!(s.queue_url, None, "{unset:?}");
+        }
     }
 
     #[test]
@@ -311,7 +327,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_variable_its_value_and_the_reason() {
-        for missing in ["IDEMPOTENCY_TABLE", "DLQ_URL", "QUEUE_URL"] {
+        for missing in ["IDEMPOTENCY_TABLE", "DLQ_URL"] {
             let env = Env::from_pairs(BASE.into_iter().filter(|(k, _)| *k != missing));
             let err = Settings::from_env(&env).expect_err("missing");
             assert_eq!(err.variable, missing);

@@ -14,10 +14,11 @@ use tracing::Instrument;
 
 use super::budget::epoch_millis;
 use super::config::{AllFailedPolicy, BatchProcessor, FifoMode, RecordHandler};
-use super::report::{BatchReport, RecordReport};
+use super::report::{BatchReport, Disposition, RecordReport};
 
 use crate::envelope::{BadEnvelope, Opened};
 use crate::error::{BatchError, RecordError};
+use crate::stream::StreamBatch;
 
 impl BatchProcessor {
     /// Handles a Lambda invocation: one span for it (request id, cold start), the deadline from its context, the
@@ -39,14 +40,63 @@ impl BatchProcessor {
         event: LambdaEvent<SqsEvent>,
         handler: &H,
     ) -> Result<BatchReport, BatchError> {
-        let span = sqsafe_telemetry::invocation_span(&event.context);
-        let deadline = self.usable_deadline(event.context.deadline());
+        self.invoke(event.context, Input::Sqs(event.payload), handler)
+            .await
+    }
+
+    /// [`handle_report`](Self::handle_report) for a stream's batch (Kinesis or DynamoDB Streams, see
+    /// [`StreamBatch`]): each shard's records run one at a time, in order. The first record of a shard that must
+    /// come back (a transient failure, a failure queue out of reach, no time left to start it) is named in
+    /// `batchItemFailures` by its sequence number, and no later record of that shard runs in this invocation
+    /// ([`Disposition::SkippedAfterGroupFailure`](crate::Disposition::SkippedAfterGroupFailure), not named: Lambda
+    /// checkpoints at the lowest sequence number it is given and redelivers everything from there). A permanent
+    /// failure goes to the dead-letter queue with the record's content and its [`StreamOrigin`](crate::StreamOrigin),
+    /// and the shard goes on. A transient failure is never dead-lettered by counting: a stream record has no receive
+    /// count (the mapping's `MaximumRetryAttempts` and `MaximumRecordAgeInSeconds` bound its retries).
+    pub async fn handle_stream_report<H: RecordHandler>(
+        &self,
+        event: LambdaEvent<StreamBatch>,
+        handler: &H,
+    ) -> Result<BatchReport, BatchError> {
+        self.invoke(event.context, Input::Stream(event.payload), handler)
+            .await
+    }
+
+    /// Refuses an invocation whose event could not be read as a batch ([`StreamBatch::kinesis`] or
+    /// [`StreamBatch::dynamodb`] refused it): logged and counted as a refused batch, as a malformed SQS event is.
+    /// Returns the error, for the invocation's answer.
+    pub async fn refuse(&self, context: lambda_runtime::Context, error: BatchError) -> BatchError {
+        match self
+            .invoke(context, Input::Refused(error), &|_: crate::Record| async {
+                Ok(crate::Processed::Ignored)
+            })
+            .await
+        {
+            Err(error) => error,
+            Ok(_) => BatchError::MalformedEvent("refused".into()),
+        }
+    }
+
+    /// One invocation: its span, its deadline, its metrics line (also for a refused batch), its traces flushed.
+    async fn invoke<H: RecordHandler>(
+        &self,
+        context: lambda_runtime::Context,
+        input: Input,
+        handler: &H,
+    ) -> Result<BatchReport, BatchError> {
+        let span = sqsafe_telemetry::invocation_span(&context);
+        let deadline = self.usable_deadline(context.deadline());
         let report = async move {
             let started = Instant::now();
             let metrics = self.new_metrics();
-            let outcome = self
-                .process_into(event.payload, deadline, handler, &metrics)
-                .await;
+            let outcome = match input {
+                Input::Sqs(event) => self.process_into(event, deadline, handler, &metrics).await,
+                Input::Stream(batch) => {
+                    self.process_stream_into(batch, deadline, handler, &metrics)
+                        .await
+                }
+                Input::Refused(error) => Err(error),
+            };
             if let Err(e) = &outcome {
                 metrics.incr(Metric::BatchRefused);
                 tracing::error!(error = %e, "batch refused");
@@ -120,6 +170,24 @@ impl BatchProcessor {
         })
     }
 
+    /// Processes a stream's batch (see [`handle_stream_report`](Self::handle_stream_report)).
+    pub async fn process_stream<H: RecordHandler>(
+        &self,
+        batch: StreamBatch,
+        deadline: Option<SystemTime>,
+        handler: &H,
+    ) -> Result<BatchReport, BatchError> {
+        let metrics = self.new_metrics();
+        let (response, records) = self
+            .process_stream_into(batch, deadline, handler, &metrics)
+            .await?;
+        Ok(BatchReport {
+            response,
+            records,
+            metrics,
+        })
+    }
+
     /// Processes a batch, counting into `metrics` (so that a refused batch is counted too).
     pub(super) async fn process_into<H: RecordHandler>(
         &self,
@@ -144,7 +212,8 @@ impl BatchProcessor {
             self.check_receive_count(total, deadline).await;
         }
         let mut results: Vec<(usize, RecordReport)> = if fifo {
-            self.run_fifo(messages, deadline, handler, metrics).await
+            self.run_fifo(messages, deadline, handler, metrics, false)
+                .await
         } else {
             stream::iter(messages.into_iter().enumerate())
                 .map(|(i, (id, m))| {
@@ -169,6 +238,56 @@ impl BatchProcessor {
         }
         Ok((response, records))
     }
+
+    /// Processes a stream's batch (see [`handle_stream_report`](Self::handle_stream_report)), counting into
+    /// `metrics`.
+    pub(super) async fn process_stream_into<H: RecordHandler>(
+        &self,
+        batch: StreamBatch,
+        deadline: Option<SystemTime>,
+        handler: &H,
+        metrics: &BatchMetrics,
+    ) -> Result<(SqsBatchResponse, Vec<RecordReport>), BatchError> {
+        let messages = batch.into_messages();
+        metrics.add(Metric::Received, messages.len() as u64);
+        let total = messages.len();
+        // Ids were checked when the batch was built (a sequence number each).
+        let messages = messages
+            .into_iter()
+            .map(|m| (m.message_id.clone().unwrap_or_default(), Arc::new(m)))
+            .collect();
+        let mut results = self
+            .run_fifo(messages, deadline, handler, metrics, true)
+            .await;
+        results.sort_by_key(|(i, _)| *i);
+        let records: Vec<RecordReport> = results.into_iter().map(|(_, r)| r).collect();
+        let mut response = SqsBatchResponse::default();
+        // Each shard's first record that must come back, and only it: the stream redelivers from there.
+        for r in records.iter().filter(|r| {
+            r.disposition.is_reported()
+                && !matches!(r.disposition, Disposition::SkippedAfterGroupFailure)
+        }) {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = r.message_id.clone();
+            response.batch_item_failures.push(failure);
+        }
+        let reported = records
+            .iter()
+            .filter(|r| r.disposition.is_reported())
+            .count();
+        if reported == total && self.all_failed == AllFailedPolicy::FailInvocation {
+            return Err(BatchError::AllFailed(total));
+        }
+        Ok((response, records))
+    }
+}
+
+/// What an invocation hands the processor.
+enum Input {
+    Sqs(SqsEvent),
+    Stream(StreamBatch),
+    /// An event that could not be read as a batch.
+    Refused(BatchError),
 }
 
 /// Every record must have a non-empty message id; an empty batch is not a batch.

@@ -1,4 +1,5 @@
-//! The FIFO path: one record at a time in each group, and a group stopped at its first failure.
+//! The ordered path (FIFO queues, stream shards): one record at a time in each group, and a group stopped at its
+//! first failure.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ impl BatchProcessor {
         deadline: Option<SystemTime>,
         handler: &H,
         metrics: &BatchMetrics,
+        stream: bool,
     ) -> Vec<(usize, RecordReport)> {
         // Groups in order of first appearance; records in event order within a group.
         let mut groups: Vec<Vec<(usize, String, Arc<SqsMessage>)>> = Vec::new();
@@ -49,8 +51,13 @@ impl BatchProcessor {
                     // new one.
                     let (span, _, _) = self.record_span(&m, &id, receive_count(&m), None);
                     span.in_scope(|| {
-                        tracing::warn!(blocked_by = %first, disposition = "held_back",
-                            "not run: an earlier message of its group was reported; reported too, to keep the group's order");
+                        if stream {
+                            tracing::warn!(blocked_by = %first, disposition = "held_back",
+                                "not run: an earlier record of its shard must come back; the stream redelivers from there");
+                        } else {
+                            tracing::warn!(blocked_by = %first, disposition = "held_back",
+                                "not run: an earlier message of its group was reported; reported too, to keep the group's order");
+                        }
                     });
                     // Due with the failed record, not after the queue's visibility timeout: the group resumes when
                     // it does (SQS delivers no later message of a group while an earlier one is in flight).

@@ -70,7 +70,11 @@ impl BatchProcessor {
         metrics: &BatchMetrics,
     ) -> Disposition {
         let attempts = receive_count(message);
-        let exhausted = error.is_retryable() && attempts >= self.max_attempts;
+        // A stream record has no receive count: its retries are the event source mapping's (`MaximumRetryAttempts`),
+        // never counted here.
+        let exhausted = error.is_retryable()
+            && attempts >= self.max_attempts
+            && !crate::stream::is_stream(message);
         metrics.incr(if error.is_retryable() {
             Metric::FailedTransient
         } else {

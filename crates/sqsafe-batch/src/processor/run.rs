@@ -38,7 +38,7 @@ impl BatchProcessor {
         };
         let (span, correlation, trace) =
             self.record_span(&message, &message_id, receive_count, carried);
-        let (payload, not_run) = match opened {
+        let (payload, mut not_run) = match opened {
             Ok(None) => (None, None),
             Ok(Some(Opened::Payload { payload, .. })) => (Some(Arc::new(payload)), None),
             Ok(Some(Opened::NotAnEvent(what))) => (None, Some(Ok(what))),
@@ -47,6 +47,13 @@ impl BatchProcessor {
                 Some(Err(RecordError::permanent(RecordError::BAD_ENVELOPE, why))),
             ),
         };
+        if message.attributes.contains_key(crate::stream::KPL) {
+            not_run = Some(Err(RecordError::permanent(
+                RecordError::KPL_AGGREGATED,
+                "a Kinesis Producer Library aggregate: sqsafe does not take aggregates apart (send records \
+                 without aggregation, or de-aggregate before the consumer)",
+            )));
+        }
         let record = Record::new(
             Arc::clone(&message),
             message_id.clone(),

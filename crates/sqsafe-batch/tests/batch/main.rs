@@ -1,5 +1,6 @@
 //! sqsafe-batch's tests that can share a process, in one test binary (each binary links the AWS SDK): every batch
-//! rule on pure logic (`batch`), the time rules (`time`), and the SQS adapters against moto (`sqs`).
+//! rule on pure logic (`batch`), the time rules (`time`), stream batches (`stream`), and the SQS adapters against
+//! moto (`sqs`).
 //!
 //! Binaries of their own, beside this folder: what touches the process's state. The deadline warning is said once
 //! per process (`deadline_warning.rs`, `emulator_deadline.rs`); the span exporter is the process's
@@ -13,4 +14,5 @@ mod common;
 
 mod batch;
 mod sqs;
+mod stream;
 mod time;

@@ -1,5 +1,5 @@
 //! sqsafe's tests that can share a process, in one test binary (each binary links the AWS SDK): the façade against
-//! moto (`facade`), envelopes through moto's own paths into a queue (`envelopes`), the HTTP client through a consumer
+//! moto (`facade`), envelopes through moto's own paths into a queue (`envelopes`), stream consumers (`streams`), the HTTP client through a consumer
 //! (`http`, feature `http`), and the idempotent HTTP layer on an axum Router (`api`) and under lambda_http's adapter
 //! (`api_lambda_http`), both feature `api`.
 //!
@@ -21,3 +21,4 @@ mod envelopes;
 mod facade;
 #[cfg(feature = "http")]
 mod http;
+mod streams;
