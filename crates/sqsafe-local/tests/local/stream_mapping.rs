@@ -1,0 +1,315 @@
+//! The DynamoDB Streams mapping against moto: a table's stream read as Lambda's poller reads it, a consumer built
+//! with sqsafe invoked in-process. The answer's sequence number is where the next batch starts; every change applies
+//! once, in the shard's order; a poison change goes to the consumer's failure queue with its content; bisection and
+//! the retry limit isolate a batch that crashes the function, and the on-failure queue gets its metadata only.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use aws_lambda_events::dynamodb::Event as DynamoDbEvent;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
+    ScalarAttributeType, StreamSpecification, StreamViewType,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use sqsafe::{Change, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
+use sqsafe_local::esm::{Delivered, DynamoDbStreamMapping, Invoker, StreamMappingConfig};
+use sqsafe_testkit::{create_queue, create_table, invocation_of, sdk_config, unique_name};
+
+#[derive(Debug, Deserialize)]
+struct Order {
+    n: u32,
+}
+
+/// An sqsafe consumer invoked in-process, as the function would be; `crash_on`: the invocation fails (as a crashed
+/// function's would) whenever its batch holds that order.
+struct InProcess<C> {
+    app: sqsafe::App<C>,
+    crash_on: Option<u32>,
+}
+
+impl<C: Consumer<Payload = Change<Order>>> Invoker for InProcess<C> {
+    async fn invoke(&mut self, event: Value) -> Result<Value, String> {
+        let event: DynamoDbEvent = serde_json::from_value(event).map_err(|e| e.to_string())?;
+        if let Some(n) = self.crash_on {
+            let holds = event.records.iter().any(|r| {
+                r.change.new_image.get("n").is_some_and(|v| {
+                    serde_json::to_value(v).ok() == Some(serde_json::json!({"N": n.to_string()}))
+                })
+            });
+            if holds {
+                return Err("the function crashed".to_owned());
+            }
+        }
+        let answer = self
+            .app
+            .handle_dynamodb(invocation_of(event, "req"))
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(answer).map_err(|e| e.to_string())
+    }
+}
+
+struct Fixture {
+    setup: Setup,
+    streams: aws_sdk_dynamodbstreams::Client,
+    table: String,
+    dlq: String,
+}
+
+/// The consumer's idempotency table and failure queue, and an orders table with a stream.
+async fn fixture() -> Fixture {
+    let aws = sdk_config().await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let idempotency = unique_name("idem");
+    create_table(&dynamodb, &idempotency, "pk", None).await;
+    let dlq = create_queue(&aws_sdk_sqs::Client::new(&aws), "orders-dlq", false).await;
+    let table = unique_name("orders");
+    dynamodb
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key"),
+        )
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewAndOldImages)
+                .build()
+                .expect("stream"),
+        )
+        .send()
+        .await
+        .expect("create the orders table in moto");
+    let env = Env::from_pairs([
+        ("IDEMPOTENCY_TABLE", idempotency.as_str()),
+        ("DLQ_URL", dlq.as_str()),
+    ]);
+    Fixture {
+        setup: Setup::new(env, aws.clone()).expect("setup"),
+        streams: aws_sdk_dynamodbstreams::Client::new(&aws),
+        table,
+        dlq,
+    }
+}
+
+impl Fixture {
+    async fn put(&self, ns: impl IntoIterator<Item = u32>) {
+        for n in ns {
+            self.setup
+                .dynamodb
+                .put_item()
+                .table_name(&self.table)
+                .item("id", AttributeValue::S(format!("o-{n}")))
+                .item("n", AttributeValue::N(n.to_string()))
+                .send()
+                .await
+                .expect("put an order");
+        }
+    }
+
+    async fn mapping<C: Consumer<Payload = Change<Order>>>(
+        &self,
+        config: StreamMappingConfig,
+        crash_on: Option<u32>,
+    ) -> DynamoDbStreamMapping<InProcess<C>> {
+        let app = sqsafe::consumer::<C>().build(&self.setup).expect("app");
+        DynamoDbStreamMapping::of_table(
+            &self.setup.dynamodb,
+            self.streams.clone(),
+            self.setup.sqs.clone(),
+            &self.table,
+            config,
+            InProcess { app, crash_on },
+        )
+        .await
+        .expect("the table's stream")
+    }
+}
+
+fn effect_of<'a>(
+    applied: &'static Mutex<Vec<u32>>,
+    change: Change<Order>,
+) -> Result<Effect<'a, ()>, RecordError> {
+    Ok(Effect::call(async move {
+        if let Some(order) = change.new_image {
+            applied.lock().expect("lock").push(order.n);
+        }
+        Ok(())
+    }))
+}
+
+static APPLIED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+static FOURTH_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Order 4 fails once (transient); order 7 is poison (permanent).
+struct Orders;
+
+impl Consumer for Orders {
+    const NAME: &'static str = "orders";
+    const EFFECT_VERSION: u32 = 1;
+    const INTENT_FIELDS: &'static [&'static str] = &["/newImage"];
+    type Payload = Change<Order>;
+    type Output = ();
+
+    fn new(_: &Setup) -> Result<Self, sqsafe::Error> {
+        Ok(Orders)
+    }
+
+    fn intent(_: &Change<Order>) -> Intent {
+        Intent::of_record()
+    }
+
+    fn validate(change: &Change<Order>) -> Result<(), RecordError> {
+        match &change.new_image {
+            Some(Order { n: 7 }) => Err(RecordError::permanent(
+                "poison",
+                "order 7 cannot be applied",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn effect<'a>(
+        &'a self,
+        change: Change<Order>,
+        _: &'a Context<'a>,
+    ) -> Result<Effect<'a, ()>, RecordError> {
+        if change.new_image.as_ref().is_some_and(|o| o.n == 4)
+            && !FOURTH_FAILED.swap(true, Ordering::SeqCst)
+        {
+            return Err(RecordError::transient("downstream_5xx", "503"));
+        }
+        effect_of(&APPLIED, change)
+    }
+}
+
+#[tokio::test]
+async fn the_next_batch_starts_at_the_reported_change_and_each_applies_once_in_order() {
+    let fx = fixture().await;
+    fx.put(1..=10).await;
+    let mut mapping = fx
+        .mapping::<Orders>(StreamMappingConfig::default(), None)
+        .await;
+    let deliveries = mapping.drain(10).await.expect("drained");
+    assert_eq!(deliveries.len(), 2, "{deliveries:#?}");
+    let first = &deliveries[0];
+    assert_eq!(first.sequence_numbers.len(), 10);
+    assert_eq!(
+        first.delivered,
+        Delivered::RetryFrom(first.sequence_numbers[3].clone()),
+        "the answer names the 4th change"
+    );
+    assert_eq!(
+        deliveries[1].sequence_numbers,
+        first.sequence_numbers[3..],
+        "the next batch starts at the 4th"
+    );
+    assert_eq!(deliveries[1].delivered, Delivered::Done);
+    assert_eq!(*APPLIED.lock().expect("lock"), [1, 2, 3, 4, 5, 6, 8, 9, 10]);
+
+    let letters = sqsafe_testkit::receive(&fx.setup.sqs, &fx.dlq).await;
+    assert_eq!(letters.len(), 1);
+    let change: Value = serde_json::from_str(letters[0].body().expect("body")).expect("JSON");
+    assert_eq!(change["newImage"]["n"], 7, "the poison change, whole");
+
+    // What is written later is read from the checkpoint: nothing before it again.
+    fx.put([11]).await;
+    let later = mapping.drain(10).await.expect("drained");
+    assert_eq!(later.len(), 1);
+    assert_eq!(APPLIED.lock().expect("lock").last(), Some(&11));
+    assert_eq!(APPLIED.lock().expect("lock").len(), 10);
+}
+
+static BISECTED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+struct Bisected;
+
+impl Consumer for Bisected {
+    const NAME: &'static str = "bisected";
+    const EFFECT_VERSION: u32 = 1;
+    const INTENT_FIELDS: &'static [&'static str] = &["/newImage"];
+    type Payload = Change<Order>;
+    type Output = ();
+
+    fn new(_: &Setup) -> Result<Self, sqsafe::Error> {
+        Ok(Bisected)
+    }
+
+    fn intent(_: &Change<Order>) -> Intent {
+        Intent::of_record()
+    }
+
+    fn effect<'a>(
+        &'a self,
+        change: Change<Order>,
+        _: &'a Context<'a>,
+    ) -> Result<Effect<'a, ()>, RecordError> {
+        effect_of(&BISECTED, change)
+    }
+}
+
+#[tokio::test]
+async fn bisection_and_the_retry_limit_isolate_a_crashing_change_and_the_on_failure_queue_gets_its_metadata()
+ {
+    let fx = fixture().await;
+    let on_failure = create_queue(&fx.setup.sqs, "orders-on-failure", false).await;
+    fx.put(1..=8).await;
+    let config = StreamMappingConfig {
+        batch_size: 100,
+        maximum_retry_attempts: Some(1),
+        bisect_on_function_error: true,
+        on_failure_queue: Some(on_failure.clone()),
+    };
+    let mut mapping = fx.mapping::<Bisected>(config, Some(5)).await;
+    let deliveries = mapping.drain(20).await.expect("drained");
+    let sizes: Vec<usize> = deliveries
+        .iter()
+        .map(|d| d.sequence_numbers.len())
+        .collect();
+    // 1-8 crash; 1-4 pass; 5-8 crash; 5-6 crash; 5 crashes, once more (the one retry), is given up; 6-8 pass.
+    assert_eq!(sizes, [8, 4, 4, 2, 1, 1, 3], "{deliveries:#?}");
+    let given_up: Vec<&String> = deliveries.iter().flat_map(|d| &d.given_up).collect();
+    assert_eq!(given_up, [&deliveries[0].sequence_numbers[4]]);
+    assert_eq!(
+        *BISECTED.lock().expect("lock"),
+        [1, 2, 3, 4, 6, 7, 8],
+        "each once, in order"
+    );
+
+    let metadata = sqsafe_testkit::receive(&fx.setup.sqs, &on_failure).await;
+    assert_eq!(metadata.len(), 1);
+    let info: Value = serde_json::from_str(metadata[0].body().expect("body")).expect("JSON");
+    let batch = &info["DDBStreamBatchInfo"];
+    assert_eq!(
+        batch["startSequenceNumber"],
+        deliveries[0].sequence_numbers[4]
+    );
+    assert_eq!(
+        batch["endSequenceNumber"],
+        deliveries[0].sequence_numbers[4]
+    );
+    assert_eq!(batch["batchSize"], 1);
+    assert_eq!(batch["streamArn"], mapping.stream_arn());
+    assert_eq!(
+        info["requestContext"]["condition"],
+        "RetryAttemptsExhausted"
+    );
+    assert!(
+        !metadata[0].body().unwrap_or_default().contains("NewImage"),
+        "metadata only, never the record"
+    );
+}
