@@ -41,6 +41,9 @@ pub struct DeadLetter {
     pub correlation_id: Option<String>,
     /// The source queue's ARN: the context's `source_queue`, else SQS's `DeadLetterQueueSourceArn`.
     pub source_queue: Option<String>,
+    /// The stream a stream record came from (the context's `stream`: its ARN, else its source); such a letter has no
+    /// source queue to go back to.
+    pub stream: Option<String>,
     /// When the original was first sent (the context's `first_sent`).
     pub first_sent: Option<Timestamp>,
     /// When the original's idempotency protection ends (the context's `expires`).
@@ -108,6 +111,12 @@ impl DeadLetter {
             correlation_id: text(correlation_attribute),
             source_queue: context.redrive.source_queue.clone().or_else(|| {
                 system(MessageSystemAttributeName::DeadLetterQueueSourceArn).map(str::to_owned)
+            }),
+            stream: context.stream.as_ref().map(|origin| {
+                origin
+                    .stream_arn
+                    .clone()
+                    .unwrap_or_else(|| format!("{:?}", origin.source).to_lowercase())
             }),
             first_sent: time(context.redrive.first_sent),
             expires: time(context.redrive.expires),

@@ -52,6 +52,11 @@ pub(super) fn decide(entry: &Entry, options: &RedriveOptions, now: Timestamp) ->
         .or_else(|| entry.letter.source_queue.clone())
     {
         Some(target) => Decision::Move(target.trim().to_owned()),
+        None if entry.letter.stream.is_some() => Decision::Refuse(format!(
+            "it is a record of the stream {}, which cannot take it back: pass --to <queue> (a queue a consumer of \
+             the same records reads)",
+            entry.letter.stream.as_deref().unwrap_or_default()
+        )),
         None => Decision::Refuse(
             "its source queue is not recorded (no `source_queue` in the DLQ copy's context, no \
              DeadLetterQueueSourceArn): pass --to <queue>"

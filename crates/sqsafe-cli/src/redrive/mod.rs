@@ -430,6 +430,54 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_records_letter_goes_only_where_to_says() {
+        let mut context = context(
+            "49590338271490256608559692538361571095921575989136588898",
+            "poison",
+        );
+        context.stream = Some(sqsafe_batch::StreamOrigin {
+            source: sqsafe_batch::StreamSource::Kinesis,
+            stream_arn: Some("arn:aws:kinesis:us-east-1:123456789012:stream/orders".into()),
+            shard_id: Some("shardId-000000000000".into()),
+            sequence_number: "49590338271490256608559692538361571095921575989136588898".into(),
+            event_id:
+                "shardId-000000000000:49590338271490256608559692538361571095921575989136588898"
+                    .into(),
+            partition_key: Some("order-7".into()),
+            data_encoding: None,
+        });
+        // Its window, from the record's arrival; no source queue.
+        context.redrive = RedriveContext::parse(
+            r#"{"first_sent":"2025-06-15T15:06:40Z","expires":"2025-07-15T15:06:40Z"}"#,
+        )
+        .expect("redrive JSON");
+        let m = copy_with("d-1", &context, SENT_MS + 3_600_000);
+        let stream_letter = entries(&[m.build()], "correlationId").remove(0);
+        assert_eq!(
+            stream_letter.letter.stream.as_deref(),
+            Some("arn:aws:kinesis:us-east-1:123456789012:stream/orders")
+        );
+        let Decision::Refuse(why) = decide(&stream_letter, &RedriveOptions::default(), at(1))
+        else {
+            panic!("a stream record's letter has no queue to go back to");
+        };
+        assert!(
+            why.starts_with(
+                "it is a record of the stream arn:aws:kinesis:us-east-1:123456789012:stream/orders"
+            ),
+            "{why}"
+        );
+        let to = RedriveOptions {
+            to: Some("orders-replay".into()),
+            ..RedriveOptions::default()
+        };
+        assert_eq!(
+            decide(&stream_letter, &to, at(1)),
+            Decision::Move("orders-replay".into())
+        );
+    }
+
+    #[test]
     fn deduplication_ids_derive_from_the_original_message_id() {
         assert_eq!(
             deduplication_id("059f36b4-87a3-44ab-83d2-661975830a7d"),

@@ -6,8 +6,9 @@
 //! timeout, a function error) or names an identifier that is not in the batch, nothing is deleted, as in Lambda.
 //! Several mappings may poll one queue at once, like Lambda's concurrent pollers.
 //!
-//! A table's DynamoDB stream has its own poller ([`DynamoDbStreamMapping`]): per shard, from a checkpoint that the
-//! answer's `batchItemFailures` moves, with bisection, retry limits and the on-failure destination.
+//! A stream (a Kinesis shard, a table's DynamoDB stream) has its own poller ([`StreamMapping`]): per shard, from a
+//! checkpoint that the answer's `batchItemFailures` moves, with bisection, retry limits and the on-failure
+//! destination.
 //!
 //! With [`EventSourceMapping::with_reports`], each invocation's batch is reported as it is answered (esm/report.rs):
 //! how many records, how each ended, how long it took.
@@ -30,7 +31,7 @@ use tokio::sync::watch;
 
 pub use event::sqs_event;
 pub use report::{BatchReport, Ended, Reports};
-pub use stream::{Delivered, Delivery, DynamoDbStreamMapping, StreamMappingConfig};
+pub use stream::{Delivered, Delivery, StreamMapping, StreamMappingConfig};
 
 use crate::lambda::BatchOutcomes;
 

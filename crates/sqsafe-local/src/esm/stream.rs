@@ -1,5 +1,6 @@
-//! A local DynamoDB Streams event source mapping: what Lambda's stream poller does between a table's stream and a
-//! function, on moto (whose own invoke path hands a function one record at a time and ignores its answer).
+//! A local stream event source mapping (Kinesis, DynamoDB Streams): what Lambda's stream poller does between a
+//! shard and a function, on moto (whose own invoke path hands a function one record at a time and ignores its
+//! answer).
 //!
 //! Reads the shard from a checkpoint (`GetShardIterator`, `GetRecords`), invokes with up to `batch_size` records in
 //! the Lambda event's shape, and moves the checkpoint as Lambda does with `ReportBatchItemFailures`:
@@ -16,6 +17,8 @@
 use std::collections::HashSet;
 
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+use aws_sdk_kinesis::types::ShardIteratorType as KinesisIteratorType;
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::{Invoker, reported};
@@ -68,9 +71,24 @@ pub struct Delivery {
     pub given_up: Vec<String>,
 }
 
-/// Lambda's stream poller for one DynamoDB table's stream (its first shard: moto keeps one), bound to one function.
-pub struct DynamoDbStreamMapping<I> {
-    streams: aws_sdk_dynamodbstreams::Client,
+/// Where the records come from.
+enum Source {
+    Dynamodb(aws_sdk_dynamodbstreams::Client),
+    Kinesis(aws_sdk_kinesis::Client),
+}
+
+/// A record read and not yet done: its sequence number, its Lambda event shape, when it reached the stream.
+#[derive(Debug, Clone)]
+struct Pending {
+    sequence_number: String,
+    record: Value,
+    arrival: Option<String>,
+}
+
+/// Lambda's stream poller for one shard (a Kinesis stream's, or a DynamoDB table's stream's: moto keeps one), bound
+/// to one function.
+pub struct StreamMapping<I> {
+    source: Source,
     sqs: aws_sdk_sqs::Client,
     config: StreamMappingConfig,
     stream_arn: String,
@@ -78,7 +96,7 @@ pub struct DynamoDbStreamMapping<I> {
     /// The last sequence number done (`None`: from the start of the shard).
     checkpoint: Option<String>,
     /// Records read and not yet done, in order: what the next batch is taken from.
-    pending: Vec<Record>,
+    pending: Vec<Pending>,
     /// With bisection, how many of the pending records the next batch holds.
     window: Option<usize>,
     /// Failed invocations of the records at the checkpoint since it last moved.
@@ -86,7 +104,7 @@ pub struct DynamoDbStreamMapping<I> {
     invoker: I,
 }
 
-impl<I: Invoker> DynamoDbStreamMapping<I> {
+impl<I: Invoker> StreamMapping<I> {
     /// The mapping of `table`'s stream (its latest) to `invoker`, from the start of the shard (`TRIM_HORIZON`).
     ///
     /// # Errors
@@ -120,8 +138,72 @@ impl<I: Invoker> DynamoDbStreamMapping<I> {
             .and_then(|s| s.into_iter().next())
             .and_then(|s| s.shard_id)
             .ok_or_else(|| format!("stream {stream_arn} has no shard"))?;
-        Ok(Self {
-            streams,
+        Ok(Self::new(
+            Source::Dynamodb(streams),
+            sqs,
+            config,
+            stream_arn,
+            shard_id,
+            invoker,
+        ))
+    }
+
+    /// The mapping of a Kinesis stream's shard (`shard_id`, else its first) to `invoker`, from the start of the
+    /// shard (`TRIM_HORIZON`).
+    ///
+    /// # Errors
+    ///
+    /// The stream or the shard does not exist.
+    pub async fn of_kinesis(
+        kinesis: aws_sdk_kinesis::Client,
+        sqs: aws_sdk_sqs::Client,
+        stream_name: &str,
+        shard_id: Option<&str>,
+        config: StreamMappingConfig,
+        invoker: I,
+    ) -> Result<Self, String> {
+        let description = kinesis
+            .describe_stream()
+            .stream_name(stream_name)
+            .send()
+            .await
+            .map_err(|e| format!("stream {stream_name}: {e:?}"))?
+            .stream_description
+            .ok_or_else(|| format!("stream {stream_name}: no description"))?;
+        let shard_id = match shard_id {
+            Some(wanted) => description
+                .shards()
+                .iter()
+                .find(|s| s.shard_id() == wanted)
+                .map(|s| s.shard_id().to_owned())
+                .ok_or_else(|| format!("stream {stream_name} has no shard {wanted}"))?,
+            None => description
+                .shards()
+                .first()
+                .map(|s| s.shard_id().to_owned())
+                .ok_or_else(|| format!("stream {stream_name} has no shard"))?,
+        };
+        let stream_arn = description.stream_arn().to_owned();
+        Ok(Self::new(
+            Source::Kinesis(kinesis),
+            sqs,
+            config,
+            stream_arn,
+            shard_id,
+            invoker,
+        ))
+    }
+
+    fn new(
+        source: Source,
+        sqs: aws_sdk_sqs::Client,
+        config: StreamMappingConfig,
+        stream_arn: String,
+        shard_id: String,
+        invoker: I,
+    ) -> Self {
+        Self {
+            source,
             sqs,
             config,
             stream_arn,
@@ -131,7 +213,12 @@ impl<I: Invoker> DynamoDbStreamMapping<I> {
             window: None,
             retries: 0,
             invoker,
-        })
+        }
+    }
+
+    /// The shard read.
+    pub fn shard_id(&self) -> &str {
+        &self.shard_id
     }
 
     /// The stream's ARN.
@@ -166,10 +253,11 @@ impl<I: Invoker> DynamoDbStreamMapping<I> {
             .unwrap_or(self.config.batch_size)
             .clamp(1, self.config.batch_size.max(1))
             .min(self.pending.len());
-        let batch: Vec<Record> = self.pending[..size].to_vec();
-        let sequence_numbers: Vec<String> = batch.iter().map(sequence_number).collect();
+        let batch = &self.pending[..size];
+        let sequence_numbers: Vec<String> =
+            batch.iter().map(|p| p.sequence_number.clone()).collect();
         let event = json!({
-            "Records": batch.iter().map(|r| self.lambda_record(r)).collect::<Vec<_>>()
+            "Records": batch.iter().map(|p| p.record.clone()).collect::<Vec<_>>()
         });
         let ids: HashSet<&str> = sequence_numbers.iter().map(String::as_str).collect();
         let delivered = match self.invoker.invoke(event).await {
@@ -246,7 +334,7 @@ impl<I: Invoker> DynamoDbStreamMapping<I> {
     /// `n` records are done: the checkpoint moves past them.
     fn advance(&mut self, n: usize) {
         if let Some(last) = self.pending.get(n.saturating_sub(1)) {
-            self.checkpoint = Some(sequence_number(last));
+            self.checkpoint = Some(last.sequence_number.clone());
         }
         self.pending.drain(..n.min(self.pending.len()));
         self.retries = 0;
@@ -257,29 +345,29 @@ impl<I: Invoker> DynamoDbStreamMapping<I> {
     /// Gives up on the first `n` pending records: their metadata to the on-failure queue, the checkpoint past them.
     async fn give_up(&mut self, n: usize, condition: &str) -> Result<Vec<String>, String> {
         let records = &self.pending[..n];
-        let seqs: Vec<String> = records.iter().map(sequence_number).collect();
+        let seqs: Vec<String> = records.iter().map(|p| p.sequence_number.clone()).collect();
         if let Some(queue) = &self.config.on_failure_queue {
-            let arrival = |r: &Record| {
-                r.dynamodb()
-                    .and_then(|d| d.approximate_creation_date_time())
-                    .map(|t| t.to_string())
+            // Lambda's shape: the batch's place in the shard, under the source's own name; never the records.
+            let info = match self.source {
+                Source::Dynamodb(_) => "DDBStreamBatchInfo",
+                Source::Kinesis(_) => "KinesisBatchInfo",
             };
-            let metadata = json!({
+            let mut metadata = json!({
                 "requestContext": {
                     "condition": condition,
                     "approximateInvokeCount": self.retries + 1,
                 },
                 "responseContext": { "functionError": "Unhandled" },
                 "version": "1.0",
-                "DDBStreamBatchInfo": {
-                    "shardId": self.shard_id,
-                    "startSequenceNumber": seqs.first(),
-                    "endSequenceNumber": seqs.last(),
-                    "approximateArrivalOfFirstRecord": records.first().and_then(arrival),
-                    "approximateArrivalOfLastRecord": records.last().and_then(arrival),
-                    "batchSize": n,
-                    "streamArn": self.stream_arn,
-                },
+            });
+            metadata[info] = json!({
+                "shardId": self.shard_id,
+                "startSequenceNumber": seqs.first(),
+                "endSequenceNumber": seqs.last(),
+                "approximateArrivalOfFirstRecord": records.first().and_then(|p| p.arrival.clone()),
+                "approximateArrivalOfLastRecord": records.last().and_then(|p| p.arrival.clone()),
+                "batchSize": n,
+                "streamArn": self.stream_arn,
             });
             self.sqs
                 .send_message()
@@ -294,10 +382,19 @@ impl<I: Invoker> DynamoDbStreamMapping<I> {
         Ok(seqs)
     }
 
-    /// The records after the checkpoint (up to a few batches' worth).
-    async fn read(&self) -> Result<Vec<Record>, String> {
-        let request = self
-            .streams
+    /// The records after the checkpoint (up to a thousand).
+    async fn read(&self) -> Result<Vec<Pending>, String> {
+        match &self.source {
+            Source::Dynamodb(client) => self.read_dynamodb(client).await,
+            Source::Kinesis(client) => self.read_kinesis(client).await,
+        }
+    }
+
+    async fn read_dynamodb(
+        &self,
+        client: &aws_sdk_dynamodbstreams::Client,
+    ) -> Result<Vec<Pending>, String> {
+        let request = client
             .get_shard_iterator()
             .stream_arn(&self.stream_arn)
             .shard_id(&self.shard_id);
@@ -307,27 +404,106 @@ impl<I: Invoker> DynamoDbStreamMapping<I> {
                 .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
                 .sequence_number(seq),
         };
-        let iterator = request
+        let Some(iterator) = request
             .send()
             .await
             .map_err(|e| format!("shard iterator: {e:?}"))?
-            .shard_iterator;
-        let Some(iterator) = iterator else {
+            .shard_iterator
+        else {
             return Ok(Vec::new());
         };
-        let out = self
-            .streams
+        let out = client
             .get_records()
             .shard_iterator(iterator)
             .limit(1000)
             .send()
             .await
             .map_err(|e| format!("get records: {e:?}"))?;
-        Ok(out.records.unwrap_or_default())
+        Ok(out
+            .records
+            .unwrap_or_default()
+            .iter()
+            .map(|r| Pending {
+                sequence_number: r
+                    .dynamodb()
+                    .and_then(|d| d.sequence_number())
+                    .unwrap_or_default()
+                    .to_owned(),
+                record: self.dynamodb_record(r),
+                arrival: r
+                    .dynamodb()
+                    .and_then(|d| d.approximate_creation_date_time())
+                    .map(|t| t.to_string()),
+            })
+            .collect())
     }
 
-    /// A `GetRecords` record as it appears in the Lambda event (Lambda adds the stream's ARN).
-    fn lambda_record(&self, r: &Record) -> Value {
+    async fn read_kinesis(&self, client: &aws_sdk_kinesis::Client) -> Result<Vec<Pending>, String> {
+        let request = client
+            .get_shard_iterator()
+            .stream_arn(&self.stream_arn)
+            .shard_id(&self.shard_id);
+        let request = match &self.checkpoint {
+            None => request.shard_iterator_type(KinesisIteratorType::TrimHorizon),
+            Some(seq) => request
+                .shard_iterator_type(KinesisIteratorType::AfterSequenceNumber)
+                .starting_sequence_number(seq),
+        };
+        let Some(iterator) = request
+            .send()
+            .await
+            .map_err(|e| format!("shard iterator: {e:?}"))?
+            .shard_iterator
+        else {
+            return Ok(Vec::new());
+        };
+        // moto reads the stream from the request, not from the iterator.
+        let out = client
+            .get_records()
+            .stream_arn(&self.stream_arn)
+            .shard_iterator(iterator)
+            .limit(1000)
+            .send()
+            .await
+            .map_err(|e| format!("get records: {e:?}"))?;
+        let region = self.stream_arn.split(':').nth(3).unwrap_or("us-east-1");
+        Ok(out
+            .records()
+            .iter()
+            .map(|r| {
+                let arrival = r.approximate_arrival_timestamp();
+                // Seconds with three decimals, as Lambda writes them.
+                let seconds = arrival.map_or(0.0, |t| {
+                    (t.secs() as f64) + f64::from(t.subsec_nanos() / 1_000_000) / 1000.0
+                });
+                let sequence_number = r.sequence_number().to_owned();
+                Pending {
+                    record: json!({
+                        "kinesis": {
+                            "kinesisSchemaVersion": "1.0",
+                            "partitionKey": r.partition_key(),
+                            "sequenceNumber": sequence_number,
+                            "data": base64::engine::general_purpose::STANDARD
+                                .encode(r.data().as_ref()),
+                            "approximateArrivalTimestamp": seconds,
+                        },
+                        "eventSource": "aws:kinesis",
+                        "eventVersion": "1.0",
+                        "eventID": format!("{}:{sequence_number}", self.shard_id),
+                        "eventName": "aws:kinesis:record",
+                        "invokeIdentityArn": "arn:aws:iam::123456789012:role/sqsafe-local",
+                        "awsRegion": region,
+                        "eventSourceARN": self.stream_arn,
+                    }),
+                    sequence_number,
+                    arrival: arrival.map(|t| t.to_string()),
+                }
+            })
+            .collect())
+    }
+
+    /// A DynamoDB Streams `GetRecords` record as it appears in the Lambda event (Lambda adds the stream's ARN).
+    fn dynamodb_record(&self, r: &Record) -> Value {
         let change = r.dynamodb();
         let image = |item: Option<&std::collections::HashMap<_, _>>| {
             item.and_then(|i| serde_json::to_value(serde_dynamo::Item::from(i.clone())).ok())
@@ -365,11 +541,4 @@ impl<I: Invoker> DynamoDbStreamMapping<I> {
         }
         record
     }
-}
-
-fn sequence_number(r: &Record) -> String {
-    r.dynamodb()
-        .and_then(|d| d.sequence_number())
-        .unwrap_or_default()
-        .to_owned()
 }

@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::{
 use serde::Deserialize;
 use serde_json::Value;
 use sqsafe::{Change, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
-use sqsafe_local::esm::{Delivered, DynamoDbStreamMapping, Invoker, StreamMappingConfig};
+use sqsafe_local::esm::{Delivered, Invoker, StreamMapping, StreamMappingConfig};
 use sqsafe_testkit::{create_queue, create_table, invocation_of, sdk_config, unique_name};
 
 #[derive(Debug, Deserialize)]
@@ -125,9 +125,9 @@ impl Fixture {
         &self,
         config: StreamMappingConfig,
         crash_on: Option<u32>,
-    ) -> DynamoDbStreamMapping<InProcess<C>> {
+    ) -> StreamMapping<InProcess<C>> {
         let app = sqsafe::consumer::<C>().build(&self.setup).expect("app");
-        DynamoDbStreamMapping::of_table(
+        StreamMapping::of_table(
             &self.setup.dynamodb,
             self.streams.clone(),
             self.setup.sqs.clone(),
@@ -311,5 +311,116 @@ async fn bisection_and_the_retry_limit_isolate_a_crashing_change_and_the_on_fail
     assert!(
         !metadata[0].body().unwrap_or_default().contains("NewImage"),
         "metadata only, never the record"
+    );
+}
+
+/// An sqsafe consumer of Kinesis records invoked in-process.
+struct InProcessKinesis<C>(sqsafe::App<C>);
+
+impl<C: Consumer> Invoker for InProcessKinesis<C> {
+    async fn invoke(&mut self, event: Value) -> Result<Value, String> {
+        let event: aws_lambda_events::kinesis::KinesisEvent =
+            serde_json::from_value(event).map_err(|e| e.to_string())?;
+        let answer = self
+            .0
+            .handle_kinesis(invocation_of(event, "req"))
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(answer).map_err(|e| e.to_string())
+    }
+}
+
+static TALLIED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+static TALLY_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Kinesis records `{"n": n}`; the 4th fails once, transiently.
+struct Tally;
+
+impl Consumer for Tally {
+    const NAME: &'static str = "tally";
+    const EFFECT_VERSION: u32 = 1;
+    const INTENT_FIELDS: &'static [&'static str] = &["/n"];
+    type Payload = Order;
+    type Output = ();
+
+    fn new(_: &Setup) -> Result<Self, sqsafe::Error> {
+        Ok(Tally)
+    }
+
+    fn intent(p: &Order) -> Intent {
+        Intent::untenanted("n", p.n.to_string())
+    }
+
+    fn effect<'a>(&'a self, p: Order, _: &'a Context<'a>) -> Result<Effect<'a, ()>, RecordError> {
+        Ok(Effect::call(async move {
+            if p.n == 4 && !TALLY_FAILED.swap(true, Ordering::SeqCst) {
+                return Err(RecordError::transient("downstream_5xx", "503"));
+            }
+            TALLIED.lock().expect("lock").push(p.n);
+            Ok(())
+        }))
+    }
+}
+
+/// The issue's case on a Kinesis stream (moto): 10 records of one partition key whose 4th fails once. The first
+/// answer names the 4th and nothing after it applies; the next batch starts at the 4th; each applies once, in order.
+#[tokio::test]
+async fn a_kinesis_shard_resumes_at_the_reported_record_each_applied_once_in_order() {
+    let fx = fixture().await;
+    let kinesis = aws_sdk_kinesis::Client::new(&sdk_config().await);
+    let stream = unique_name("tally");
+    kinesis
+        .create_stream()
+        .stream_name(&stream)
+        .shard_count(1)
+        .send()
+        .await
+        .expect("create the stream in moto");
+    for n in 1..=10 {
+        kinesis
+            .put_record()
+            .stream_name(&stream)
+            .partition_key("order-7")
+            .data(aws_sdk_kinesis::primitives::Blob::new(format!(
+                r#"{{"n":{n}}}"#
+            )))
+            .send()
+            .await
+            .expect("put a record");
+    }
+    let app = sqsafe::consumer::<Tally>().build(&fx.setup).expect("app");
+    let mut mapping = StreamMapping::of_kinesis(
+        kinesis,
+        fx.setup.sqs.clone(),
+        &stream,
+        None,
+        StreamMappingConfig::default(),
+        InProcessKinesis(app),
+    )
+    .await
+    .expect("the stream's shard");
+    let first = mapping.poll().await.expect("poll").expect("a batch");
+    assert_eq!(first.sequence_numbers.len(), 10);
+    assert_eq!(
+        first.delivered,
+        Delivered::RetryFrom(first.sequence_numbers[3].clone())
+    );
+    assert_eq!(
+        *TALLIED.lock().expect("lock"),
+        [1, 2, 3],
+        "nothing after the 4th"
+    );
+    let rest = mapping.drain(5).await.expect("drained");
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].sequence_numbers, first.sequence_numbers[3..]);
+    assert_eq!(rest[0].delivered, Delivered::Done);
+    assert_eq!(
+        *TALLIED.lock().expect("lock"),
+        (1..=10).collect::<Vec<_>>(),
+        "each once, in order"
+    );
+    assert_eq!(
+        mapping.checkpoint(),
+        first.sequence_numbers.last().map(String::as_str)
     );
 }
