@@ -170,6 +170,8 @@ def lambda_target() -> str:
 RELEASE_SHARE_EXCEPTIONS = {
     "aws_lambda_events": "the outbox relay's events also have `dynamodb` and `streams`",
     "serde_core": "serde_dynamo, under the relay's stream events, asks for its `default`",
+    "serde_dynamo": "the relay asks for its `aws-sdk-dynamodb+1` (its items as the SDK's); a consumer's stream "
+                    "changes (sqsafe-batch) need none",
 }
 
 
