@@ -15,6 +15,9 @@
 //! content under a key, a handler that runs past its lease under its extended claim, an instance that crashes
 //! mid-handler.
 //!
+//! [`StreamModel`] checks a stream consumer (Kinesis, DynamoDB Streams) under Lambda's checkpoint-and-retry
+//! delivery: each record applied once and in order per partition key, with the stop rule; without it, out of order.
+//!
 //! [`Config::keyed`] checks the keyed mode instead of the claim protocol (no claim: a read, the effect under the
 //! downstream key, one conditional put of the completed record), under its assumption: the downstream applies a key
 //! at most once, and refuses the key with other content (the IETF draft's 422).
@@ -30,15 +33,18 @@
 
 mod check;
 mod config;
+mod explore;
 mod http;
 mod model;
 mod outbox;
 mod properties;
 mod state;
+mod stream;
 mod trace;
 
 pub use check::{Report, Stop, Violation, check};
 pub use config::{Config, Fp, LEFTOVER_TOKEN, Mutation, TICK_MS};
+pub use explore::Found;
 pub use http::{
     AnswerId, Attempt, Client, EXAMPLE_HTTP_SECOND_RUN, EXAMPLE_LOST_ANSWER_REPLAYED,
     EXAMPLE_OUTLIVED_LEASE_REPLAYED, EXAMPLE_RETRY_AFTER_CRASH, EXAMPLE_RETRY_AFTER_RELEASE,
@@ -54,5 +60,9 @@ pub use outbox::{
 pub use properties::*;
 pub use state::{
     Cached, End, Ghost, Instance, Job, Message, Phase, Record, Request, State, Token, Write,
+};
+pub use stream::{
+    Invocation, P10_IN_ORDER, P10_ONCE, StreamAction, StreamConfig, StreamModel, StreamReport,
+    StreamState, check_stream,
 };
 pub use trace::{describe_action, describe_state, format_path, format_steps};

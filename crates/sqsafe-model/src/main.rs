@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use sqsafe_model::{
     Config, HttpConfig, HttpMutation, Mutation, OutboxConfig, P2_SECOND_ONLY_NAMED, Report, Stop,
-    check, check_http, check_outbox,
+    StreamConfig, check, check_http, check_outbox, check_stream,
 };
 
 fn deep() -> Vec<(&'static str, Config)> {
@@ -272,6 +272,61 @@ fn main() {
             }
         }
         if report.violations.is_empty() == expect_stranded {
+            failures += 1;
+        }
+    }
+
+    println!(
+        "\nStream consumer (Lambda's checkpoint and retries; records of keys A, A, B, A; batches of 3; 2 retries):"
+    );
+    for (name, config, expect_out_of_order) in [
+        (
+            "the stop rule, 3 failures, 1 crash",
+            StreamConfig {
+                failures: 3,
+                ..StreamConfig::bounded()
+            },
+            false,
+        ),
+        (
+            "the stop rule, 1 retry, 3 failures (records given up on)",
+            StreamConfig {
+                max_retries: 1,
+                failures: 3,
+                ..StreamConfig::bounded()
+            },
+            false,
+        ),
+        (
+            "no stop rule (every record of the batch runs), 3 failures, 1 crash",
+            StreamConfig {
+                failures: 3,
+                stop_rule: false,
+                ..StreamConfig::bounded()
+            },
+            true,
+        ),
+    ] {
+        let report = check_stream(config);
+        let found = &report.found;
+        println!(
+            "- {name}: {} states ({} distinct), depth {}, {:.1?}",
+            found.states, found.unique_states, found.max_depth, found.elapsed
+        );
+        for (property, steps, trace) in &found.violations {
+            println!(
+                "  \"{property}\" fails in {steps} steps{}",
+                if expect_out_of_order {
+                    " (expected: no stop rule)"
+                } else {
+                    ""
+                }
+            );
+            if traces {
+                println!("{trace}");
+            }
+        }
+        if found.violations.is_empty() == expect_out_of_order {
             failures += 1;
         }
     }

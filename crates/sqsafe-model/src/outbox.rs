@@ -233,41 +233,15 @@ pub struct OutboxReport {
 
 /// Checks the relay model exhaustively, breadth first; each property broken comes with a shortest trace.
 pub fn check_outbox(config: OutboxConfig) -> OutboxReport {
-    use stateright::Checker;
-    let model = OutboxModel {
+    let found = crate::explore::explore(OutboxModel {
         config: config.clone(),
-    };
-    let started = std::time::Instant::now();
-    let checker = model.clone().checker().spawn_bfs().join();
-    let elapsed = started.elapsed();
-    let mut violations = Vec::new();
-    for property in model.properties() {
-        if checker.discovery(property.name).is_none() {
-            continue;
-        }
-        // Looked for again alone, stopping at its first discovery: BFS makes that trace a shortest one.
-        let only =
-            stateright::HasDiscoveries::AnyOf(std::collections::BTreeSet::from([property.name]));
-        let alone = model.clone().checker().finish_when(only).spawn_bfs().join();
-        if let Some(path) = alone.discovery(property.name) {
-            let steps = path.into_vec();
-            let mut trace = String::new();
-            for (n, (state, action)) in steps.iter().enumerate() {
-                if let Some(action) = action {
-                    trace.push_str(&format!("  {:>2}. {action:?}\n", n + 1));
-                } else {
-                    trace.push_str(&format!("      -> {state:?}\n"));
-                }
-            }
-            violations.push((property.name, steps.len().saturating_sub(1), trace));
-        }
-    }
+    });
     OutboxReport {
         config,
-        states: checker.state_count(),
-        unique_states: checker.unique_state_count(),
-        max_depth: checker.max_depth(),
-        elapsed,
-        violations,
+        states: found.states,
+        unique_states: found.unique_states,
+        max_depth: found.max_depth,
+        elapsed: found.elapsed,
+        violations: found.violations,
     }
 }
