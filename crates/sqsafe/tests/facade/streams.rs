@@ -316,3 +316,69 @@ async fn a_stream_event_without_sequence_numbers_fails_the_invocation_by_name() 
         "malformed event: Kinesis record 0 has no sequenceNumber"
     );
 }
+
+static KEYED_CALLS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The keyed mode on a stream: records keyed by their identity, read for the batch at once.
+struct KeyedTally;
+
+impl Consumer for KeyedTally {
+    const NAME: &'static str = "keyed-tally";
+    const EFFECT_VERSION: u32 = 1;
+    const INTENT_FIELDS: &'static [&'static str] = &["/n"];
+    const DOWNSTREAM_KEYED: bool = true;
+    type Payload = Numbered;
+    type Output = u32;
+
+    fn new(_: &Setup) -> Result<Self, sqsafe::Error> {
+        Ok(KeyedTally)
+    }
+
+    fn intent(_: &Numbered) -> Intent {
+        Intent::of_record()
+    }
+
+    fn effect<'a>(
+        &'a self,
+        p: Numbered,
+        cx: &'a Context<'a>,
+    ) -> Result<Effect<'a, u32>, RecordError> {
+        let key = cx.downstream_key();
+        Ok(Effect::call(async move {
+            KEYED_CALLS.lock().expect("lock").push(key);
+            Ok(p.n)
+        }))
+    }
+}
+
+#[tokio::test]
+async fn the_keyed_mode_keys_a_stream_batch_by_its_records_identities() {
+    let (setup, _) = setup(&[("SQSAFE_IDEMPOTENCY_MODE", "keyed")]).await;
+    let app = sqsafe::consumer::<KeyedTally>().build(&setup).expect("app");
+    let first = app
+        .handle_kinesis_report(invocation_of(kinesis(1..=3), "req-1"))
+        .await
+        .expect("batch");
+    assert!(
+        first
+            .records
+            .iter()
+            .all(|r| matches!(r.disposition, Disposition::Succeeded(Processed::Applied)))
+    );
+    let again = app
+        .handle_kinesis_report(invocation_of(kinesis(1..=3), "req-2"))
+        .await
+        .expect("batch");
+    assert!(
+        again
+            .records
+            .iter()
+            .all(|r| matches!(r.disposition, Disposition::Succeeded(Processed::Replayed))),
+        "{:?}",
+        again.records
+    );
+    let calls = KEYED_CALLS.lock().expect("lock").clone();
+    assert_eq!(calls.len(), 3, "one call per record: {calls:?}");
+    let distinct: std::collections::HashSet<_> = calls.iter().collect();
+    assert_eq!(distinct.len(), 3, "a key per record");
+}
