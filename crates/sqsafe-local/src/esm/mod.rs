@@ -31,7 +31,7 @@ use tokio::sync::watch;
 
 pub use event::sqs_event;
 pub use report::{BatchReport, Ended, Reports};
-pub use stream::{Delivered, Delivery, StreamMapping, StreamMappingConfig};
+pub use stream::{Delivered, Delivery, StreamMapping, StreamMappingConfig, dynamodb_stream_record};
 
 use crate::lambda::BatchOutcomes;
 

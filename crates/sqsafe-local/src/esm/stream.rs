@@ -429,7 +429,7 @@ impl<I: Invoker> StreamMapping<I> {
                     .and_then(|d| d.sequence_number())
                     .unwrap_or_default()
                     .to_owned(),
-                record: self.dynamodb_record(r),
+                record: dynamodb_stream_record(r, &self.stream_arn),
                 arrival: r
                     .dynamodb()
                     .and_then(|d| d.approximate_creation_date_time())
@@ -501,44 +501,45 @@ impl<I: Invoker> StreamMapping<I> {
             })
             .collect())
     }
+}
 
-    /// A DynamoDB Streams `GetRecords` record as it appears in the Lambda event (Lambda adds the stream's ARN).
-    fn dynamodb_record(&self, r: &Record) -> Value {
-        let change = r.dynamodb();
-        let image = |item: Option<&std::collections::HashMap<_, _>>| {
-            item.and_then(|i| serde_json::to_value(serde_dynamo::Item::from(i.clone())).ok())
-        };
-        let mut dynamodb = json!({
-            "ApproximateCreationDateTime": change
-                .and_then(|c| c.approximate_creation_date_time())
-                .map(|t| t.as_secs_f64())
-                .unwrap_or_default(),
-            "Keys": image(change.and_then(|c| c.keys())).unwrap_or_else(|| json!({})),
-            "SequenceNumber": change.and_then(|c| c.sequence_number()),
-            "SizeBytes": change.and_then(|c| c.size_bytes()).unwrap_or_default(),
-            "StreamViewType": change.and_then(|c| c.stream_view_type()).map(|v| v.as_str()),
-        });
-        if let Some(new_image) = image(change.and_then(|c| c.new_image())) {
-            dynamodb["NewImage"] = new_image;
-        }
-        if let Some(old_image) = image(change.and_then(|c| c.old_image())) {
-            dynamodb["OldImage"] = old_image;
-        }
-        let mut record = json!({
-            "eventID": r.event_id(),
-            "eventName": r.event_name().map(|n| n.as_str()),
-            "eventVersion": r.event_version(),
-            "eventSource": r.event_source().unwrap_or("aws:dynamodb"),
-            "awsRegion": r.aws_region(),
-            "eventSourceARN": self.stream_arn,
-            "dynamodb": dynamodb,
-        });
-        if let Some(identity) = r.user_identity() {
-            record["userIdentity"] = json!({
-                "type": identity.r#type(),
-                "principalId": identity.principal_id(),
-            });
-        }
-        record
+/// A DynamoDB Streams `GetRecords` record as it appears in a Lambda event from the stream `stream_arn` (Lambda adds
+/// the ARN: `GetRecords` records carry none).
+pub fn dynamodb_stream_record(r: &Record, stream_arn: &str) -> Value {
+    let change = r.dynamodb();
+    let image = |item: Option<&std::collections::HashMap<_, _>>| {
+        item.and_then(|i| serde_json::to_value(serde_dynamo::Item::from(i.clone())).ok())
+    };
+    let mut dynamodb = json!({
+        "ApproximateCreationDateTime": change
+            .and_then(|c| c.approximate_creation_date_time())
+            .map(|t| t.as_secs_f64())
+            .unwrap_or_default(),
+        "Keys": image(change.and_then(|c| c.keys())).unwrap_or_else(|| json!({})),
+        "SequenceNumber": change.and_then(|c| c.sequence_number()),
+        "SizeBytes": change.and_then(|c| c.size_bytes()).unwrap_or_default(),
+        "StreamViewType": change.and_then(|c| c.stream_view_type()).map(|v| v.as_str()),
+    });
+    if let Some(new_image) = image(change.and_then(|c| c.new_image())) {
+        dynamodb["NewImage"] = new_image;
     }
+    if let Some(old_image) = image(change.and_then(|c| c.old_image())) {
+        dynamodb["OldImage"] = old_image;
+    }
+    let mut record = json!({
+        "eventID": r.event_id(),
+        "eventName": r.event_name().map(|n| n.as_str()),
+        "eventVersion": r.event_version(),
+        "eventSource": r.event_source().unwrap_or("aws:dynamodb"),
+        "awsRegion": r.aws_region(),
+        "eventSourceARN": stream_arn,
+        "dynamodb": dynamodb,
+    });
+    if let Some(identity) = r.user_identity() {
+        record["userIdentity"] = json!({
+            "type": identity.r#type(),
+            "principalId": identity.principal_id(),
+        });
+    }
+    record
 }

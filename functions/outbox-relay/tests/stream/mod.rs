@@ -171,31 +171,6 @@ impl Stream {
 
     /// A `GetRecords` record as it appears in the Lambda event.
     fn lambda_record(&self, r: &Record) -> Value {
-        let change = r.dynamodb().expect("the record's change");
-        let image = |item: Option<&std::collections::HashMap<_, _>>| {
-            item.map(|i| serde_json::to_value(serde_dynamo::Item::from(i.clone())).expect("item"))
-        };
-        let mut dynamodb = json!({
-            "ApproximateCreationDateTime": change
-                .approximate_creation_date_time()
-                .map(|t| t.as_secs_f64())
-                .unwrap_or_default(),
-            "Keys": image(change.keys()),
-            "SequenceNumber": change.sequence_number(),
-            "SizeBytes": change.size_bytes().unwrap_or_default(),
-            "StreamViewType": change.stream_view_type().map(|v| v.as_str()),
-        });
-        if let Some(new_image) = image(change.new_image()) {
-            dynamodb["NewImage"] = new_image;
-        }
-        json!({
-            "eventID": r.event_id(),
-            "eventName": r.event_name().map(|n| n.as_str()),
-            "eventVersion": r.event_version(),
-            "eventSource": r.event_source(),
-            "awsRegion": r.aws_region(),
-            "eventSourceARN": self.arn,
-            "dynamodb": dynamodb,
-        })
+        sqsafe_local::esm::dynamodb_stream_record(r, &self.arn)
     }
 }
