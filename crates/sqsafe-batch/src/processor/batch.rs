@@ -211,7 +211,7 @@ impl BatchProcessor {
         if fifo {
             self.check_receive_count(total, deadline).await;
         }
-        let mut results: Vec<(usize, RecordReport)> = if fifo {
+        let results: Vec<(usize, RecordReport)> = if fifo {
             self.run_fifo(messages, deadline, handler, metrics, false)
                 .await
         } else {
@@ -224,19 +224,7 @@ impl BatchProcessor {
                 .collect()
                 .await
         };
-        results.sort_by_key(|(i, _)| *i);
-        let records: Vec<RecordReport> = results.into_iter().map(|(_, r)| r).collect();
-        let mut response = SqsBatchResponse::default();
-        for r in records.iter().filter(|r| r.disposition.is_reported()) {
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = r.message_id.clone();
-            response.batch_item_failures.push(failure);
-        }
-        let reported = response.batch_item_failures.len();
-        if reported == total && self.all_failed == AllFailedPolicy::FailInvocation {
-            return Err(BatchError::AllFailed(total));
-        }
-        Ok((response, records))
+        self.answer(results, total, |_| true)
     }
 
     /// Processes a stream's batch (see [`handle_stream_report`](Self::handle_stream_report)), counting into
@@ -256,25 +244,35 @@ impl BatchProcessor {
             .into_iter()
             .map(|m| (m.message_id.clone().unwrap_or_default(), Arc::new(m)))
             .collect();
-        let mut results = self
+        let results = self
             .run_fifo(messages, deadline, handler, metrics, true)
             .await;
+        // Each shard's first record that must come back, and only it: the stream redelivers from there.
+        self.answer(results, total, |r| {
+            !matches!(r.disposition, Disposition::SkippedAfterGroupFailure)
+        })
+    }
+
+    /// The records in the event's order and the answer: the reported records that `named` keeps, by id. Every
+    /// record reported (named or not) fails the invocation instead under [`AllFailedPolicy::FailInvocation`].
+    fn answer(
+        &self,
+        mut results: Vec<(usize, RecordReport)>,
+        total: usize,
+        named: impl Fn(&RecordReport) -> bool,
+    ) -> Result<(SqsBatchResponse, Vec<RecordReport>), BatchError> {
         results.sort_by_key(|(i, _)| *i);
         let records: Vec<RecordReport> = results.into_iter().map(|(_, r)| r).collect();
         let mut response = SqsBatchResponse::default();
-        // Each shard's first record that must come back, and only it: the stream redelivers from there.
-        for r in records.iter().filter(|r| {
-            r.disposition.is_reported()
-                && !matches!(r.disposition, Disposition::SkippedAfterGroupFailure)
-        }) {
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = r.message_id.clone();
-            response.batch_item_failures.push(failure);
+        let mut reported = 0;
+        for r in records.iter().filter(|r| r.disposition.is_reported()) {
+            reported += 1;
+            if named(r) {
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = r.message_id.clone();
+                response.batch_item_failures.push(failure);
+            }
         }
-        let reported = records
-            .iter()
-            .filter(|r| r.disposition.is_reported())
-            .count();
         if reported == total && self.all_failed == AllFailedPolicy::FailInvocation {
             return Err(BatchError::AllFailed(total));
         }
