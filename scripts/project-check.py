@@ -388,6 +388,53 @@ def crate_checks(project: Path, env: dict, name: str) -> None:
     run("cargo", "build", "-q", "-p", name, "--bins", cwd=project, env=env)
 
 
+# The one third-party crate whose features may differ between what `cargo test -p CRATE` and the whole workspace
+# build, or change when a crate is added: aws_lambda_events' follow the event types a crate reads (an API's HTTP
+# events), and what depends on it is sqsafe's own crates (and lambda_http): a difference recompiles those, not the AWS
+# SDK. Any other crate's features are in the build hash of everything above it: tokio's or bytes' changing recompiled
+# tokio, hyper and the AWS SDK (41 and 67 crates, a minute or two of CPU each time, for clippy and again for the tests).
+FEATURES_MAY_DIFFER = {"aws_lambda_events"}
+
+
+def third_party_features(project: Path, env: dict, package: str | None = None) -> dict[str, str]:
+    """Each third-party package (name and version) of the project's build for tests, or of `-p PACKAGE`'s alone,
+    with the features cargo resolved for it (cargo tree: normal, dev and build dependencies, this machine's target)."""
+    args = ["cargo", "tree", "--prefix", "none", "--format", "{p}|{f}", "-e", "normal,dev,build"]
+    if package:
+        args += ["-p", package]
+    out = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, check=True).stdout
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        package_id, _, features = line.removesuffix(" (*)").partition("|")
+        if package_id and "(/" not in package_id:
+            found[package_id.removesuffix(" (proc-macro)")] = features
+    return found
+
+
+def differing(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    return sorted(f"{p}: [{a[p]}] against [{b[p]}]" for p in a.keys() & b.keys()
+                  if a[p] != b[p] and p.split(" ")[0] not in FEATURES_MAY_DIFFER)
+
+
+def shares_the_build(project: Path, env: dict, name: str, before: dict[str, str]) -> dict[str, str]:
+    """A crate the project gains builds on what the project compiled before it: the third-party crates the workspace
+    had keep their features, and `cargo test -p NAME` (what its README says) resolves each as the whole workspace does.
+    Returns the workspace's features now, the next crate's `before`."""
+    now = third_party_features(project, env)
+    changed = differing(now, before)
+    if changed:
+        raise SystemExit(f"project: adding {name} changed the features of {len(changed)} third-party crates, which "
+                         "recompiles them and everything above them:\n  " + "\n  ".join(changed))
+    alone = differing(third_party_features(project, env, name), now)
+    if alone:
+        raise SystemExit(f"project: cargo test -p {name} resolves {len(alone)} third-party crates with other "
+                         "features than the workspace (it recompiles them and everything above them):\n  "
+                         + "\n  ".join(alone))
+    print(f"{name}: every third-party crate keeps its features, alone (-p) and in the workspace "
+          f"({len(now)} crates)", flush=True)
+    return now
+
+
 def api_checks(project: Path, env: dict, name: str) -> None:
     """The generated API: formatted, clippy-clean, its tests pass; with the idempotency layer taken out of its
     handler.rs (the routes served bare), every one of its tests fails: none of them passes by the handler alone."""
@@ -799,6 +846,8 @@ def main() -> int:
         step("the project's make test (on a fresh machine's PATH: it installs its own sqsafe), and without the DLQ grant")
         SQSAFE = make_test(project, env)
         step(f"{NAME}: formatted, clippy-clean, built, tested; its tests fail when its effect breaks")
+        features = third_party_features(project, env)
+        features = shares_the_build(project, env, NAME, features)
         crate_checks(project, env, NAME)
         step("the project's template: sam validate --lint, cfn-lint, the rules, sqsafe check")
         template_checks(project, env)
@@ -806,15 +855,18 @@ def main() -> int:
              "project; the same checks")
         run(SQSAFE, "new", "consumer", NAME_TRANSACT, "--fifo", "--transact", "--envelope", "eventbridge",
             cwd=project / "functions", env=env)
+        features = shares_the_build(project, env, NAME_TRANSACT, features)
         crate_checks(project, env, NAME_TRANSACT)
         template_checks(project, env)
         step("both consumers under cargo lambda watch behind the local SQS pipeline; each sample twice")
         pipeline(project, env)
         step(f"sqsafe new consumer {NAME_S3} --envelope s3: built, tested, its tests fail when its effect breaks (after the pipeline, which runs the first two)")
         run(SQSAFE, "new", "consumer", NAME_S3, "--envelope", "s3", cwd=project, env=env)
+        features = shares_the_build(project, env, NAME_S3, features)
         crate_checks(project, env, NAME_S3)
         step(f"sqsafe new api {API}: built, tested, its tests fail without the idempotency layer; the template checks")
         run(SQSAFE, "new", "api", API, cwd=project, env=env)
+        shares_the_build(project, env, API, features)
         api_checks(project, env, API)
         template_checks(project, env)
         step(f"{API} served by sqsafe local up --watch on a loopback port: a repeat replayed")
