@@ -118,6 +118,40 @@ def add_raw_stream_mapping_without_bisect(doc: dict) -> None:
     doc[R]["RawStreamMapping"] = {"Type": "AWS::Lambda::EventSourceMapping", "Properties": mapping}
 
 
+# A Kinesis consumer (ship-order: its stream, failure queue, on-failure queue, role, log group and alarms) wired as the
+# stream-consumer rule wants it; the crate tests of the same rule read the same file (crates/sqsafe-cli/src/check).
+STREAM_CONSUMER = ROOT / "crates" / "sqsafe-cli" / "src" / "check" / "testdata" / "stream_consumers.yaml"
+
+
+def add_stream_consumer(doc: dict) -> None:
+    from sam_translate import load_template
+
+    doc[R].update(load_template(STREAM_CONSUMER))
+
+
+def add_stream_consumer_then(change: Callable[[dict], None]) -> Callable[[dict], None]:
+    def mutate(doc: dict) -> None:
+        add_stream_consumer(doc)
+        change(doc)
+
+    return mutate
+
+
+def workspace_with(tmp_path, crate: str):
+    """A copy of the workspace's function crates (their manifests) plus `crate`, for `sqsafe check --root`."""
+    workspace = tmp_path / "workspace"
+    (workspace / "functions").mkdir(parents=True)
+    (workspace / "Cargo.toml").write_text('[workspace]\nmembers = ["functions/*"]\n', encoding="utf-8")
+    for manifest in (ROOT / "functions").glob("*/Cargo.toml"):
+        (workspace / "functions" / manifest.parent.name).mkdir()
+        shutil.copy(manifest, workspace / "functions" / manifest.parent.name / "Cargo.toml")
+    (workspace / "functions" / crate).mkdir()
+    (workspace / "functions" / crate / "Cargo.toml").write_text(
+        f'[package]\nname = "{crate}"\nversion = "0.1.0"\n', encoding="utf-8"
+    )
+    return workspace
+
+
 def variables(doc: dict, function: str) -> dict:
     return props(doc, function)["Environment"]["Variables"]
 
@@ -382,6 +416,25 @@ MUTATIONS: list[Mutation] = [
     ("outbox stream without the new image", lambda d: props(d, "OutboxTable").update(StreamSpecification={"StreamViewType": "KEYS_ONLY"}),
      "stream-mapping", "OutboxTable"),
     ("raw stream mapping without bisection", add_raw_stream_mapping_without_bisect, "stream-mapping", "RawStreamMapping"),
+    # A stream consumer (Kinesis, or DynamoDB without OUTBOX_TABLE): bounded retries, a failure queue of its own.
+    ("Kinesis consumer retries forever", add_stream_consumer_then(
+        lambda d: stream_event(d, "ShipOrderFunction").update(MaximumRetryAttempts=-1)),
+     "stream-consumer", "ShipOrderFunction.Events.Stream"),
+    ("Kinesis consumer keeps records for the stream's retention", add_stream_consumer_then(
+        lambda d: stream_event(d, "ShipOrderFunction").pop("MaximumRecordAgeInSeconds")),
+     "stream-consumer", "ShipOrderFunction.Events.Stream"),
+    ("Kinesis consumer's dead letters in its on-failure queue", add_stream_consumer_then(
+        lambda d: variables(d, "ShipOrderFunction").update(DLQ_URL={"Ref": "ShipOrderOnFailureQueue"})),
+     "stream-consumer", "ShipOrderFunction"),
+    ("Kinesis consumer's window shorter than a record's retries", add_stream_consumer_then(
+        lambda d: variables(d, "ShipOrderFunction").update(IDEMPOTENCY_WINDOW_DAYS="1")),
+     "stream-consumer", "ShipOrderFunction"),
+    ("Kinesis consumer without its IteratorAge alarm", add_stream_consumer_then(
+        lambda d: d[R].pop("ShipOrderIteratorAgeAlarm")),
+     "alarm-stream-age", "ShipOrderFunction"),
+    ("Kinesis reads on Resource *", add_stream_consumer_then(
+        lambda d: statement(d, "ShipOrderRole", "EventSourceMapping").update(Resource="*")),
+     "least-privilege", "ShipOrderRole"),
     ("iterator-age alarm removed", lambda d: d[R].pop("OutboxRelayIteratorAgeAlarm"), "alarm-stream-age", "OutboxRelayFunction"),
     ("on-failure queue alarm removed", lambda d: d[R].pop("OutboxRelayFailuresAlarm"), "alarm-dlq", "OutboxRelayFailureQueue"),
     ("on-failure queue open to redrives", lambda d: props(d, "OutboxRelayFailureQueue").update(RedriveAllowPolicy={"redrivePermission": "allowAll"}),
@@ -470,6 +523,12 @@ PASSING: list[tuple[str, Callable[[dict], None]]] = [
 def test_change_keeps_every_rule(sam_template, tmp_path, mutate) -> None:
     mutate(sam_template)
     code, found, output = check_doc(sam_template, tmp_path)
+    assert code == 0 and found == set(), output
+
+
+def test_a_kinesis_consumer_wired_as_the_rule_wants_keeps_every_rule(sam_template, tmp_path) -> None:
+    add_stream_consumer(sam_template)
+    code, found, output = check_doc(sam_template, tmp_path, "--root", str(workspace_with(tmp_path, "ship-order")))
     assert code == 0 and found == set(), output
 
 

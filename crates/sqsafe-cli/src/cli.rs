@@ -37,7 +37,7 @@ pub enum Command {
     /// Add to the project around the current folder (its Cargo workspace and SAM template).
     #[command(subcommand)]
     New(NewCommand),
-    /// Check a SAM template against sqsafe's 43 deployment rules (no AWS, no Python).
+    /// Check a SAM template against sqsafe's 44 deployment rules (no AWS, no Python).
     ///
     /// Every function, queue, table, alarm, role and dashboard found is checked: DLQs and their retention and alarms,
     /// visibility timeout against the function timeout, idempotency window against the retentions, least

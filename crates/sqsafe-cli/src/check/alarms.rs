@@ -189,7 +189,7 @@ impl Checker<'_> {
                 failures.push(a.clone());
             }
         }
-        if c.stream_table.is_some() {
+        if c.reads_stream() {
             if iterator_age.is_empty() {
                 self.fail(
                     "alarm-stream-age",
@@ -200,7 +200,13 @@ impl Checker<'_> {
             for a in iterator_age {
                 self.require_notifies("alarm-stream-age", &a);
             }
-        } else if c.schedule.is_none() && c.api.is_none() && dead_letters.is_empty() {
+        }
+        let sends_dead_letters = if c.reads_stream() {
+            c.stream_consumer
+        } else {
+            c.schedule.is_none() && c.api.is_none()
+        };
+        if sends_dead_letters && dead_letters.is_empty() {
             self.fail(
                 "alarm-dead-letters",
                 f,

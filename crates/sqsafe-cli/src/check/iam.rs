@@ -94,6 +94,9 @@ impl Checker<'_> {
             .cloned()
             .collect();
 
+        // The Kinesis stream it reads.
+        let own_streams: BTreeSet<String> = c.kinesis_stream.iter().cloned().collect();
+
         let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut granted_stream: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         // What ChangeMessageVisibility reaches besides the source queue.
@@ -177,10 +180,10 @@ impl Checker<'_> {
                     }
                     continue;
                 }
-                let allowed = if service == "sqs" {
-                    &own_queues
-                } else {
-                    &own_tables
+                let allowed = match service.as_str() {
+                    "sqs" => &own_queues,
+                    "kinesis" => &own_streams,
+                    _ => &own_tables,
                 };
                 for resource in &resources {
                     if !resource.is_string() && !stream_refs(Some(resource)).is_empty() {
@@ -280,6 +283,9 @@ impl Checker<'_> {
         }
         if let Some(table) = &c.stream_table {
             needs.push(("(stream)", table.clone()));
+        }
+        if let Some(stream) = &c.kinesis_stream {
+            needs.push(("(kinesis)", stream.clone()));
         }
         if let Some(q) = &c.on_failure {
             needs.push(("(on-failure)", q.clone()));

@@ -141,6 +141,13 @@ pub(crate) struct Consumer {
     role: Option<String>,
     /// A stream function: the table whose stream it reads.
     stream_table: Option<String>,
+    /// A Kinesis consumer: the stream it reads (an AWS::Kinesis::Stream of the template, or a String parameter
+    /// naming another stack's).
+    kinesis_stream: Option<String>,
+    /// A stream consumer (`App::handle_kinesis`, `handle_dynamodb`: a Kinesis event, or a DynamoDB event without
+    /// OUTBOX_TABLE), held to the stream-consumer rule; a DynamoDB function with OUTBOX_TABLE is the outbox relay,
+    /// held to stream-mapping.
+    stream_consumer: bool,
     /// A scheduled function (the outbox sweeper): its schedule event's Properties.
     schedule: Option<Value>,
     /// A stream function: its mapping's on-failure queue.
@@ -150,6 +157,11 @@ pub(crate) struct Consumer {
 }
 
 impl Consumer {
+    /// A function that reads a stream (DynamoDB or Kinesis), a consumer or the relay.
+    fn reads_stream(&self) -> bool {
+        self.stream_table.is_some() || self.kinesis_stream.is_some()
+    }
+
     /// Its environment variables.
     fn env(&self) -> Option<&Value> {
         get(get(Some(&self.props), "Environment"), "Variables")
@@ -215,6 +227,15 @@ impl<'a> Checker<'a> {
             .iter()
             .filter_map(|c| c.on_failure.clone())
             .collect();
+        // A stream consumer's failure queue (DLQ_URL: the records it gives up on, with their content) is no source
+        // queue's DLQ: it is held as an on-failure queue is (retention, no redrive into it, an alarm).
+        on_failure.extend(
+            consumers
+                .iter()
+                .filter(|c| c.stream_consumer)
+                .flat_map(|c| refs(c.var("DLQ_URL")))
+                .filter(|x| self.is_queue(x)),
+        );
         // Raw event source mappings (outside SAM functions) count as consumers of their queue too.
         let raw_mappings = self.t.of_type("AWS::Lambda::EventSourceMapping");
         for m in &raw_mappings {
@@ -240,7 +261,10 @@ impl<'a> Checker<'a> {
                 self.check_wiring(c);
                 self.check_window(c);
             }
-            if c.stream_table.is_some() {
+            if c.stream_consumer {
+                self.check_stream_consumer_mapping(&c.event, &at, c.on_failure.as_deref());
+                self.check_stream_consumer(c);
+            } else if c.stream_table.is_some() {
                 self.check_stream_mapping(c, &c.event, &at);
             }
             if c.api.is_some() {
@@ -252,6 +276,15 @@ impl<'a> Checker<'a> {
             let props = self.t.props(m).cloned().unwrap_or_default();
             let source = get(Some(&props), "EventSourceArn");
             let stream = stream_refs(source).into_iter().find(|x| self.is_table(x));
+            if refs(source)
+                .iter()
+                .any(|x| self.t.is_type(x, "AWS::Kinesis::Stream"))
+            {
+                // A Kinesis mapping outside a SAM function: its own settings (the function's are its own).
+                let on_failure = self.on_failure_queue(Some(&props));
+                self.check_stream_consumer_mapping(&props, m, on_failure.as_deref());
+                continue;
+            }
             let mapping = if let Some(table) = stream {
                 Consumer {
                     function: m.clone(),
@@ -336,9 +369,11 @@ impl<'a> Checker<'a> {
         };
         let sqs = of_type(&["SQS"]);
         let streams = of_type(&["DynamoDB"]);
+        let kinesis = of_type(&["Kinesis"]);
         let schedules = of_type(&["Schedule", "ScheduleV2"]);
         let apis = of_type(&["HttpApi"]);
-        if sqs.is_empty() && streams.is_empty() && !apis.is_empty() {
+        let no_stream = streams.is_empty() && kinesis.is_empty();
+        if sqs.is_empty() && no_stream && !apis.is_empty() {
             // An HTTP API function (sqsafe new api): the api-function rule holds it to one event.
             let (name, ev) = apis[0].clone();
             if apis.len() != 1 || events.len() != 1 {
@@ -354,14 +389,13 @@ impl<'a> Checker<'a> {
             }
             c.event_name = Some(name);
             c.api = Some(ev);
-        } else if sqs.is_empty() && streams.is_empty() && schedules.len() == 1 && events.len() == 1
-        {
+        } else if sqs.is_empty() && no_stream && schedules.len() == 1 && events.len() == 1 {
             // A scheduled function (the outbox sweeper): its one event is a schedule.
             let (name, ev) = schedules[0].clone();
             c.event_name = Some(name);
             c.schedule = Some(ev);
-        } else if sqs.is_empty() && streams.len() == 1 {
-            // A stream function (the outbox relay): its one event is a DynamoDB stream.
+        } else if sqs.is_empty() && kinesis.is_empty() && streams.len() == 1 {
+            // A stream function, its one event a DynamoDB stream: the outbox relay (OUTBOX_TABLE) or a consumer.
             let (name, ev) = streams[0].clone();
             let stream = get(Some(&ev), "Stream");
             let targets: Vec<String> = stream_refs(stream)
@@ -381,16 +415,49 @@ impl<'a> Checker<'a> {
                 );
             }
             c.on_failure = self.on_failure_queue(Some(&ev));
+            c.stream_consumer = !template::has(
+                get(get(Some(&props), "Environment"), "Variables"),
+                "OUTBOX_TABLE",
+            );
             c.event_name = Some(name);
             c.event = ev;
-        } else if sqs.len() != 1 || !streams.is_empty() {
+        } else if sqs.is_empty() && streams.is_empty() && kinesis.len() == 1 {
+            // A Kinesis consumer: its one event a Kinesis stream.
+            let (name, ev) = kinesis[0].clone();
+            let stream = get(Some(&ev), "Stream");
+            let targets: Vec<String> = refs(stream)
+                .into_iter()
+                .filter(|x| {
+                    self.t.is_type(x, "AWS::Kinesis::Stream") || self.t.is_string_parameter(x)
+                })
+                .collect();
+            if let [one] = targets.as_slice() {
+                c.kinesis_stream = Some(one.clone());
+            } else {
+                self.fail(
+                    "sqs-event",
+                    f,
+                    format!(
+                        "event {name} does not name one Kinesis stream (!GetAtt Stream.Arn of an AWS::Kinesis::Stream \
+                         of this template, or a String parameter): {}",
+                        template::show(stream)
+                    ),
+                );
+            }
+            c.on_failure = self.on_failure_queue(Some(&ev));
+            c.stream_consumer = true;
+            c.event_name = Some(name);
+            c.event = ev;
+        } else if sqs.len() != 1 || !no_stream {
             self.fail(
                 "sqs-event",
                 f,
                 format!(
-                    "has {} SQS, {} DynamoDB and {} schedule events; an sqsafe function has exactly one event source",
+                    "has {} SQS, {} DynamoDB, {} Kinesis and {} schedule events; an sqsafe function has exactly one \
+                     event source",
                     sqs.len(),
                     streams.len(),
+                    kinesis.len(),
                     schedules.len()
                 ),
             );

@@ -7,7 +7,7 @@ use super::template::{as_list, get, has, is_empty, is_str, refs, show};
 use super::{Checker, Consumer};
 
 /// The services whose actions must name their resources.
-pub(super) const DATA_PLANE_SERVICES: [&str; 2] = ["dynamodb", "sqs"];
+pub(super) const DATA_PLANE_SERVICES: [&str; 3] = ["dynamodb", "kinesis", "sqs"];
 /// The one action a function may hold on its source queue only.
 pub(super) const CHANGE_VISIBILITY: &str = "sqs:changemessagevisibility";
 /// Actions on a stream ARN (GetAtt Table.StreamArn), not on a table.
@@ -73,6 +73,15 @@ pub(super) fn required(kind: &str) -> &'static [&'static str] {
             "dynamodb:DescribeStream",
             "dynamodb:GetRecords",
             "dynamodb:GetShardIterator",
+        ],
+        // What Lambda's poller calls with the function's role (standard iterators; SubscribeToShard is for a
+        // consumer with enhanced fan-out, which the mapping names instead of the stream).
+        "(kinesis)" => &[
+            "kinesis:DescribeStream",
+            "kinesis:DescribeStreamSummary",
+            "kinesis:GetRecords",
+            "kinesis:GetShardIterator",
+            "kinesis:ListShards",
         ],
         "OUTBOX_TABLE" => &["dynamodb:UpdateItem"],
         "OUTBOX_TABLE (sweeper)" => &["dynamodb:Query", "dynamodb:UpdateItem"],
@@ -210,6 +219,14 @@ impl Checker<'_> {
                 "least-privilege",
                 f,
                 "no Role: SAM's DynamoDB event would attach AWSLambdaDynamoDBExecutionRole (Resource '*'); give the \
+                 function its own AWS::IAM::Role",
+            );
+        }
+        if c.kinesis_stream.is_some() {
+            self.fail(
+                "least-privilege",
+                f,
+                "no Role: SAM's Kinesis event would attach AWSLambdaKinesisExecutionRole (Resource '*'); give the \
                  function its own AWS::IAM::Role",
             );
         }

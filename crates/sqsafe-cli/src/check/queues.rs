@@ -1,5 +1,5 @@
 //! Queues and the mappings that read them: report-batch-item-failures, maximum-concurrency, fifo-mapping,
-//! stream-mapping, visibility-timeout, dlq-url, queue-url, max-attempts, idempotency-window, dlq-required,
+//! stream-mapping, stream-consumer, visibility-timeout, dlq-url, queue-url, max-attempts, idempotency-window, dlq-required,
 //! max-receive-count, dlq-fifo, dlq-retention, redrive-allow-policy, orphan-queue, message-size, sse (queues).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +25,10 @@ const DEFAULT_RETENTION: i64 = 345_600;
 const SAM_DEFAULT_TIMEOUT: i64 = 3;
 /// MAX_ATTEMPTS when unset (functions/*/README.md).
 const CODE_DEFAULT_MAX_ATTEMPTS: i64 = 5;
+/// Lambda's bounds for a stream mapping's MaximumRetryAttempts and MaximumRecordAgeInSeconds (-1, infinite, aside).
+const STREAM_MAX_RETRY_ATTEMPTS: i64 = 10_000;
+const STREAM_MIN_RECORD_AGE: i64 = 60;
+const STREAM_MAX_RECORD_AGE: i64 = 604_800;
 
 fn reports_item_failures(ev: &Value) -> bool {
     as_list(get(Some(ev), "FunctionResponseTypes"))
@@ -172,6 +176,153 @@ impl Checker<'_> {
                 "no DestinationConfig.OnFailure.Destination naming a queue of this template: a record given up on \
                  would leave no trace",
             ),
+        }
+    }
+
+    /// stream-consumer, the mapping's part: a stream consumer's mapping `mapping` (at `at`) stops on a failed
+    /// record, isolates a crashing one, and gives up within known bounds, leaving a trace.
+    pub(super) fn check_stream_consumer_mapping(
+        &mut self,
+        mapping: &Value,
+        at: &str,
+        on_failure: Option<&str>,
+    ) {
+        let ev = Some(mapping);
+        if !reports_item_failures(mapping) {
+            self.fail(
+                "stream-consumer",
+                at,
+                "FunctionResponseTypes lacks ReportBatchItemFailures: the records after a failed one would be applied \
+                 before it is retried, or the whole batch replayed",
+            );
+        }
+        if !truthy(get(ev, "BisectBatchOnFunctionError")) {
+            self.fail(
+                "stream-consumer",
+                at,
+                "BisectBatchOnFunctionError is not true: a record that crashes the function is never isolated",
+            );
+        }
+        for (key, lo_want, hi_want, why) in [
+            (
+                "MaximumRetryAttempts",
+                0,
+                STREAM_MAX_RETRY_ATTEMPTS,
+                "unset or -1 retries a failing record for the stream's retention, its shard blocked behind it",
+            ),
+            (
+                "MaximumRecordAgeInSeconds",
+                STREAM_MIN_RECORD_AGE,
+                STREAM_MAX_RECORD_AGE,
+                "unset or -1 keeps a failing record for the stream's retention, its shard blocked behind it",
+            ),
+        ] {
+            let Some(value) = get(ev, key) else {
+                self.fail(
+                    "stream-consumer",
+                    at,
+                    format!("{key} is not set: {why}; set it within {lo_want}..{hi_want}"),
+                );
+                continue;
+            };
+            let (lo, lo_d) = self.t.bound(value, Bound::Min);
+            let (hi, hi_d) = self.t.bound(value, Bound::Max);
+            match (lo, hi) {
+                (Some(lo), Some(hi)) if lo >= lo_want && hi <= hi_want => {}
+                _ => self.fail(
+                    "stream-consumer",
+                    at,
+                    format!("{key} must be within {lo_want}..{hi_want} ({lo_d}, {hi_d}): {why}"),
+                ),
+            }
+        }
+        match on_failure {
+            Some(queue) if truthy(self.t.prop(queue, "FifoQueue")) => {
+                self.fail("stream-consumer", queue, "an on-failure destination must be a standard queue");
+            }
+            Some(_) => {}
+            None => self.fail(
+                "stream-consumer",
+                at,
+                "no DestinationConfig.OnFailure.Destination naming a queue of this template: a batch Lambda gives up \
+                 on would leave no trace of which records it skipped",
+            ),
+        }
+    }
+
+    /// stream-consumer, the function's part: its failure queue (DLQ_URL) and an idempotency window that outlasts
+    /// every retry of a record.
+    pub(super) fn check_stream_consumer(&mut self, c: &Consumer) {
+        let f = c.name();
+        let dlq: Vec<String> = refs(c.var("DLQ_URL"))
+            .into_iter()
+            .filter(|x| self.is_queue(x))
+            .collect();
+        match dlq.as_slice() {
+            [queue] if Some(queue.as_str()) == c.on_failure.as_deref() => self.fail(
+                "stream-consumer",
+                f,
+                format!(
+                    "DLQ_URL names {queue}, its mapping's on-failure destination: Lambda's metadata and sqsafe's dead \
+                     letters (each record's content) would share one queue; give the dead letters their own"
+                ),
+            ),
+            [queue] if truthy(self.t.prop(queue, "FifoQueue")) => self.fail(
+                "stream-consumer",
+                queue,
+                "a stream consumer's failure queue (DLQ_URL) must be a standard queue",
+            ),
+            [_] => {}
+            _ => self.fail(
+                "stream-consumer",
+                f,
+                format!(
+                    "DLQ_URL is {}, not a queue of this template: a poison record's content would have nowhere to go",
+                    show(c.var("DLQ_URL"))
+                ),
+            ),
+        }
+
+        let Some(days_value) = c.var("IDEMPOTENCY_WINDOW_DAYS") else {
+            self.fail(
+                "stream-consumer",
+                f,
+                "IDEMPOTENCY_WINDOW_DAYS is not set: the window must be explicit to be checked",
+            );
+            return;
+        };
+        let (days, days_d) = self.t.bound(days_value, Bound::Min);
+        let (age, age_d) = self.t.bound(
+            get(Some(&c.event), "MaximumRecordAgeInSeconds").unwrap_or(&Value::Null),
+            Bound::Max,
+        );
+        let (timeout, timeout_d) = self.t.bound(
+            &get_or(Some(&c.props), "Timeout", Value::from(SAM_DEFAULT_TIMEOUT)),
+            Bound::Max,
+        );
+        let (Some(days), Some(age), Some(timeout)) = (days, age, timeout) else {
+            // An unbounded age is the mapping's part above; an unbounded window or timeout, here.
+            if days.is_none() || timeout.is_none() {
+                self.fail(
+                    "stream-consumer",
+                    f,
+                    format!("the window and the timeout must be bounded to be checked: {days_d}, {timeout_d}"),
+                );
+            }
+            return;
+        };
+        let need = age + timeout;
+        if days * 86_400 < need {
+            self.fail(
+                "stream-consumer",
+                f,
+                format!(
+                    "IDEMPOTENCY_WINDOW_DAYS can be {days} ({days_d}) = {} s < MaximumRecordAgeInSeconds {age} \
+                     ({age_d}) + Timeout {timeout} ({timeout_d}) = {need} s: a record retried after its idempotency \
+                     record expired would be applied again",
+                    days * 86_400
+                ),
+            );
         }
     }
 

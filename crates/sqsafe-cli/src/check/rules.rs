@@ -1,7 +1,7 @@
 //! The rules `sqsafe check` holds a template to, by name.
 
 /// Every rule: its name (what a violation names) and what it demands.
-pub const RULES: [(&str, &str); 43] = [
+pub const RULES: [(&str, &str); 44] = [
     (
         "function-crates",
         "every binary of every crate under functions/ is deployed by exactly one function, and no function builds a binary that is not there",
@@ -21,7 +21,7 @@ pub const RULES: [(&str, &str); 43] = [
     ),
     (
         "sqs-event",
-        "each function has exactly one event source of the template: one SQS queue (an SQS consumer), one DynamoDB stream (a stream function), or one schedule (the outbox sweeper)",
+        "each function has exactly one event source of the template: one SQS queue (an SQS consumer), one DynamoDB stream (a stream consumer, or the outbox relay when it has OUTBOX_TABLE), one Kinesis stream (of the template, or a String parameter: a stream consumer), or one schedule (the outbox sweeper)",
     ),
     (
         "api-function",
@@ -33,7 +33,11 @@ pub const RULES: [(&str, &str); 43] = [
     ),
     (
         "stream-mapping",
-        "a stream function's DynamoDB event reads a table whose stream has NEW_IMAGE or NEW_AND_OLD_IMAGES, from TRIM_HORIZON, with ReportBatchItemFailures, BisectBatchOnFunctionError true, MaximumRetryAttempts -1 (or unset), and an on-failure destination (a standard SQS queue of the template) that the function's FAILURE_QUEUE_URL names",
+        "the outbox relay's DynamoDB event (a stream function with OUTBOX_TABLE) reads a table whose stream has NEW_IMAGE or NEW_AND_OLD_IMAGES, from TRIM_HORIZON, with ReportBatchItemFailures, BisectBatchOnFunctionError true, MaximumRetryAttempts -1 (or unset), and an on-failure destination (a standard SQS queue of the template) that the function's FAILURE_QUEUE_URL names",
+    ),
+    (
+        "stream-consumer",
+        "a stream consumer's mapping (Kinesis, or DynamoDB without OUTBOX_TABLE) has ReportBatchItemFailures, BisectBatchOnFunctionError true, MaximumRetryAttempts within 0..10000 and MaximumRecordAgeInSeconds within 60..604800 (never unset or -1: a failing record would block its shard for the stream's retention), and an on-failure destination (a standard SQS queue of the template); its DLQ_URL names another standard queue of the template (the dead letters, each with its record's content); its IDEMPOTENCY_WINDOW_DAYS outlasts MaximumRecordAgeInSeconds + Timeout (a record retried after its idempotency record expired would be applied again)",
     ),
     (
         "report-batch-item-failures",
@@ -107,7 +111,7 @@ pub const RULES: [(&str, &str); 43] = [
     ),
     (
         "alarm-dead-letters",
-        "each SQS consumer has an alarm on sqsafe's RecordsSentToDlq (namespace sqsafe, dimension consumer = its binary) Sum > 0",
+        "each SQS and stream consumer has an alarm on sqsafe's RecordsSentToDlq (namespace sqsafe, dimension consumer = its binary) Sum > 0",
     ),
     (
         "alarm-function-errors",
@@ -115,7 +119,7 @@ pub const RULES: [(&str, &str); 43] = [
     ),
     (
         "alarm-stream-age",
-        "each stream function has an alarm on its AWS/Lambda IteratorAge, AlarmActions to an SNS topic of the template",
+        "each stream function (DynamoDB or Kinesis) has an alarm on its AWS/Lambda IteratorAge, AlarmActions to an SNS topic of the template",
     ),
     (
         "dashboard",

@@ -47,7 +47,7 @@ impl Checker<'_> {
                     .filter(|x| self.is_table(x)),
             );
             if !has(c.env(), "IDEMPOTENCY_TABLE")
-                && c.stream_table.is_none()
+                && (c.stream_table.is_none() || c.stream_consumer)
                 && c.schedule.is_none()
             {
                 self.fail(

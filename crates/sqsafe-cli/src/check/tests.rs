@@ -50,9 +50,9 @@ fn yaml(text: &str) -> Value {
 }
 
 #[test]
-fn the_rule_names_are_forty_three_and_distinct() {
+fn the_rule_names_are_forty_four_and_distinct() {
     let names: std::collections::BTreeSet<&str> = RULES.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names.len(), 43);
+    assert_eq!(names.len(), 44);
 }
 
 #[test]
@@ -548,4 +548,228 @@ fn an_application_elsewhere_is_left_in_place_and_reported() {
             "{nested:?}"
         );
     }
+}
+
+/// template.yaml with a Kinesis consumer, ship-order, wired as the stream-consumer rule wants it
+/// (testdata/stream_consumers.yaml), and the crates with ship-order's.
+fn with_stream_consumer() -> (Value, BTreeMap<String, String>) {
+    let mut doc = template();
+    let added = yaml(include_str!("testdata/stream_consumers.yaml"));
+    let resources = doc["Resources"].as_mapping_mut().expect("resources");
+    for (id, resource) in added.as_mapping().expect("resources to add") {
+        resources.insert(id.clone(), resource.clone());
+    }
+    let mut crates = crates();
+    crates.insert("ship-order".into(), "functions/ship-order".into());
+    (doc, crates)
+}
+
+fn violations(doc: &Value, crates: &BTreeMap<String, String>) -> String {
+    let found = check(doc, crates);
+    found
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const SHIP_ORDER_MAPPING: &str = "ShipOrderFunction.Events.Stream";
+
+fn stream_event(doc: &mut Value) -> &mut Value {
+    &mut doc["Resources"]["ShipOrderFunction"]["Properties"]["Events"]["Stream"]["Properties"]
+}
+
+#[test]
+fn a_kinesis_consumer_wired_as_the_rule_wants_it_passes() {
+    let (doc, crates) = with_stream_consumer();
+    let found = violations(&doc, &crates);
+    assert!(found.is_empty(), "{found}");
+}
+
+#[test]
+fn each_way_a_stream_consumer_can_block_or_lose_records_is_caught() {
+    type Break = fn(&mut Value);
+    let breaks: [(&str, Break, &str, &str); 12] = [
+        (
+            "no ReportBatchItemFailures",
+            |d| {
+                stream_event(d)
+                    .as_mapping_mut()
+                    .expect("event")
+                    .remove("FunctionResponseTypes");
+            },
+            "stream-consumer",
+            SHIP_ORDER_MAPPING,
+        ),
+        (
+            "no bisection",
+            |d| stream_event(d)["BisectBatchOnFunctionError"] = Value::from(false),
+            "stream-consumer",
+            SHIP_ORDER_MAPPING,
+        ),
+        (
+            "retries forever",
+            |d| stream_event(d)["MaximumRetryAttempts"] = Value::from(-1),
+            "stream-consumer",
+            SHIP_ORDER_MAPPING,
+        ),
+        (
+            "retries unset (infinite)",
+            |d| {
+                stream_event(d)
+                    .as_mapping_mut()
+                    .expect("event")
+                    .remove("MaximumRetryAttempts");
+            },
+            "stream-consumer",
+            SHIP_ORDER_MAPPING,
+        ),
+        (
+            "records kept forever",
+            |d| stream_event(d)["MaximumRecordAgeInSeconds"] = Value::from(-1),
+            "stream-consumer",
+            SHIP_ORDER_MAPPING,
+        ),
+        (
+            "no on-failure destination",
+            |d| {
+                stream_event(d)
+                    .as_mapping_mut()
+                    .expect("event")
+                    .remove("DestinationConfig");
+            },
+            "stream-consumer",
+            SHIP_ORDER_MAPPING,
+        ),
+        (
+            "dead letters in the on-failure queue",
+            |d| {
+                d["Resources"]["ShipOrderFunction"]["Properties"]["Environment"]["Variables"]["DLQ_URL"] =
+                    yaml("!Ref ShipOrderOnFailureQueue");
+            },
+            "stream-consumer",
+            "ShipOrderFunction",
+        ),
+        (
+            "a window shorter than a record's retries",
+            |d| {
+                d["Resources"]["ShipOrderFunction"]["Properties"]["Environment"]["Variables"]["IDEMPOTENCY_WINDOW_DAYS"] =
+                    Value::from("1");
+            },
+            "stream-consumer",
+            "ShipOrderFunction",
+        ),
+        (
+            "no IteratorAge alarm",
+            |d| {
+                d["Resources"]
+                    .as_mapping_mut()
+                    .expect("resources")
+                    .remove("ShipOrderIteratorAgeAlarm");
+            },
+            "alarm-stream-age",
+            "ShipOrderFunction",
+        ),
+        (
+            "no alarm on the failure queue",
+            |d| {
+                d["Resources"]
+                    .as_mapping_mut()
+                    .expect("resources")
+                    .remove("ShipOrderFailureQueueAlarm");
+            },
+            "alarm-dlq",
+            "ShipOrderFailureQueue",
+        ),
+        (
+            "the poller's GetRecords not granted",
+            |d| {
+                statements(d, "ShipOrderRole")[1]["Action"] = yaml(
+                    "[kinesis:DescribeStream, kinesis:DescribeStreamSummary, kinesis:GetShardIterator, \
+                     kinesis:ListShards]",
+                );
+            },
+            "permissions",
+            "ShipOrderRole",
+        ),
+        (
+            "the stream's actions on every stream",
+            |d| statements(d, "ShipOrderRole")[1]["Resource"] = Value::from("*"),
+            "least-privilege",
+            "ShipOrderRole",
+        ),
+    ];
+    for (how, broken, rule, resource) in breaks {
+        let (mut doc, crates) = with_stream_consumer();
+        broken(&mut doc);
+        let found = check(&doc, &crates);
+        assert!(
+            found
+                .iter()
+                .any(|v| v.rule == rule && v.resource == resource),
+            "{how}: expected [{rule}] {resource}; found:\n{}",
+            violations(&doc, &crates)
+        );
+    }
+}
+
+#[test]
+fn a_dynamodb_stream_consumer_is_held_to_the_consumer_rule_not_the_relays() {
+    let (mut doc, crates) = with_stream_consumer();
+    let resources = doc["Resources"].as_mapping_mut().expect("resources");
+    resources.insert(
+        Value::from("OrdersTable"),
+        yaml(
+            "Type: AWS::DynamoDB::Table\n\
+             Properties:\n  BillingMode: PAY_PER_REQUEST\n  \
+             AttributeDefinitions: [{ AttributeName: pk, AttributeType: S }]\n  \
+             KeySchema: [{ AttributeName: pk, KeyType: HASH }]\n  \
+             StreamSpecification: { StreamViewType: NEW_AND_OLD_IMAGES }\n  \
+             SSESpecification: { SSEEnabled: true }\n  \
+             PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true }\n",
+        ),
+    );
+    resources.remove("OrdersStream");
+    let event = &mut doc["Resources"]["ShipOrderFunction"]["Properties"]["Events"]["Stream"];
+    event["Type"] = Value::from("DynamoDB");
+    event["Properties"]["Stream"] = yaml("!GetAtt OrdersTable.StreamArn");
+    statements(&mut doc, "ShipOrderRole")[1] = yaml(
+        "Effect: Allow\n\
+         Action: [dynamodb:DescribeStream, dynamodb:GetRecords, dynamodb:GetShardIterator, dynamodb:ListStreams]\n\
+         Resource: !GetAtt OrdersTable.StreamArn\n",
+    );
+    // Ten retries and a day's age: the relay's rule would want -1 for both; a consumer's wants them bounded.
+    let found = violations(&doc, &crates);
+    assert!(found.is_empty(), "{found}");
+
+    stream_event(&mut doc)["MaximumRetryAttempts"] = Value::from(-1);
+    caught_with(&doc, &crates, "stream-consumer", SHIP_ORDER_MAPPING);
+}
+
+#[test]
+fn a_raw_kinesis_mapping_is_held_to_the_stream_consumer_rule() {
+    let (mut doc, crates) = with_stream_consumer();
+    let mut mapping = stream_event(&mut doc).clone();
+    let props = mapping.as_mapping_mut().expect("mapping");
+    let stream = props.remove("Stream").expect("Stream");
+    props.insert(Value::from("EventSourceArn"), stream);
+    props.insert(Value::from("FunctionName"), yaml("!Ref ShipOrderFunction"));
+    props.remove("BisectBatchOnFunctionError");
+    doc["Resources"]
+        .as_mapping_mut()
+        .expect("resources")
+        .insert(
+            Value::from("RawKinesisMapping"),
+            yaml("Type: AWS::Lambda::EventSourceMapping"),
+        );
+    doc["Resources"]["RawKinesisMapping"]["Properties"] = mapping;
+    caught_with(&doc, &crates, "stream-consumer", "RawKinesisMapping");
+    // Not read as an SQS mapping (which would want ScalingConfig.MaximumConcurrency).
+    assert!(
+        !check(&doc, &crates)
+            .iter()
+            .any(|v| v.resource == "RawKinesisMapping" && v.rule != "stream-consumer"),
+        "{}",
+        violations(&doc, &crates)
+    );
 }

@@ -539,7 +539,7 @@ fn a_generated_api_keeps_every_rule_and_each_break_is_named() {
     let (code, out) = check_at(&root);
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains("all 43 rules hold for its 2 function(s)"),
+        out.contains("all 44 rules hold for its 2 function(s)"),
         "{out}"
     );
 
@@ -632,7 +632,7 @@ fn generated_consumers_keep_every_rule_of_sqsafe_check() {
     let code = crate::run_check(&args, &mut out).expect("checked");
     let out = String::from_utf8_lossy(&out);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("all 43 rules hold"), "{out}");
+    assert!(out.contains("all 44 rules hold"), "{out}");
 
     // Not vacuous: the function renamed without its application, the child's alarms and dashboard watch nothing.
     let template = fs::read_to_string(root.join("template.yaml")).expect("template");
