@@ -16,20 +16,31 @@ use crate::workspace_root;
 /// folder and builds nothing, so no build of the other flavour can come between its build and its copy.
 pub const PREBUILT_FAULT_BINARIES: &str = "SQSAFE_E2E_FAULT_BIN_DIR";
 
+/// Where make test puts the plain builds of the functions, built before the tests run: when set, the tests run the
+/// binaries in this folder and build nothing (a `cargo build` inside a test waits on cargo's lock while the steps
+/// beside the tests build, on 2 cores for minutes).
+pub const PREBUILT_BINARIES: &str = "SQSAFE_E2E_BIN_DIR";
+
 /// Builds the function binaries (with the `fault-injection` feature when asked) and copies them out of cargo's way,
 /// so a later build of the other flavour does not overwrite them. Returns the folder holding them. With
-/// [`PREBUILT_FAULT_BINARIES`] set, the fault-injection flavour is that folder, as it is.
+/// [`PREBUILT_FAULT_BINARIES`] set, the fault-injection flavour is that folder, as it is; with [`PREBUILT_BINARIES`]
+/// set, the plain one.
 ///
 /// # Panics
 /// When the build fails: its output is in the message; when the prebuilt folder lacks a function's binary.
 pub fn build_functions(fault_injection: bool) -> PathBuf {
-    if fault_injection && let Some(dir) = std::env::var_os(PREBUILT_FAULT_BINARIES) {
+    let prebuilt = if fault_injection {
+        PREBUILT_FAULT_BINARIES
+    } else {
+        PREBUILT_BINARIES
+    };
+    if let Some(dir) = std::env::var_os(prebuilt).filter(|d| !d.is_empty()) {
         let dir = PathBuf::from(dir);
         for name in ["charge-payment", "apply-ledger"] {
             assert!(
                 dir.join(name).is_file(),
-                "{PREBUILT_FAULT_BINARIES}={} has no {name}: build the functions with their \
-                 fault-injection feature and copy both binaries there",
+                "{prebuilt}={} has no {name}: build the functions (the fault-injection flavour with their \
+                 fault-injection feature) and copy both binaries there",
                 dir.display()
             );
         }

@@ -37,6 +37,17 @@ fn aws_env() -> Vec<(String, String)> {
 /// Builds charge-payment and the relay in `profile` and copies them aside (another test's build may overwrite
 /// target/debug meanwhile).
 fn build(profile: &str) -> PathBuf {
+    // make test's debug builds, built before the tests run (sqsafe_e2e::harness::PREBUILT_BINARIES).
+    if profile == "dev"
+        && let Some(dir) =
+            std::env::var_os(sqsafe_e2e::harness::PREBUILT_BINARIES).filter(|d| !d.is_empty())
+    {
+        let dir = PathBuf::from(dir);
+        for name in ["charge-payment", "outbox-relay"] {
+            assert!(dir.join(name).is_file(), "{} has no {name}", dir.display());
+        }
+        return dir;
+    }
     let root = workspace_root();
     let mut command = Command::new(env!("CARGO"));
     command.current_dir(&root).args([
