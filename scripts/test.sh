@@ -362,8 +362,11 @@ FAULT_NICE=()
 if [[ "$(id -u)" == "0" ]]; then
   FAULT_NICE=(nice -n -10)
 fi
+# `--workspace --test faults`, not `-p sqsafe-e2e`: the test binary `cargo test --workspace --no-run` built, found
+# fresh (with -p, cargo resolves sqsafe-e2e's workspace dependencies with other features and compiled five crates
+# again, holding cargo's lock while the tests below waited on it).
 background "the fault-injection suite" "${FAULT_NICE[@]}" env SQSAFE_E2E_FAULT_BIN_DIR="${FAULT_BINS}" \
-  cargo test -p sqsafe-e2e --test faults -- --nocapture --test-threads=1
+  cargo test --workspace --test faults -- --nocapture --test-threads=1
 
 step "bench smoke: started in the background beside cargo test (its output follows it)"
 # The smoke waits on its own moto and the peers' pipelines; its binaries were built with the project check's.
@@ -374,7 +377,7 @@ step "the tests: cargo nextest run --workspace and the doc tests (all but the fa
 # ports: it runs in the background beside the other tests.
 LOCAL_WATCH_TEST="sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits"
 background "the cargo lambda watch test" env SQSAFE_E2E_SQSAFE_BIN="${INSTALLED_BIN}/sqsafe" \
-  cargo test -p sqsafe-e2e --test local_watch -- --exact "${LOCAL_WATCH_TEST}"
+  cargo test --workspace --test local_watch -- --exact "${LOCAL_WATCH_TEST}"
 # The tests mostly wait (moto's answers, queue timeouts, function processes): scripts/run-tests.py runs them with
 # cargo-nextest (in the machine's image), four at a time whatever binary they are in, each in a process of its own,
 # then the doc tests (without nextest: cargo test, one binary after another, as before). The same tests,
