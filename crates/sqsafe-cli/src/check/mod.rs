@@ -394,58 +394,53 @@ impl<'a> Checker<'a> {
             let (name, ev) = schedules[0].clone();
             c.event_name = Some(name);
             c.schedule = Some(ev);
-        } else if sqs.is_empty() && kinesis.is_empty() && streams.len() == 1 {
-            // A stream function, its one event a DynamoDB stream: the outbox relay (OUTBOX_TABLE) or a consumer.
-            let (name, ev) = streams[0].clone();
-            let stream = get(Some(&ev), "Stream");
-            let targets: Vec<String> = stream_refs(stream)
-                .into_iter()
-                .filter(|x| self.t.is_type(x, "AWS::DynamoDB::Table"))
-                .collect();
-            if let [table] = targets.as_slice() {
-                c.stream_table = Some(table.clone());
+        } else if sqs.is_empty() && streams.len() + kinesis.len() == 1 {
+            // A stream function, its one event a stream: a Kinesis consumer, or on a DynamoDB stream the outbox
+            // relay (OUTBOX_TABLE) or a consumer.
+            let reads_kinesis = streams.is_empty();
+            let (name, ev) = if reads_kinesis {
+                &kinesis[0]
             } else {
-                self.fail(
-                    "sqs-event",
-                    f,
-                    format!(
-                        "event {name} does not name the stream of a table of this template (!GetAtt Table.StreamArn): {}",
-                        template::show(stream)
-                    ),
-                );
+                &streams[0]
             }
-            c.on_failure = self.on_failure_queue(Some(&ev));
-            c.stream_consumer = !template::has(
-                get(get(Some(&props), "Environment"), "Variables"),
-                "OUTBOX_TABLE",
-            );
-            c.event_name = Some(name);
-            c.event = ev;
-        } else if sqs.is_empty() && streams.is_empty() && kinesis.len() == 1 {
-            // A Kinesis consumer: its one event a Kinesis stream.
-            let (name, ev) = kinesis[0].clone();
+            .clone();
             let stream = get(Some(&ev), "Stream");
-            let targets: Vec<String> = refs(stream)
-                .into_iter()
-                .filter(|x| {
+            let (targets, wanted): (Vec<String>, _) = if reads_kinesis {
+                let targets = refs(stream).into_iter().filter(|x| {
                     self.t.is_type(x, "AWS::Kinesis::Stream") || self.t.is_string_parameter(x)
-                })
-                .collect();
-            if let [one] = targets.as_slice() {
-                c.kinesis_stream = Some(one.clone());
+                });
+                (
+                    targets.collect(),
+                    "one Kinesis stream (!GetAtt Stream.Arn of an AWS::Kinesis::Stream of this template, or a \
+                     String parameter)",
+                )
             } else {
-                self.fail(
+                let targets = stream_refs(stream)
+                    .into_iter()
+                    .filter(|x| self.t.is_type(x, "AWS::DynamoDB::Table"));
+                (
+                    targets.collect(),
+                    "the stream of a table of this template (!GetAtt Table.StreamArn)",
+                )
+            };
+            match (targets.as_slice(), reads_kinesis) {
+                ([one], true) => c.kinesis_stream = Some(one.clone()),
+                ([one], false) => c.stream_table = Some(one.clone()),
+                _ => self.fail(
                     "sqs-event",
                     f,
                     format!(
-                        "event {name} does not name one Kinesis stream (!GetAtt Stream.Arn of an AWS::Kinesis::Stream \
-                         of this template, or a String parameter): {}",
+                        "event {name} does not name {wanted}: {}",
                         template::show(stream)
                     ),
-                );
+                ),
             }
             c.on_failure = self.on_failure_queue(Some(&ev));
-            c.stream_consumer = true;
+            c.stream_consumer = reads_kinesis
+                || !template::has(
+                    get(get(Some(&props), "Environment"), "Variables"),
+                    "OUTBOX_TABLE",
+                );
             c.event_name = Some(name);
             c.event = ev;
         } else if sqs.len() != 1 || !no_stream {
