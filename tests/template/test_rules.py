@@ -544,16 +544,7 @@ def test_environment_grants_names_the_fix(sam_template, tmp_path) -> None:
 
 def test_missing_function_crate_is_caught(sam_template, tmp_path) -> None:
     """A crate under functions/ without a function in the template: a copy of the workspace's crates plus one."""
-    workspace = tmp_path / "workspace"
-    (workspace / "functions").mkdir(parents=True)
-    (workspace / "Cargo.toml").write_text('[workspace]\nmembers = ["functions/*"]\n', encoding="utf-8")
-    for manifest in (ROOT / "functions").glob("*/Cargo.toml"):
-        (workspace / "functions" / manifest.parent.name).mkdir()
-        shutil.copy(manifest, workspace / "functions" / manifest.parent.name / "Cargo.toml")
-    (workspace / "functions" / "send-receipt").mkdir()
-    (workspace / "functions" / "send-receipt" / "Cargo.toml").write_text(
-        '[package]\nname = "send-receipt"\nversion = "0.1.0"\n', encoding="utf-8"
-    )
+    workspace = workspace_with(tmp_path, "send-receipt")
     code, found, output = check_doc(sam_template, tmp_path, "--root", str(workspace))
     assert code == 1 and found == {("function-crates", "functions/send-receipt")}, output
 

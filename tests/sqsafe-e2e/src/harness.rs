@@ -34,16 +34,7 @@ pub fn build_functions(fault_injection: bool) -> PathBuf {
     } else {
         PREBUILT_BINARIES
     };
-    if let Some(dir) = std::env::var_os(prebuilt).filter(|d| !d.is_empty()) {
-        let dir = PathBuf::from(dir);
-        for name in ["charge-payment", "apply-ledger"] {
-            assert!(
-                dir.join(name).is_file(),
-                "{prebuilt}={} has no {name}: build the functions (the fault-injection flavour with their \
-                 fault-injection feature) and copy both binaries there",
-                dir.display()
-            );
-        }
+    if let Some(dir) = prebuilt_folder(prebuilt, &["charge-payment", "apply-ledger"]) {
         return dir;
     }
     // Once per flavour and process: a suite's later runs reuse the first build instead of taking cargo's lock again
@@ -85,6 +76,24 @@ fn build_functions_now(fault_injection: bool) -> PathBuf {
     dir
 }
 
+/// The folder environment variable `var` names, when set, holding every one of `binaries` (make test's builds; see
+/// [`PREBUILT_BINARIES`]).
+///
+/// # Panics
+/// When the folder lacks one of them.
+pub fn prebuilt_folder(var: &str, binaries: &[&str]) -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os(var).filter(|d| !d.is_empty())?);
+    for name in binaries {
+        assert!(
+            dir.join(name).is_file(),
+            "{var}={} has no {name}: build it (the fault-injection flavour of a function with its fault-injection \
+             feature) and copy it there",
+            dir.display()
+        );
+    }
+    Some(dir)
+}
+
 /// The payments API's binary (`sqsafe-payments`), for the fault suite's run that kills its process: built once per
 /// process and copied out of cargo's way, or, with [`PREBUILT_FAULT_BINARIES`] set, that folder's (make test copies
 /// it there beside the functions).
@@ -92,14 +101,8 @@ fn build_functions_now(fault_injection: bool) -> PathBuf {
 /// # Panics
 /// When the build fails, or the prebuilt folder has no `sqsafe-payments`.
 pub fn payments_binary() -> PathBuf {
-    if let Some(dir) = std::env::var_os(PREBUILT_FAULT_BINARIES) {
-        let binary = PathBuf::from(dir).join("sqsafe-payments");
-        assert!(
-            binary.is_file(),
-            "{PREBUILT_FAULT_BINARIES} has no sqsafe-payments: build it (cargo build -p sqsafe-test-servers --bin \
-             sqsafe-payments) and copy it there"
-        );
-        return binary;
+    if let Some(dir) = prebuilt_folder(PREBUILT_FAULT_BINARIES, &["sqsafe-payments"]) {
+        return dir.join("sqsafe-payments");
     }
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT

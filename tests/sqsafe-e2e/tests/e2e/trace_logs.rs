@@ -39,13 +39,11 @@ fn aws_env() -> Vec<(String, String)> {
 fn build(profile: &str) -> PathBuf {
     // make test's debug builds, built before the tests run (sqsafe_e2e::harness::PREBUILT_BINARIES).
     if profile == "dev"
-        && let Some(dir) =
-            std::env::var_os(sqsafe_e2e::harness::PREBUILT_BINARIES).filter(|d| !d.is_empty())
+        && let Some(dir) = sqsafe_e2e::harness::prebuilt_folder(
+            sqsafe_e2e::harness::PREBUILT_BINARIES,
+            &["charge-payment", "outbox-relay"],
+        )
     {
-        let dir = PathBuf::from(dir);
-        for name in ["charge-payment", "outbox-relay"] {
-            assert!(dir.join(name).is_file(), "{} has no {name}", dir.display());
-        }
         return dir;
     }
     let root = workspace_root();
