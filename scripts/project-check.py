@@ -416,12 +416,13 @@ def differing(a: dict[str, str], b: dict[str, str]) -> list[str]:
                   if a[p] != b[p] and p.split(" ")[0] not in FEATURES_MAY_DIFFER)
 
 
-def shares_the_build(project: Path, env: dict, name: str, before: dict[str, str]) -> dict[str, str]:
+def shares_the_build(project: Path, env: dict, name: str, before: dict[str, str] | None) -> dict[str, str]:
     """A crate the project gains builds on what the project compiled before it: the third-party crates the workspace
-    had keep their features, and `cargo test -p NAME` (what its README says) resolves each as the whole workspace does.
-    Returns the workspace's features now, the next crate's `before`."""
+    had (`before`; None for the crate the project was rendered with) keep their features, and `cargo test -p NAME`
+    (what its README says) resolves each as the whole workspace does. Returns the workspace's features now, the next
+    crate's `before`."""
     now = third_party_features(project, env)
-    changed = differing(now, before)
+    changed = differing(now, before) if before is not None else []
     if changed:
         raise SystemExit(f"project: adding {name} changed the features of {len(changed)} third-party crates, which "
                          "recompiles them and everything above them:\n  " + "\n  ".join(changed))
@@ -846,8 +847,7 @@ def main() -> int:
         step("the project's make test (on a fresh machine's PATH: it installs its own sqsafe), and without the DLQ grant")
         SQSAFE = make_test(project, env)
         step(f"{NAME}: formatted, clippy-clean, built, tested; its tests fail when its effect breaks")
-        features = third_party_features(project, env)
-        features = shares_the_build(project, env, NAME, features)
+        features = shares_the_build(project, env, NAME, None)
         crate_checks(project, env, NAME)
         step("the project's template: sam validate --lint, cfn-lint, the rules, sqsafe check")
         template_checks(project, env)
