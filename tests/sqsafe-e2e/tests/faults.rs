@@ -839,6 +839,59 @@ fn answers_after_the_deadline(instances: &[InstanceStats]) -> u64 {
     instances.iter().map(|s| s.timeouts).sum()
 }
 
+/// The story of each invocation the Runtime API killed at its deadline, from the function logs in `dirs`: its
+/// platform lines and what the function logged under its request id (or that it logged nothing: the event was never
+/// taken), each line cut to 300 characters, the first 5 invocations. A failed run's logs are gone with its machine (CI);
+/// this is what tells a slow record from a process that never took the event.
+fn print_timed_out(dirs: &[PathBuf]) {
+    const SHOWN: usize = 5;
+    const LINES: usize = 40;
+    let mut shown = 0;
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        files.sort();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            for (at, line) in lines.iter().enumerate() {
+                let Some((id, _)) = line.split_once(" Task timed out after ") else {
+                    continue;
+                };
+                if shown == SHOWN {
+                    return;
+                }
+                shown += 1;
+                let start = lines[..at]
+                    .iter()
+                    .rposition(|l| l.starts_with(&format!("START RequestId: {id}")))
+                    .unwrap_or(at);
+                let own: Vec<&&str> = lines[start..=at]
+                    .iter()
+                    .filter(|l| !l.starts_with('{') || l.contains(id))
+                    .collect();
+                let logged = own.iter().any(|l| l.starts_with('{'));
+                println!(
+                    "timed out: {id} in {} (line {}), {}",
+                    file.display(),
+                    at + 1,
+                    if logged {
+                        "the function logged under it"
+                    } else {
+                        "nothing logged under it (was the event taken?)"
+                    }
+                );
+                for l in own.iter().rev().take(LINES).rev() {
+                    let cut: String = l.chars().take(300).collect();
+                    println!("  | {cut}");
+                }
+            }
+        }
+    }
+}
+
 fn sum_faults(instances: &[InstanceStats]) -> BTreeMap<String, u64> {
     let mut total = BTreeMap::new();
     for s in instances {
@@ -1704,6 +1757,19 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
             kill.killed && kill.waiting > 0,
             "the payments API was killed with requests in flight (seed {seed}): {kill:?}"
         );
+    }
+    if late > 0 {
+        let dirs: Vec<PathBuf> = ["wave1", "wave2"]
+            .iter()
+            .map(|wave| workspace_root().join(format!("target/fault-logs/{}-{wave}", run.prefix())))
+            .collect();
+        print_timed_out(&dirs);
+        let met: Vec<String> = proxy
+            .self_met
+            .iter()
+            .map(|w| format!("{} {}", w.operation, w.key))
+            .collect();
+        println!("writes that met their own try: {met:?}");
     }
     assert_eq!(
         late, 0,
