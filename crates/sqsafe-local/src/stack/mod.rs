@@ -24,8 +24,8 @@ use aws_sdk_sqs::types::QueueAttributeName;
 
 pub use nested::flatten;
 pub use template::{
-    ApiFunctionSpec, EnvSource, FunctionSpec, QueueSpec, SEED_METADATA, TableSpec, TemplateError,
-    TemplateSpec, UnsetParameter,
+    ApiFunctionSpec, EnvSource, FunctionSpec, KinesisStreamSpec, QueueSpec, SEED_METADATA,
+    StreamFunctionSpec, StreamSource, TableSpec, TemplateError, TemplateSpec, UnsetParameter,
 };
 
 /// The project's template.yaml: the nearest at or above the crate under test, the binary `cargo run` runs, or the
@@ -84,6 +84,17 @@ pub struct LocalQueue {
     pub spec: QueueSpec,
 }
 
+/// A created Kinesis data stream.
+#[derive(Debug, Clone)]
+pub struct LocalKinesisStream {
+    /// Its name.
+    pub name: String,
+    /// Its ARN.
+    pub arn: String,
+    /// Its settings.
+    pub spec: KinesisStreamSpec,
+}
+
 /// Choices that differ from the template on purpose, for tests that wait on real timeouts.
 #[derive(Debug, Clone, Default)]
 pub struct StackOptions {
@@ -114,6 +125,8 @@ pub struct LocalStack {
     pub tables: BTreeMap<String, String>,
     /// Queues by logical id.
     pub queues: BTreeMap<String, LocalQueue>,
+    /// Kinesis data streams by logical id: empty until [`LocalStack::create_kinesis_streams`].
+    pub kinesis_streams: BTreeMap<String, LocalKinesisStream>,
     options: StackOptions,
 }
 
@@ -191,8 +204,52 @@ impl LocalStack {
             spec,
             tables,
             queues,
+            kinesis_streams: BTreeMap::new(),
             options,
         })
+    }
+
+    /// Creates the template's Kinesis data streams, each with its shard count, and waits until each is `ACTIVE`
+    /// (moto: at once). Named as the tables and queues are ([`StackOptions`]): with `template_names`, a stream that
+    /// exists already under its name is kept as it is.
+    ///
+    /// # Errors
+    /// [`StackError::Aws`] when the local AWS refuses a stream, or one is not `ACTIVE` within 10 s.
+    pub async fn create_kinesis_streams(
+        &mut self,
+        kinesis: &aws_sdk_kinesis::Client,
+    ) -> Result<(), StackError> {
+        for stream in self.spec.kinesis_streams.values() {
+            let name = match (&stream.name, self.options.template_names) {
+                (Some(name), true) => name.clone(),
+                (None, true) => kebab(&stream.logical_id),
+                (_, false) => format!("{}-{}", self.options.prefix, stream.logical_id),
+            };
+            let created = kinesis
+                .create_stream()
+                .stream_name(&name)
+                .shard_count(i32::try_from(stream.shard_count).unwrap_or(i32::MAX))
+                .send()
+                .await;
+            if let Err(e) = created {
+                let exists = e
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_in_use_exception());
+                if !(exists && self.options.template_names) {
+                    return Err(aws(&format!("Kinesis stream {name}"), e));
+                }
+            }
+            let arn = active_stream_arn(kinesis, &name).await?;
+            self.kinesis_streams.insert(
+                stream.logical_id.clone(),
+                LocalKinesisStream {
+                    name,
+                    arn,
+                    spec: stream.clone(),
+                },
+            );
+        }
+        Ok(())
     }
 
     /// The workspace template's resources for one function ([`TemplateSpec::only_for`]): what its tests need,
@@ -225,14 +282,21 @@ impl LocalStack {
         self.queues.get(dlq)
     }
 
-    /// The function's environment with every `!Ref` resolved: tables to names, queues to URLs (`DLQ_URL`,
-    /// `QUEUE_URL`), parameters to their override or default; and a queue's `!GetAtt` `Arn`, `QueueName` and
-    /// `QueueUrl`. A reference that resolves to nothing is left out (the function then names it at start).
+    /// The function's environment (an SQS consumer's, an API's or a stream consumer's) with every `!Ref` resolved:
+    /// tables to names, queues to URLs (`DLQ_URL`, `QUEUE_URL`), Kinesis streams to names, parameters to their
+    /// override or default; and a queue's `!GetAtt` `Arn`, `QueueName` and `QueueUrl`, a Kinesis stream's `Arn`. A
+    /// reference that resolves to nothing is left out (the function then names it at start).
     pub fn function_env(&self, binary: &str) -> Vec<(String, String)> {
+        let apis = self.spec.apis.values().map(|a| (&a.binary, &a.env));
+        let streams = self
+            .spec
+            .stream_functions
+            .values()
+            .map(|f| (&f.binary, &f.env));
         let env = match self.function(binary) {
             Some(function) => &function.env,
-            None => match self.spec.apis.values().find(|a| a.binary == binary) {
-                Some(api) => &api.env,
+            None => match apis.chain(streams).find(|(b, _)| *b == binary) {
+                Some((_, env)) => env,
                 None => return Vec::new(),
             },
         };
@@ -245,12 +309,17 @@ impl LocalStack {
                         .get(r)
                         .cloned()
                         .or_else(|| self.queues.get(r).map(|q| q.url.clone()))
+                        .or_else(|| self.kinesis_streams.get(r).map(|k| k.name.clone()))
                         .or_else(|| self.options.parameters.get(r).cloned())
                         .or_else(|| self.spec.parameters.get(r).cloned())?,
                     EnvSource::GetAtt {
                         resource,
                         attribute,
                     } => {
+                        if let Some(stream) = self.kinesis_streams.get(resource) {
+                            return (attribute == "Arn")
+                                .then(|| (name.clone(), stream.arn.clone()));
+                        }
                         let queue = self.queues.get(resource)?;
                         match attribute.as_str() {
                             "Arn" => queue.arn.clone(),
@@ -273,6 +342,33 @@ impl LocalStack {
             .and_then(|b| b.parse().ok())
             .unwrap_or(10)
     }
+}
+
+/// The ARN of the stream `name` once it is `ACTIVE`, asked every 100 ms for up to 10 s.
+async fn active_stream_arn(
+    kinesis: &aws_sdk_kinesis::Client,
+    name: &str,
+) -> Result<String, StackError> {
+    use aws_sdk_kinesis::types::StreamStatus;
+    let what = format!("Kinesis stream {name}");
+    for _ in 0..100 {
+        let described = kinesis
+            .describe_stream_summary()
+            .stream_name(name)
+            .send()
+            .await
+            .map_err(|e| aws(&what, e))?;
+        if let Some(summary) = described.stream_description_summary()
+            && summary.stream_status() == &StreamStatus::Active
+        {
+            return Ok(summary.stream_arn().to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(StackError::Aws {
+        what,
+        detail: "not ACTIVE within 10 s".into(),
+    })
 }
 
 /// Messages a queue holds: visible, in flight and delayed (SQS's approximate counts).

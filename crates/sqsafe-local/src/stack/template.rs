@@ -105,6 +105,54 @@ pub struct FunctionSpec {
     pub env: BTreeMap<String, EnvSource>,
 }
 
+/// A Kinesis data stream of the template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KinesisStreamSpec {
+    /// Logical id.
+    pub logical_id: String,
+    /// `Name` without its `${AWS::StackName}-` prefix, if the template names the stream.
+    pub name: Option<String>,
+    /// `ShardCount` (a literal or a parameter's default); 1 when the template gives none (on-demand capacity, which
+    /// AWS starts with 4 shards: locally one shard keeps a partition key's order just as well).
+    pub shard_count: u32,
+}
+
+/// Where a stream function's records come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamSource {
+    /// A Kinesis data stream of the template (its logical id): an event of type `Kinesis`.
+    Kinesis(String),
+    /// A DynamoDB table of the template with a stream (its logical id): an event of type `DynamoDB`.
+    DynamoDb(String),
+}
+
+/// A function fed by a stream of the template (an event of type `Kinesis` or `DynamoDB` whose `Stream` is
+/// `!GetAtt X.Arn` of a Kinesis stream or `!GetAtt X.StreamArn` of a table): the event source mapping's settings as
+/// the template gives them. A stream of another stack (an ARN parameter) is not read: it cannot run locally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamFunctionSpec {
+    /// Logical id.
+    pub logical_id: String,
+    /// The cargo binary (Metadata.BuildProperties.Binary).
+    pub binary: String,
+    /// The stream.
+    pub source: StreamSource,
+    /// `StartingPosition`: `TRIM_HORIZON`, `LATEST` or `AT_TIMESTAMP`.
+    pub starting_position: String,
+    /// `BatchSize` (a literal or a parameter's name).
+    pub batch_size: Option<String>,
+    /// `MaximumRetryAttempts`; `None` when absent or -1 (Lambda retries for as long as the stream keeps the record).
+    pub maximum_retry_attempts: Option<u32>,
+    /// `BisectBatchOnFunctionError`.
+    pub bisect_on_function_error: bool,
+    /// `DestinationConfig.OnFailure.Destination` when it is `!GetAtt Q.Arn` of a queue of the template.
+    pub on_failure_queue: Option<String>,
+    /// Whether `FunctionResponseTypes` holds `ReportBatchItemFailures`.
+    pub reports_batch_item_failures: bool,
+    /// Environment variables.
+    pub env: BTreeMap<String, EnvSource>,
+}
+
 /// A function behind an HTTP API: an event of type `HttpApi` (API Gateway's payload format 2.0).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiFunctionSpec {
@@ -128,6 +176,10 @@ pub struct TemplateSpec {
     pub queues: BTreeMap<String, QueueSpec>,
     /// Functions with an SQS event, by logical id.
     pub functions: BTreeMap<String, FunctionSpec>,
+    /// Kinesis data streams by logical id.
+    pub kinesis_streams: BTreeMap<String, KinesisStreamSpec>,
+    /// Functions fed by a stream of the template (Kinesis or DynamoDB Streams), by logical id.
+    pub stream_functions: BTreeMap<String, StreamFunctionSpec>,
     /// Functions behind an HTTP API (an event of type `HttpApi`), by logical id: `sqsafe local up` serves each on a
     /// loopback port.
     pub apis: BTreeMap<String, ApiFunctionSpec>,
@@ -247,6 +299,80 @@ fn api_function(
     })
 }
 
+/// The function `id` when one of its events is of type `Kinesis` or `DynamoDB` on a stream of this template: `None`
+/// when none is (or its stream is one the local stack does not create), an error when it has no binary or its stream
+/// names a resource the template does not have.
+fn stream_function(
+    id: &str,
+    resource: &Value,
+    props: &Value,
+    resources: &serde_norway::Mapping,
+) -> Option<Result<StreamFunctionSpec, String>> {
+    let (kind, event) = props
+        .get("Events")
+        .and_then(Value::as_mapping)?
+        .values()
+        .find_map(|e| {
+            let kind = e.get("Type").and_then(Value::as_str)?;
+            matches!(kind, "Kinesis" | "DynamoDB").then_some((kind, e))
+        })?;
+    let event_props = event.get("Properties").cloned().unwrap_or(Value::Null);
+    // `!GetAtt X.Arn` (Kinesis) or `!GetAtt X.StreamArn` (DynamoDB); anything else is another stack's stream.
+    let (stream, _) = get_att(function(event_props.get("Stream")?, "Fn::GetAtt")?)?;
+    let Some(target) = resources.get(stream.as_str()) else {
+        return Some(Err(format!(
+            "{id}: its {kind} event's stream {stream} is not in the template"
+        )));
+    };
+    let target_kind = target
+        .get("Type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let source = match (kind, target_kind) {
+        ("Kinesis", "AWS::Kinesis::Stream") => StreamSource::Kinesis(stream),
+        ("DynamoDB", "AWS::DynamoDB::Table") => StreamSource::DynamoDb(stream),
+        // A Kinesis stream consumer (enhanced fan-out), a nested application that is not a local file: nothing the
+        // local stack creates.
+        _ => return None,
+    };
+    let Some(binary) = binary_of(resource) else {
+        return Some(Err(format!("{id}: no Metadata.BuildProperties.Binary")));
+    };
+    let text = |name: &str| {
+        event_props
+            .get(name)
+            .and_then(|v| match function(v, "Ref") {
+                Some(r) => scalar(r),
+                None => scalar(v),
+            })
+    };
+    Some(Ok(StreamFunctionSpec {
+        logical_id: id.to_owned(),
+        binary,
+        source,
+        starting_position: text("StartingPosition").unwrap_or_else(|| "LATEST".to_owned()),
+        batch_size: text("BatchSize"),
+        maximum_retry_attempts: text("MaximumRetryAttempts").and_then(|n| n.parse().ok()),
+        bisect_on_function_error: event_props
+            .get("BisectBatchOnFunctionError")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        on_failure_queue: event_props
+            .get("DestinationConfig")
+            .and_then(|d| d.get("OnFailure")?.get("Destination"))
+            .and_then(get_att_target),
+        reports_batch_item_failures: event_props
+            .get("FunctionResponseTypes")
+            .and_then(Value::as_sequence)
+            .is_some_and(|types| {
+                types
+                    .iter()
+                    .any(|t| t.as_str() == Some("ReportBatchItemFailures"))
+            }),
+        env: env_of(props),
+    }))
+}
+
 /// `!GetAtt X.Arn` → `X` (a `!GetAtt` without an attribute names nothing: CloudFormation refuses it).
 fn get_att_target(v: &Value) -> Option<String> {
     get_att(function(v, "Fn::GetAtt")?).map(|(resource, _)| resource)
@@ -302,6 +428,8 @@ impl TemplateSpec {
             tables: BTreeMap::new(),
             queues: BTreeMap::new(),
             functions: BTreeMap::new(),
+            kinesis_streams: BTreeMap::new(),
+            stream_functions: BTreeMap::new(),
             apis: BTreeMap::new(),
             parameters,
             required_parameters,
@@ -379,9 +507,35 @@ impl TemplateSpec {
                         },
                     );
                 }
+                "AWS::Kinesis::Stream" => {
+                    let shard_count = props
+                        .get("ShardCount")
+                        .and_then(|v| match function(v, "Ref").and_then(scalar) {
+                            Some(parameter) => spec.parameters.get(&parameter).cloned(),
+                            None => scalar(v),
+                        })
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(1);
+                    spec.kinesis_streams.insert(
+                        id.clone(),
+                        KinesisStreamSpec {
+                            logical_id: id.clone(),
+                            name: props.get("Name").and_then(|n| {
+                                let text = scalar(function(n, "Fn::Sub").unwrap_or(n))?;
+                                Some(text.trim_start_matches("${AWS::StackName}-").to_owned())
+                            }),
+                            shard_count,
+                        },
+                    );
+                }
                 "AWS::Serverless::Function" => {
                     if let Some(api) = api_function(&id, resource, &props) {
                         spec.apis.insert(id.clone(), api.map_err(err)?);
+                        continue;
+                    }
+                    if let Some(stream) = stream_function(&id, resource, &props, resources) {
+                        spec.stream_functions
+                            .insert(id.clone(), stream.map_err(err)?);
                         continue;
                     }
                     let Some(event) =
@@ -486,6 +640,8 @@ impl TemplateSpec {
         queues.extend(dlqs);
         Some(TemplateSpec {
             apis: BTreeMap::new(),
+            kinesis_streams: BTreeMap::new(),
+            stream_functions: BTreeMap::new(),
             tables: self
                 .tables
                 .iter()
@@ -514,8 +670,10 @@ impl TemplateSpec {
     pub fn unset_parameters(&self, given: &BTreeMap<String, String>) -> Vec<UnsetParameter> {
         let consumers = self.functions.values().map(|f| (&f.binary, &f.env));
         let apis = self.apis.values().map(|a| (&a.binary, &a.env));
+        let streams = self.stream_functions.values().map(|f| (&f.binary, &f.env));
         let mut unset: Vec<UnsetParameter> = consumers
             .chain(apis)
+            .chain(streams)
             .flat_map(|(binary, env)| {
                 env.iter().filter_map(|(variable, source)| match source {
                     EnvSource::Ref(r)
@@ -753,5 +911,152 @@ Resources:
                 && said.contains("gone.yaml"),
             "{said}"
         );
+    }
+
+    const STREAMS: &str = r#"
+Parameters:
+  Shards: { Type: Number, Default: 3 }
+  Batch: { Type: Number, Default: 50 }
+  OtherStream: { Type: String }
+Resources:
+  Orders:
+    Type: AWS::Kinesis::Stream
+    Properties: { Name: !Sub "${AWS::StackName}-orders", ShardCount: !Ref Shards }
+  Events:
+    Type: AWS::Kinesis::Stream
+    Properties: { StreamModeDetails: { StreamMode: ON_DEMAND } }
+  Audit:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      KeySchema: [{ AttributeName: pk, KeyType: HASH }]
+      StreamSpecification: { StreamViewType: NEW_AND_OLD_IMAGES }
+  Failures: { Type: AWS::SQS::Queue }
+  ShipOrder:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: ship-order } }
+    Properties:
+      Environment: { Variables: { DLQ_URL: !Ref Failures } }
+      Events:
+        Stream:
+          Type: Kinesis
+          Properties:
+            Stream: !GetAtt Orders.Arn
+            StartingPosition: TRIM_HORIZON
+            BatchSize: !Ref Batch
+            FunctionResponseTypes: [ReportBatchItemFailures]
+            BisectBatchOnFunctionError: true
+            MaximumRetryAttempts: 10
+            DestinationConfig: { OnFailure: { Destination: !GetAtt Failures.Arn } }
+  AuditOrder:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: audit-order } }
+    Properties:
+      Events:
+        Changes:
+          Type: DynamoDB
+          Properties: { Stream: !GetAtt Audit.StreamArn, StartingPosition: LATEST, MaximumRetryAttempts: -1 }
+  Elsewhere:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: elsewhere } }
+    Properties:
+      Events: { S: { Type: Kinesis, Properties: { Stream: !Ref OtherStream, StartingPosition: LATEST } } }
+"#;
+
+    #[test]
+    fn kinesis_streams_and_the_functions_they_feed_are_read_with_their_mapping() {
+        let spec = TemplateSpec::parse(STREAMS).expect("parses");
+        assert_eq!(
+            spec.kinesis_streams.values().cloned().collect::<Vec<_>>(),
+            vec![
+                KinesisStreamSpec {
+                    logical_id: "Events".into(),
+                    name: None,
+                    shard_count: 1,
+                },
+                KinesisStreamSpec {
+                    logical_id: "Orders".into(),
+                    name: Some("orders".into()),
+                    shard_count: 3,
+                },
+            ]
+        );
+        assert_eq!(
+            spec.stream_functions["ShipOrder"],
+            StreamFunctionSpec {
+                logical_id: "ShipOrder".into(),
+                binary: "ship-order".into(),
+                source: StreamSource::Kinesis("Orders".into()),
+                starting_position: "TRIM_HORIZON".into(),
+                batch_size: Some("Batch".into()),
+                maximum_retry_attempts: Some(10),
+                bisect_on_function_error: true,
+                on_failure_queue: Some("Failures".into()),
+                reports_batch_item_failures: true,
+                env: BTreeMap::from([("DLQ_URL".into(), EnvSource::Ref("Failures".into()))]),
+            }
+        );
+        let audit = &spec.stream_functions["AuditOrder"];
+        assert_eq!(audit.source, StreamSource::DynamoDb("Audit".into()));
+        assert_eq!(
+            (
+                audit.maximum_retry_attempts,
+                audit.bisect_on_function_error,
+                audit.reports_batch_item_failures
+            ),
+            (None, false, false),
+            "-1 retries for as long as the stream keeps the record"
+        );
+        assert_eq!(audit.on_failure_queue, None);
+        // Another stack's stream cannot run here: not read, and no error.
+        assert!(!spec.stream_functions.contains_key("Elsewhere"));
+        assert!(spec.functions.is_empty(), "no SQS consumer among them");
+    }
+
+    #[test]
+    fn a_stream_event_on_a_missing_resource_is_an_error_and_on_one_not_created_locally_is_left_out()
+    {
+        let missing = STREAMS.replace("!GetAtt Orders.Arn", "!GetAtt Order.Arn");
+        let said = TemplateSpec::parse(&missing)
+            .expect_err("missing")
+            .to_string();
+        assert!(
+            said.contains("ShipOrder: its Kinesis event's stream Order is not in the template"),
+            "{said}"
+        );
+        // One the local stack does not create (an enhanced fan-out consumer, an application elsewhere): not read.
+        let fan_out = STREAMS.replace("!GetAtt Orders.Arn", "!GetAtt Reader.ConsumerARN")
+            + "  Reader:\n    Type: AWS::Kinesis::StreamConsumer\n    Properties: { ConsumerName: r, StreamARN: !GetAtt Orders.Arn }\n";
+        let spec = TemplateSpec::parse(&fan_out).expect("not an error");
+        assert!(!spec.stream_functions.contains_key("ShipOrder"));
+        let no_binary =
+            STREAMS.replace("Metadata: { BuildProperties: { Binary: ship-order } }", "");
+        let said = TemplateSpec::parse(&no_binary)
+            .expect_err("no binary")
+            .to_string();
+        assert!(
+            said.contains("ShipOrder: no Metadata.BuildProperties.Binary"),
+            "{said}"
+        );
+    }
+
+    /// The repository's outbox relay: a DynamoDB stream consumer of the outbox table, retried as long as the stream
+    /// keeps its records.
+    #[test]
+    fn the_repositorys_outbox_relay_is_read_as_a_stream_function() {
+        let spec = TemplateSpec::read(&super::super::template_path()).expect("template.yaml");
+        let relay = spec
+            .stream_functions
+            .values()
+            .find(|f| f.binary == "outbox-relay")
+            .expect("outbox-relay");
+        assert_eq!(relay.source, StreamSource::DynamoDb("OutboxTable".into()));
+        assert_eq!(relay.starting_position, "TRIM_HORIZON");
+        assert_eq!(relay.maximum_retry_attempts, None);
+        assert!(relay.bisect_on_function_error && relay.reports_batch_item_failures);
+        assert_eq!(
+            relay.on_failure_queue.as_deref(),
+            Some("OutboxRelayFailureQueue")
+        );
+        assert!(spec.tables["OutboxTable"].stream_view_type.is_some());
     }
 }

@@ -483,3 +483,139 @@ async fn the_queues_of_a_nested_application_are_created_with_their_redrive() {
     );
     assert_eq!(stack.batch_size("send-invoice"), 5);
 }
+
+const KINESIS_TEMPLATE: &str = r#"
+Parameters:
+  Shards: { Type: Number, Default: 3 }
+Resources:
+  Orders:
+    Type: AWS::Kinesis::Stream
+    Properties: { Name: !Sub "${AWS::StackName}-orders-NAME", ShardCount: !Ref Shards }
+  Failures: { Type: AWS::SQS::Queue, Properties: { QueueName: !Sub "${AWS::StackName}-failures-NAME" } }
+  ShipOrder:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: ship-order } }
+    Properties:
+      Environment:
+        Variables: { DLQ_URL: !Ref Failures, STREAM: !Ref Orders, STREAM_ARN: !GetAtt Orders.Arn, MODE: strict }
+      Events:
+        Stream:
+          Type: Kinesis
+          Properties: { Stream: !GetAtt Orders.Arn, StartingPosition: TRIM_HORIZON }
+"#;
+
+/// A Kinesis stream of the template is created in moto with its shard count, and a stream consumer's environment
+/// resolves against it (its name, its ARN) and the queues.
+#[tokio::test]
+async fn a_templates_kinesis_stream_is_created_and_its_consumer_gets_its_name_and_arn() {
+    let sqs = sqsafe_testkit::sqs().await;
+    let dynamodb = sqsafe_testkit::dynamodb(&RequestCounter::default()).await;
+    let kinesis = aws_sdk_kinesis::Client::new(&sqsafe_testkit::sdk_config().await);
+    let n = unique_name("k");
+    let spec = TemplateSpec::parse(&KINESIS_TEMPLATE.replace("NAME", &n)).expect("template");
+    let options = StackOptions {
+        prefix: n.clone(),
+        ..StackOptions::default()
+    };
+    let mut stack = LocalStack::create(&sqs, &dynamodb, spec, options)
+        .await
+        .expect("tables and queues");
+    assert!(stack.kinesis_streams.is_empty(), "only when asked for");
+    stack
+        .create_kinesis_streams(&kinesis)
+        .await
+        .expect("streams");
+    let orders = &stack.kinesis_streams["Orders"];
+    assert_eq!(orders.name, format!("{n}-Orders"));
+    let shards = kinesis
+        .list_shards()
+        .stream_name(&orders.name)
+        .send()
+        .await
+        .expect("list shards");
+    assert_eq!(shards.shards().len(), 3, "the parameter's default");
+    let env: BTreeMap<String, String> = stack.function_env("ship-order").into_iter().collect();
+    assert_eq!(env["STREAM"], orders.name);
+    assert_eq!(env["STREAM_ARN"], orders.arn);
+    assert!(
+        orders.arn.ends_with(&format!(":stream/{}", orders.name)),
+        "{}",
+        orders.arn
+    );
+    assert_eq!(env["DLQ_URL"], stack.queues["Failures"].url);
+    assert_eq!(env["MODE"], "strict");
+}
+
+/// With the template's own names, a second run keeps the stream the first created (and its records).
+#[tokio::test]
+async fn with_template_names_a_second_run_keeps_the_kinesis_stream() {
+    let sqs = sqsafe_testkit::sqs().await;
+    let dynamodb = sqsafe_testkit::dynamodb(&RequestCounter::default()).await;
+    let kinesis = aws_sdk_kinesis::Client::new(&sqsafe_testkit::sdk_config().await);
+    let n = unique_name("k");
+    let spec = TemplateSpec::parse(&KINESIS_TEMPLATE.replace("NAME", &n)).expect("template");
+    let options = StackOptions {
+        template_names: true,
+        ..StackOptions::default()
+    };
+    let mut first = LocalStack::create(&sqs, &dynamodb, spec.clone(), options.clone())
+        .await
+        .expect("first run");
+    first
+        .create_kinesis_streams(&kinesis)
+        .await
+        .expect("first streams");
+    let name = first.kinesis_streams["Orders"].name.clone();
+    assert_eq!(
+        name,
+        format!("orders-{n}"),
+        "the Name without the stack name"
+    );
+    kinesis
+        .put_record()
+        .stream_name(&name)
+        .partition_key("p")
+        .data(aws_sdk_kinesis::primitives::Blob::new("kept"))
+        .send()
+        .await
+        .expect("a record");
+    let mut second = LocalStack::create(&sqs, &dynamodb, spec, options)
+        .await
+        .expect("second run");
+    second
+        .create_kinesis_streams(&kinesis)
+        .await
+        .expect("second streams");
+    assert_eq!(
+        second.kinesis_streams["Orders"].arn,
+        first.kinesis_streams["Orders"].arn
+    );
+    // The record put after the first run is still there: the stream was kept, not made again.
+    let mut kept = Vec::new();
+    let shards = kinesis
+        .list_shards()
+        .stream_name(&name)
+        .send()
+        .await
+        .expect("shards");
+    for shard in shards.shards() {
+        let iterator = kinesis
+            .get_shard_iterator()
+            .stream_name(&name)
+            .shard_id(shard.shard_id())
+            .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .expect("iterator")
+            .shard_iterator
+            .expect("an iterator");
+        let records = kinesis
+            .get_records()
+            .shard_iterator(iterator)
+            .send()
+            .await
+            .expect("records");
+        kept.extend(records.records().iter().map(|r| r.data().as_ref().to_vec()));
+    }
+    assert_eq!(kept, vec![b"kept".to_vec()]);
+}

@@ -1,5 +1,6 @@
-//! A function fed by a DynamoDB stream (the outbox relay) is part of template.yaml but not of the local pipeline:
-//! sqsafe-local reproduces SQS event source mappings only. Its table and on-failure queue are still created.
+//! A function fed by a DynamoDB stream (the outbox relay) is part of template.yaml but not of the SQS pipeline: it is
+//! read as a stream function (`TemplateSpec::stream_functions`), never as a queue's. Its table and on-failure queue are
+//! still created.
 
 use sqsafe_local::stack::{TemplateSpec, template_path};
 
