@@ -284,8 +284,8 @@ impl LocalStack {
 
     /// The function's environment (an SQS consumer's, an API's or a stream consumer's) with every `!Ref` resolved:
     /// tables to names, queues to URLs (`DLQ_URL`, `QUEUE_URL`), Kinesis streams to names, parameters to their
-    /// override or default; and a queue's `!GetAtt` `Arn`, `QueueName` and `QueueUrl`, a Kinesis stream's `Arn`. A
-    /// reference that resolves to nothing is left out (the function then names it at start).
+    /// override or default; and a queue's `!GetAtt` `Arn`, `QueueName` and `QueueUrl`, a Kinesis stream's `Arn`; a
+    /// `!Join` of those. A reference that resolves to nothing is left out (the function then names it at start).
     pub fn function_env(&self, binary: &str) -> Vec<(String, String)> {
         let apis = self.spec.apis.values().map(|a| (&a.binary, &a.env));
         let streams = self
@@ -301,37 +301,43 @@ impl LocalStack {
             },
         };
         env.iter()
-            .filter_map(|(name, source)| {
-                let value = match source {
-                    EnvSource::Literal(v) => v.clone(),
-                    EnvSource::Ref(r) => self
-                        .tables
-                        .get(r)
-                        .cloned()
-                        .or_else(|| self.queues.get(r).map(|q| q.url.clone()))
-                        .or_else(|| self.kinesis_streams.get(r).map(|k| k.name.clone()))
-                        .or_else(|| self.options.parameters.get(r).cloned())
-                        .or_else(|| self.spec.parameters.get(r).cloned())?,
-                    EnvSource::GetAtt {
-                        resource,
-                        attribute,
-                    } => {
-                        if let Some(stream) = self.kinesis_streams.get(resource) {
-                            return (attribute == "Arn")
-                                .then(|| (name.clone(), stream.arn.clone()));
-                        }
-                        let queue = self.queues.get(resource)?;
-                        match attribute.as_str() {
-                            "Arn" => queue.arn.clone(),
-                            "QueueUrl" => queue.url.clone(),
-                            "QueueName" => queue.url.rsplit('/').next()?.to_owned(),
-                            _ => return None,
-                        }
-                    }
-                };
-                Some((name.clone(), value))
-            })
+            .filter_map(|(name, source)| Some((name.clone(), self.resolve(source)?)))
             .collect()
+    }
+
+    /// A value of the environment, resolved against what was created (see [`LocalStack::function_env`]).
+    fn resolve(&self, source: &EnvSource) -> Option<String> {
+        Some(match source {
+            EnvSource::Literal(v) => v.clone(),
+            EnvSource::Ref(r) => self
+                .tables
+                .get(r)
+                .cloned()
+                .or_else(|| self.queues.get(r).map(|q| q.url.clone()))
+                .or_else(|| self.kinesis_streams.get(r).map(|k| k.name.clone()))
+                .or_else(|| self.options.parameters.get(r).cloned())
+                .or_else(|| self.spec.parameters.get(r).cloned())?,
+            EnvSource::GetAtt {
+                resource,
+                attribute,
+            } => {
+                if let Some(stream) = self.kinesis_streams.get(resource) {
+                    return (attribute == "Arn").then(|| stream.arn.clone());
+                }
+                let queue = self.queues.get(resource)?;
+                match attribute.as_str() {
+                    "Arn" => queue.arn.clone(),
+                    "QueueUrl" => queue.url.clone(),
+                    "QueueName" => queue.url.rsplit('/').next()?.to_owned(),
+                    _ => return None,
+                }
+            }
+            EnvSource::Join { separator, parts } => parts
+                .iter()
+                .map(|part| self.resolve(part))
+                .collect::<Option<Vec<_>>>()?
+                .join(separator),
+        })
     }
 
     /// The batch size of the function's event source mapping.

@@ -67,14 +67,58 @@ pub enum EnvSource {
         /// The attribute.
         attribute: String,
     },
+    /// `!Join [separator, [parts]]` of literals, `!Ref`s and `!GetAtt`s (a list of queue URLs, say).
+    Join {
+        /// The separator.
+        separator: String,
+        /// The parts, in order.
+        parts: Vec<EnvSource>,
+    },
 }
 
 impl EnvSource {
-    /// The resource or parameter it refers to, if any.
+    /// The resource or parameter it refers to, if any (a `!Join`'s first).
     pub fn reference(&self) -> Option<&String> {
         match self {
             Self::Ref(r) | Self::GetAtt { resource: r, .. } => Some(r),
             Self::Literal(_) => None,
+            Self::Join { parts, .. } => parts.iter().find_map(Self::reference),
+        }
+    }
+
+    /// Every resource or parameter it refers to.
+    pub fn references(&self) -> Vec<&String> {
+        match self {
+            Self::Join { parts, .. } => parts.iter().flat_map(Self::references).collect(),
+            other => other.reference().into_iter().collect(),
+        }
+    }
+
+    /// A value as the template gives it: a literal, `!Ref`, `!GetAtt`, or a `!Join` of those; `None` for anything
+    /// else (`!Sub`, `!If`, ...).
+    fn of(v: &Value) -> Option<Self> {
+        if let Some(r) = function(v, "Ref") {
+            Some(Self::Ref(scalar(r)?))
+        } else if let Some(g) = function(v, "Fn::GetAtt") {
+            let (resource, attribute) = get_att(g)?;
+            Some(Self::GetAtt {
+                resource,
+                attribute,
+            })
+        } else if let Some(j) = function(v, "Fn::Join") {
+            let [separator, parts] = j.as_sequence()?.as_slice() else {
+                return None;
+            };
+            Some(Self::Join {
+                separator: scalar(separator)?,
+                parts: parts
+                    .as_sequence()?
+                    .iter()
+                    .map(Self::of)
+                    .collect::<Option<Vec<_>>>()?,
+            })
+        } else {
+            Some(Self::Literal(scalar(v)?))
         }
     }
 }
@@ -231,20 +275,7 @@ fn env_of(props: &Value) -> BTreeMap<String, EnvSource> {
         return BTreeMap::new();
     };
     vars.iter()
-        .filter_map(|(k, v)| {
-            let source = if let Some(r) = function(v, "Ref") {
-                EnvSource::Ref(scalar(r)?)
-            } else if let Some(g) = function(v, "Fn::GetAtt") {
-                let (resource, attribute) = get_att(g)?;
-                EnvSource::GetAtt {
-                    resource,
-                    attribute,
-                }
-            } else {
-                EnvSource::Literal(scalar(v)?)
-            };
-            Some((scalar(k)?, source))
-        })
+        .filter_map(|(k, v)| Some((scalar(k)?, EnvSource::of(v)?)))
         .collect()
 }
 
@@ -626,7 +657,7 @@ impl TemplateSpec {
         let refs: Vec<&String> = function
             .env
             .values()
-            .filter_map(EnvSource::reference)
+            .flat_map(EnvSource::references)
             .collect();
         let mut queues: Vec<&String> = std::iter::once(&function.queue)
             .chain(refs.iter().copied())
@@ -1058,5 +1089,17 @@ Resources:
             Some("OutboxRelayFailureQueue")
         );
         assert!(spec.tables["OutboxTable"].stream_view_type.is_some());
+        let EnvSource::Join { separator, parts } = &relay.env["OUTBOX_DESTINATIONS"] else {
+            panic!("a !Join: {:?}", relay.env["OUTBOX_DESTINATIONS"]);
+        };
+        assert_eq!(separator, ",");
+        assert_eq!(
+            parts,
+            &vec![
+                EnvSource::Ref("ChargePaymentQueue".into()),
+                EnvSource::Ref("ApplyLedgerQueue".into()),
+            ],
+            "the nested applications' outputs, read as their queues"
+        );
     }
 }

@@ -497,7 +497,14 @@ Resources:
     Metadata: { BuildProperties: { Binary: ship-order } }
     Properties:
       Environment:
-        Variables: { DLQ_URL: !Ref Failures, STREAM: !Ref Orders, STREAM_ARN: !GetAtt Orders.Arn, MODE: strict }
+        Variables:
+          DLQ_URL: !Ref Failures
+          STREAM: !Ref Orders
+          STREAM_ARN: !GetAtt Orders.Arn
+          MODE: strict
+          JOINED: !Join [",", [!GetAtt Failures.QueueUrl, !Ref Orders, "x"]]
+          UNRESOLVED: !Join [",", [!Ref Nowhere, "x"]]
+          SUBSTITUTED: !Sub "${AWS::Region}-x"
       Events:
         Stream:
           Type: Kinesis
@@ -544,6 +551,15 @@ async fn a_templates_kinesis_stream_is_created_and_its_consumer_gets_its_name_an
     );
     assert_eq!(env["DLQ_URL"], stack.queues["Failures"].url);
     assert_eq!(env["MODE"], "strict");
+    assert_eq!(
+        env["JOINED"],
+        format!("{},{},x", stack.queues["Failures"].url, orders.name),
+        "a !Join of what resolves"
+    );
+    assert!(
+        !env.contains_key("UNRESOLVED") && !env.contains_key("SUBSTITUTED"),
+        "left out: the function names what it misses at start: {env:?}"
+    );
 }
 
 /// With the template's own names, a second run keeps the stream the first created (and its records).
