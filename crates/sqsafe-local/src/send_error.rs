@@ -59,6 +59,24 @@ pub enum SendError {
         /// What is wrong, and where.
         reason: String,
     },
+    /// The file is not a stream event of the consumer's source (a Kinesis event's `{"Records": [{"kinesis":
+    /// {"data", "partitionKey"}}]}`, a DynamoDB stream event's `{"Records": [{"eventName", "dynamodb": {"NewImage" |
+    /// "Keys"}}]}`), or a record cannot be written as it is.
+    #[error("{} is not a stream event for this consumer: {reason}", path.display())]
+    NotAStreamEvent {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        reason: String,
+    },
+    /// Kinesis or DynamoDB refused a write (or could not be reached).
+    #[error("writing to {target}: {message}")]
+    Stream {
+        /// The stream or table.
+        target: String,
+        /// The service's answer.
+        message: String,
+    },
     /// SQS refused a message (or could not be reached).
     #[error("sending to {queue}: {message}")]
     Sqs {

@@ -1,13 +1,15 @@
 //! The command line of the local pipeline, `sqsafe local up | send | resources` (the `sqsafe` binary of sqsafe-cli parses
 //! it with [`LocalCommand`] and calls [`run`]).
 //!
-//! - `up` runs the whole local pipeline of a template for hands-on use: moto server with the template's tables and
-//!   queues, every function with an SQS mapping under the local Lambda Runtime API (or, with `--watch`, under
-//!   `cargo lambda watch`, see [`watch`](crate::watch)) behind its event source mappings; it prints how to reach
+//! - `up` runs the whole local pipeline of a template for hands-on use: moto server with the template's tables,
+//!   queues and Kinesis streams, every function with an SQS mapping under the local Lambda Runtime API (or, with
+//!   `--watch`, under `cargo lambda watch`, see [`watch`](crate::watch)) behind its event source mappings, and every
+//!   function fed by a stream of the template behind a stream mapping per shard (`streams`); it prints how to reach
 //!   everything and runs until Ctrl-C or SIGTERM, then stops all of it and prints what each mapping did. While it
 //!   runs, a small state file under the project's target folder (`target/sqsafe-local/pipeline.json`: moto's
 //!   endpoint, each consumer's queue) tells `send` where the pipeline is; `up` removes it when it stops.
-//! - `send` sends a consumer's sample event to its queue in the running pipeline, one message per record.
+//! - `send` sends a consumer's sample event to its queue in the running pipeline, one message per record (a stream
+//!   consumer's records to its stream).
 //! - `resources` creates the template's tables and queues in a moto server the user runs, named as the template
 //!   names them.
 
@@ -16,8 +18,10 @@ mod hints;
 mod parameters;
 mod resources;
 mod send;
+mod send_stream;
 mod stand_ins;
 mod state;
+mod streams;
 mod tools;
 mod up;
 mod watch_mode;
@@ -36,13 +40,17 @@ pub use crate::send_error::SendError;
 /// under a local Lambda Runtime API or `cargo lambda watch`).
 #[derive(Debug, Subcommand)]
 pub enum LocalCommand {
-    /// Runs the template's functions locally, behind their SQS event source mappings, until Ctrl-C or SIGTERM.
+    /// Runs the template's functions locally, behind their SQS and stream event source mappings, until Ctrl-C or
+    /// SIGTERM.
     ///
-    /// Starts moto server (SQS, DynamoDB) with the template's tables and queues, and runs each function that has an
-    /// SQS event: under a local Lambda Runtime API (its binary from --bin-dir: build the functions first; timeouts,
-    /// crashes and cold starts as in Lambda), or with --watch under `cargo lambda watch` (built from the template's
-    /// workspace; a delivery after a save waits until watch has rebuilt and started the saved code: `up` prints
-    /// `reloaded` then). Prints the queue URLs, the `export` lines that point
+    /// Starts moto server (SQS, DynamoDB, Kinesis) with the template's tables, queues and Kinesis streams, and runs
+    /// each function that has an SQS event: under a local Lambda Runtime API (its binary from --bin-dir: build the
+    /// functions first; timeouts, crashes and cold starts as in Lambda), or with --watch under `cargo lambda watch`
+    /// (built from the template's workspace; a delivery after a save waits until watch has rebuilt and started the
+    /// saved code: `up` prints `reloaded` then). Each function with a Kinesis or DynamoDB event on a stream of the
+    /// template runs behind Lambda's stream poller, one per shard (checkpoint, bisection, retry limit and on-failure
+    /// queue as the template sets them), from --bin-dir; not under --watch. Prints the queue URLs, the `export` lines
+    /// that point
     /// the AWS CLI v2 and `sqsafe dlq` at the local moto (and an `aws --endpoint-url` line: the AWS CLI v1 ignores
     /// AWS_ENDPOINT_URL), and a `sqsafe local send FUNCTION` line per function with a sample event
     /// (events/FUNCTION.json or events/FUNCTION-*.json). Ctrl-C or SIGTERM stops everything it started.
@@ -62,7 +70,8 @@ pub enum LocalCommand {
     /// them; what exists is kept. Prints the table names and queue URLs. Start moto first (`make moto` prints the
     /// export lines).
     Resources(ResourcesArgs),
-    /// Sends a consumer's sample event to its queue in the pipeline `sqsafe local up` runs, one SQS message per record.
+    /// Sends a consumer's sample event to its queue in the pipeline `sqsafe local up` runs, one SQS message per record
+    /// (a stream consumer's: its records put on its Kinesis stream, or its item changes written to its table).
     ///
     /// Each record's body, its message attributes (the correlationId) and, on a FIFO queue, its MessageGroupId and
     /// MessageDeduplicationId are sent as a producer would send them: a FIFO queue drops a copy with the same
@@ -92,8 +101,8 @@ pub struct MotoArgs {
 pub struct SendArgs {
     /// The consumer: its function's binary, as `sqsafe local up` lists it.
     pub consumer: String,
-    /// An SQS event to send (`{"Records": [...]}`) instead of the consumer's sample (events/CONSUMER.json, else the
-    /// first events/CONSUMER-*.json).
+    /// An event to send (`{"Records": [...]}`: an SQS event, or a stream consumer's Kinesis or DynamoDB stream event)
+    /// instead of the consumer's sample (events/CONSUMER.json, else the first events/CONSUMER-*.json).
     pub file: Option<PathBuf>,
     /// Sends the event this many times (a redelivery, a producer's retry).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]

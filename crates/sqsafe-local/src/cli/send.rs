@@ -11,7 +11,8 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use serde_json::Value;
 
 use super::SendArgs;
-use super::state::{self, ConsumerQueue, PipelineState};
+use super::send_stream;
+use super::state::{self, ConsumerQueue, PipelineState, StreamTarget};
 use crate::send_error::SendError;
 
 /// How long the endpoint in the state file is given to accept a connection (moto on loopback: at once).
@@ -150,27 +151,37 @@ pub(super) async fn send(args: &SendArgs) -> Result<(), SendError> {
             });
         }
     };
-    let queue = consumer_queue(&pipeline, &args.consumer)?;
+    let stream = pipeline.streams.get(&args.consumer);
+    let queue = match stream {
+        Some(_) => None,
+        None => Some(consumer_queue(&pipeline, &args.consumer)?),
+    };
+    let names: Vec<&str> = pipeline
+        .consumers
+        .keys()
+        .chain(pipeline.streams.keys())
+        .map(String::as_str)
+        .collect();
     let file = match &args.file {
         Some(file) => file.clone(),
-        None => sample_file(
-            &pipeline.events,
-            &args.consumer,
-            &pipeline
-                .consumers
-                .keys()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
-        )
-        .ok_or_else(|| SendError::NoSample {
-            consumer: args.consumer.clone(),
-            events: pipeline.events.clone(),
+        None => sample_file(&pipeline.events, &args.consumer, &names).ok_or_else(|| {
+            SendError::NoSample {
+                consumer: args.consumer.clone(),
+                events: pipeline.events.clone(),
+            }
         })?,
     };
     let text = std::fs::read_to_string(&file).map_err(|source| SendError::File {
         path: file.clone(),
         source,
     })?;
+    let (Some(queue), None) = (queue, stream) else {
+        let target = stream.ok_or_else(|| SendError::UnknownConsumer {
+            name: args.consumer.clone(),
+            known: names.iter().map(|n| (*n).to_owned()).collect(),
+        })?;
+        return send_to_stream(args, &pipeline, &state_file, &file, &text, target).await;
+    };
     let not_an_event = |reason: String| SendError::NotAnSqsEvent {
         path: file.clone(),
         reason,
@@ -208,6 +219,61 @@ pub(super) async fn send(args: &SendArgs) -> Result<(), SendError> {
              AWS): a producer's retry, not a redelivery"
         );
     }
+    Ok(())
+}
+
+/// The stream consumer's part of [`send`]: the event's records written where its stream reads them.
+async fn send_to_stream(
+    args: &SendArgs,
+    pipeline: &PipelineState,
+    state_file: &Path,
+    file: &Path,
+    text: &str,
+    target: &StreamTarget,
+) -> Result<(), SendError> {
+    let not_an_event = |reason: String| SendError::NotAStreamEvent {
+        path: file.to_path_buf(),
+        reason,
+    };
+    let event: Value = serde_json::from_str(text).map_err(|e| not_an_event(e.to_string()))?;
+    let writes = send_stream::writes(&event, target).map_err(not_an_event)?;
+    if !answers(&pipeline.endpoint) {
+        return Err(SendError::NotAnswering {
+            endpoint: pipeline.endpoint.clone(),
+            state: state_file.to_path_buf(),
+        });
+    }
+    let config = sqsafe_aws::local_config_loader(&pipeline.endpoint)
+        .load()
+        .await;
+    let kinesis = aws_sdk_kinesis::Client::new(&config);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+    let (what, place) = match target {
+        StreamTarget::Kinesis { stream } => ("record(s)", format!("Kinesis stream {stream}")),
+        StreamTarget::DynamodbTable { table } => (
+            "item change(s)",
+            format!("table {table}, whose stream it reads"),
+        ),
+    };
+    for _ in 0..args.times {
+        send_stream::send(&kinesis, &dynamodb, target, &writes)
+            .await
+            .map_err(|message| SendError::Stream {
+                target: place.clone(),
+                message,
+            })?;
+    }
+    let copies = if args.times > 1 {
+        format!(" ×{}", args.times)
+    } else {
+        String::new()
+    };
+    println!(
+        "wrote {} {what}{copies} of {} for {} ({place})",
+        writes.len(),
+        file.display(),
+        args.consumer
+    );
     Ok(())
 }
 

@@ -21,6 +21,26 @@ pub(crate) struct PipelineState {
     pub(crate) events: PathBuf,
     /// Each consumer (a function with an SQS event source) by its binary's name.
     pub(crate) consumers: BTreeMap<String, ConsumerQueue>,
+    /// Each stream consumer (a function with a Kinesis or DynamoDB event source) by its binary's name: what
+    /// `send` writes its records to.
+    #[serde(default)]
+    pub(crate) streams: BTreeMap<String, StreamTarget>,
+}
+
+/// Where a stream consumer's records are written locally.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum StreamTarget {
+    /// Put on a Kinesis stream (its name).
+    Kinesis {
+        /// The stream's name in moto.
+        stream: String,
+    },
+    /// Written to the table whose stream feeds the consumer.
+    DynamodbTable {
+        /// The table's name in moto.
+        table: String,
+    },
 }
 
 /// A consumer's local source queue.
@@ -91,6 +111,12 @@ mod tests {
                     url: "http://127.0.0.1:9/123456789012/local-LedgerQueue.fifo".to_owned(),
                     fifo: true,
                     content_based_deduplication: true,
+                },
+            )]),
+            streams: BTreeMap::from([(
+                "ship-order".to_owned(),
+                StreamTarget::Kinesis {
+                    stream: "local-Orders".to_owned(),
                 },
             )]),
         }

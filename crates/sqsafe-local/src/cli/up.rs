@@ -9,12 +9,15 @@ use tokio::sync::{mpsc, watch};
 use super::apis::{self, Apis};
 use super::hints::{cli_v1_line, export_lines, send_hint};
 use super::stand_ins::{self, StandIns};
-use super::state::{ConsumerQueue, PipelineState, StateFile, state_path};
+use super::state::{ConsumerQueue, PipelineState, StateFile, StreamTarget, state_path};
+use super::streams;
 use super::{UpArgs, parameters, watch_mode};
 use crate::esm::{EventSourceMapping, MappingConfig, Reports};
 use crate::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
 use crate::moto::{MotoServer, venv_bin};
-use crate::stack::{LocalStack, StackOptions, TemplateSpec, scaled_visibility_env, target_dir};
+use crate::stack::{
+    LocalStack, StackOptions, StreamSource, TemplateSpec, scaled_visibility_env, target_dir,
+};
 use crate::watch::Saves;
 
 /// Runs the pipeline of `args.template` until Ctrl-C or SIGTERM, then stops everything it started.
@@ -43,13 +46,14 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             stopped = stop_signal.recv() => return stopped,
         }
     }
-    for f in spec.functions.values().filter(|_| !args.watch) {
-        let path = args.bin_dir.join(&f.binary);
+    let queues = spec.functions.values().map(|f| &f.binary);
+    let streams = spec.stream_functions.values().map(|f| &f.binary);
+    for binary in queues.chain(streams).filter(|_| !args.watch) {
+        let path = args.bin_dir.join(binary);
         if !path.exists() {
             return Err(format!(
-                "{} is missing: cargo build -p {}",
-                path.display(),
-                f.binary
+                "{} is missing: cargo build -p {binary}",
+                path.display()
             ));
         }
     }
@@ -68,7 +72,17 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
         parameters: given,
         ..StackOptions::default()
     };
-    let stack = LocalStack::create(&sqs, &dynamodb, spec.clone(), options)
+    let mut stack = LocalStack::create(&sqs, &dynamodb, spec.clone(), options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let clients = streams::Clients {
+        sqs: sqs.clone(),
+        dynamodb: dynamodb.clone(),
+        streams: aws_sdk_dynamodbstreams::Client::new(&config),
+        kinesis: aws_sdk_kinesis::Client::new(&config),
+    };
+    stack
+        .create_kinesis_streams(&clients.kinesis)
         .await
         .map_err(|e| e.to_string())?;
     // A folder per run: two runs (or two instances at once) never share or append to each other's files.
@@ -86,6 +100,9 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     stand_ins.print_endpoints();
     for (logical, table) in &stack.tables {
         println!("table            {table}  ({logical})");
+    }
+    for (logical, stream) in &stack.kinesis_streams {
+        println!("Kinesis stream   {}  ({logical})", stream.name);
     }
     // Under watch: the saves of source files, as they happen, so a delivery after a save waits for the saved code.
     let saves = if args.watch {
@@ -182,6 +199,37 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             }));
         }
     }
+    // The stream consumers: a mapping per shard, each with its own instance (not under --watch yet).
+    if args.watch && !spec.stream_functions.is_empty() {
+        let names: Vec<&str> = spec
+            .stream_functions
+            .values()
+            .map(|f| f.binary.as_str())
+            .collect();
+        println!(
+            "not run under --watch: {} (stream consumers; `sqsafe local up` without --watch runs them)",
+            names.join(", ")
+        );
+    }
+    let stream_tasks = match streams::start(
+        &stack,
+        args.watch,
+        &clients,
+        &apis::aws_env(&moto.endpoint()),
+        &args.bin_dir,
+        &log_dir,
+        &stop,
+    )
+    .await
+    {
+        Ok(tasks) => tasks,
+        Err(e) => {
+            let _ = stop_tx.send(true);
+            watch_mode::shutdown(watched).await;
+            moto.shutdown().await;
+            return Err(e);
+        }
+    };
     // The functions behind an HTTP API: each on a loopback port.
     let aws = apis::aws_env(&moto.endpoint());
     let run = match &saves {
@@ -226,7 +274,17 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             ))
         })
         .collect();
-    let names: Vec<&str> = consumers.keys().map(String::as_str).collect();
+    // Under --watch the stream consumers do not run: nothing to send them.
+    let stream_targets = if args.watch {
+        std::collections::BTreeMap::new()
+    } else {
+        stream_targets(&stack)
+    };
+    let names: Vec<&str> = consumers
+        .keys()
+        .chain(stream_targets.keys())
+        .map(String::as_str)
+        .collect();
     // `sqsafe local send` finds the pipeline through it; removed when this returns.
     let _state = StateFile::write(
         state_path(),
@@ -235,6 +293,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             endpoint: moto.endpoint(),
             events: events.clone(),
             consumers: consumers.clone(),
+            streams: stream_targets.clone(),
         },
     )?;
     println!("\nPoint the AWS CLI v2 and sqsafe dlq at it (another terminal):");
@@ -288,11 +347,47 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             );
         }
     }
+    for task in stream_tasks {
+        if let Ok((name, t, function)) = task.await {
+            println!(
+                "{name}: {} invocations, {} records, {} failed invocations, {} given up on; cold starts {}, \
+                 crashes {}, timeouts {}",
+                t.invocations,
+                t.records,
+                t.failed,
+                t.given_up,
+                function.cold_starts,
+                function.crashes,
+                function.timeouts
+            );
+        }
+    }
     apis.shutdown().await;
     watch_mode::shutdown(watched).await;
     stand_ins.print_calls();
     moto.shutdown().await;
     ended
+}
+
+/// Where `sqsafe local send` writes each stream consumer's records: its Kinesis stream, or the table whose stream it
+/// reads.
+fn stream_targets(stack: &LocalStack) -> std::collections::BTreeMap<String, StreamTarget> {
+    stack
+        .spec
+        .stream_functions
+        .values()
+        .filter_map(|f| {
+            let target = match &f.source {
+                StreamSource::Kinesis(logical) => StreamTarget::Kinesis {
+                    stream: stack.kinesis_streams.get(logical)?.name.clone(),
+                },
+                StreamSource::DynamoDb(logical) => StreamTarget::DynamodbTable {
+                    table: stack.tables.get(logical)?.clone(),
+                },
+            };
+            Some((f.binary.clone(), target))
+        })
+        .collect()
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd and CI runners send): either stops everything this started.

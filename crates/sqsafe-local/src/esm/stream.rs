@@ -236,6 +236,11 @@ impl<I: Invoker> StreamMapping<I> {
         &mut self.invoker
     }
 
+    /// The function the mapping invoked, the mapping done with.
+    pub fn into_invoker(self) -> I {
+        self.invoker
+    }
+
     /// One invocation with the records after the checkpoint; `None` when the shard has none.
     ///
     /// # Errors

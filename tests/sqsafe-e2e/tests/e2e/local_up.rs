@@ -13,11 +13,11 @@ use sqsafe_e2e::workspace_root;
 use sqsafe_test_servers::{Fault, PaymentsApi};
 
 /// The source queues' visibility timeout for the run: a record returned for retry comes back after this long.
-const VISIBILITY_SECONDS: u64 = 2;
+pub(super) const VISIBILITY_SECONDS: u64 = 2;
 /// Bound for `up` to be ready (moto, the stack, the functions' processes).
-const START_LIMIT: Duration = Duration::from_secs(120);
+pub(super) const START_LIMIT: Duration = Duration::from_secs(120);
 /// Bound from a send to the line of the batch that holds it (a receive, an invocation against moto, on 2 busy cores).
-const LINE_LIMIT: Duration = Duration::from_secs(15);
+pub(super) const LINE_LIMIT: Duration = Duration::from_secs(15);
 /// Bound for a returned record's redelivery (a few visibility timeouts).
 const REDELIVERY_LIMIT: Duration = Duration::from_secs(30);
 
@@ -110,6 +110,25 @@ fn local_up_prints_a_line_per_batch_with_how_each_record_ended() {
         "each payment charged once: {charges:?}"
     );
 
+    // The outbox relay, a DynamoDB stream consumer: its sample's three item changes written to the outbox table reach
+    // it through the table's stream (the relay acknowledges them: their destinations are not the local queues).
+    scratch.send_to(
+        &cli,
+        "outbox-relay",
+        &workspace_root().join("events/outbox-relay-stream.json"),
+    );
+    let deadline = Instant::now() + LINE_LIMIT;
+    let mut relayed = 0;
+    while relayed < 3 {
+        let line = up.next_line(deadline, "outbox-relay's line");
+        if let Some(rest) = line.strip_prefix("outbox-relay     ") {
+            let (records, _) = rest.split_once(' ').expect("a record count");
+            relayed += records.parse::<usize>().expect("a count");
+            assert!(rest.contains(" acknowledged ("), "{line}");
+        }
+    }
+    assert_eq!(relayed, 3, "each change once");
+
     let output = up.terminate();
     assert!(
         output
@@ -120,7 +139,7 @@ fn local_up_prints_a_line_per_batch_with_how_each_record_ended() {
 }
 
 /// A charge-payment message body.
-fn payment(id: &str) -> String {
+pub(super) fn payment(id: &str) -> String {
     serde_json::json!({
         "type": "PaymentRequested", "version": "1", "payment_id": id, "tenant": "acme",
         "amount": 1250, "currency": "EUR", "customer_id": "cus-17",
@@ -130,17 +149,17 @@ fn payment(id: &str) -> String {
 
 /// What the report lines of some batches add up to.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Totals {
-    records: usize,
-    applied: usize,
-    replayed: usize,
-    dead_lettered: usize,
-    returned: usize,
+pub(super) struct Totals {
+    pub(super) records: usize,
+    pub(super) applied: usize,
+    pub(super) replayed: usize,
+    pub(super) dead_lettered: usize,
+    pub(super) returned: usize,
 }
 
 /// Adds up `charge-payment   3 records: 1 applied, 1 dead-lettered, 1 returned for retry (0.16 s)` lines; every
 /// record of a line must be told once.
-fn totals(lines: &[String]) -> Totals {
+pub(super) fn totals(lines: &[String]) -> Totals {
     let mut t = Totals::default();
     for line in lines {
         let (records, rest) = line
@@ -186,12 +205,12 @@ fn took(line: &str) -> &str {
 
 /// A folder of this run's own under target/: its events, its copy of sqsafe, and the target folder `up` and `send`
 /// share (the state file and function logs), apart from a `make local` running meanwhile.
-struct Scratch {
-    root: PathBuf,
+pub(super) struct Scratch {
+    pub(super) root: PathBuf,
 }
 
 impl Scratch {
-    fn new(run: u32) -> Self {
+    pub(super) fn new(run: u32) -> Self {
         let root = workspace_root().join(format!("target/local-up-test/{run}"));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).expect("scratch folder");
@@ -199,7 +218,7 @@ impl Scratch {
     }
 
     /// An SQS event file with one record per body.
-    fn event(&self, name: &str, bodies: &[&str]) -> PathBuf {
+    pub(super) fn event(&self, name: &str, bodies: &[&str]) -> PathBuf {
         let records: Vec<serde_json::Value> = bodies
             .iter()
             .map(|body| serde_json::json!({ "body": body, "eventSource": "aws:sqs" }))
@@ -212,10 +231,15 @@ impl Scratch {
 
     /// `sqsafe local send charge-payment FILE`, which finds the pipeline through the state file under our target.
     fn send(&self, cli: &Path, file: &Path) {
+        self.send_to(cli, "charge-payment", file);
+    }
+
+    /// `sqsafe local send CONSUMER FILE`.
+    pub(super) fn send_to(&self, cli: &Path, consumer: &str, file: &Path) {
         let output = Command::new(cli)
             .current_dir(workspace_root())
             .env("CARGO_TARGET_DIR", &self.root)
-            .args(["local", "send", "charge-payment"])
+            .args(["local", "send", consumer])
             .arg(file)
             .output()
             .expect("run sqsafe local send");
@@ -236,7 +260,7 @@ impl Drop for Scratch {
 
 /// `sqsafe` as make builds it: `SQSAFE_E2E_SQSAFE_BIN` when set, else `cargo build -p sqsafe-cli --bin sqsafe`;
 /// copied into the scratch folder, out of the way of builds meanwhile.
-fn build_cli(scratch: &Scratch) -> PathBuf {
+pub(super) fn build_cli(scratch: &Scratch) -> PathBuf {
     let built = sqsafe_e2e::sqsafe_cli();
     let cli = scratch.root.join("sqsafe");
     std::fs::copy(&built, &cli).unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
@@ -244,7 +268,7 @@ fn build_cli(scratch: &Scratch) -> PathBuf {
 }
 
 /// `sqsafe local up` on template.yaml, its stdout read line by line.
-struct Up {
+pub(super) struct Up {
     child: Option<Child>,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
@@ -253,12 +277,29 @@ struct Up {
 
 impl Up {
     fn start(cli: &Path, scratch: &Scratch, functions: &Path, payments: &str) -> Self {
+        Self::start_with(
+            cli,
+            scratch,
+            functions,
+            &workspace_root().join("template.yaml"),
+            payments,
+        )
+    }
+
+    /// `sqsafe local up` on `template`, its `PaymentsApiUrl` the payments API at `payments`.
+    pub(super) fn start_with(
+        cli: &Path,
+        scratch: &Scratch,
+        functions: &Path,
+        template: &Path,
+        payments: &str,
+    ) -> Self {
         let stderr = scratch.root.join("up.stderr");
         let mut child = Command::new(cli)
             .current_dir(workspace_root())
             .env("CARGO_TARGET_DIR", &scratch.root)
             .args(["local", "up", "--template"])
-            .arg(workspace_root().join("template.yaml"))
+            .arg(template)
             .arg("--bin-dir")
             .arg(functions)
             .args(["--visibility-timeout", &VISIBILITY_SECONDS.to_string()])
@@ -277,7 +318,7 @@ impl Up {
         }
     }
 
-    fn next_line(&mut self, deadline: Instant, waiting_for: &str) -> String {
+    pub(super) fn next_line(&mut self, deadline: Instant, waiting_for: &str) -> String {
         match self
             .lines
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
@@ -295,7 +336,7 @@ impl Up {
         }
     }
 
-    fn wait_line(&mut self, matches: impl Fn(&str) -> bool, limit: Duration) -> String {
+    pub(super) fn wait_line(&mut self, matches: impl Fn(&str) -> bool, limit: Duration) -> String {
         let deadline = Instant::now() + limit;
         loop {
             let line = self.next_line(deadline, "expected line");
@@ -319,7 +360,7 @@ impl Up {
     }
 
     /// SIGTERM, then everything it prints until it exits (it must exit 0 within 30 s).
-    fn terminate(&mut self) -> String {
+    pub(super) fn terminate(&mut self) -> String {
         let mut child = self.child.take().expect("running");
         let _ = Command::new("kill")
             .args(["-s", "TERM", &child.id().to_string()])

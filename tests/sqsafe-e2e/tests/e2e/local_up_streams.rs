@@ -1,0 +1,223 @@
+//! `sqsafe local up` with a Kinesis consumer: the real CLI on a template whose charge-payment reads a Kinesis stream,
+//! records put with `sqsafe local send`. The issue's case: a shard's records in order, stopped at the first that
+//! fails transiently (nothing after it applied in that invocation), handed over again from it, each applied once; a
+//! poison record in the failure queue with its content, the shard going on; the same records sent again replayed.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use sqsafe_e2e::harness::build_functions;
+use sqsafe_test_servers::{Fault, PaymentsApi};
+
+use super::local_up::{LINE_LIMIT, START_LIMIT, Scratch, Totals, Up, build_cli, payment, totals};
+
+/// A template with one function, charge-payment, fed by a one-shard Kinesis stream.
+const TEMPLATE: &str = r#"
+Parameters:
+  PaymentsApiUrl: { Type: String }
+Resources:
+  IdempotencyTable:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      KeySchema: [{ AttributeName: pk, KeyType: HASH }]
+      TimeToLiveSpecification: { AttributeName: expiration, Enabled: true }
+  PaymentsStream:
+    Type: AWS::Kinesis::Stream
+    Properties: { ShardCount: 1 }
+  FailureQueue: { Type: AWS::SQS::Queue }
+  OnFailureQueue: { Type: AWS::SQS::Queue }
+  ChargePaymentFunction:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: charge-payment } }
+    Properties:
+      Environment:
+        Variables:
+          IDEMPOTENCY_TABLE: !Ref IdempotencyTable
+          PAYMENTS_API_URL: !Ref PaymentsApiUrl
+          DLQ_URL: !Ref FailureQueue
+      Events:
+        Stream:
+          Type: Kinesis
+          Properties:
+            Stream: !GetAtt PaymentsStream.Arn
+            StartingPosition: TRIM_HORIZON
+            BatchSize: 10
+            FunctionResponseTypes: [ReportBatchItemFailures]
+            BisectBatchOnFunctionError: true
+            MaximumRetryAttempts: 3
+            DestinationConfig: { OnFailure: { Destination: !GetAtt OnFailureQueue.Arn } }
+"#;
+
+#[test]
+fn local_up_runs_a_kinesis_consumer_in_shard_order_stopped_at_its_first_failure() {
+    let seed = std::env::var("SQSAFE_E2E_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    println!("seed {seed} (SQSAFE_E2E_SEED={seed} replays the payment ids)");
+    let run = fastrand::Rng::with_seed(seed).u32(..);
+    let scratch = Scratch::new(run);
+    let cli = build_cli(&scratch);
+    let functions = build_functions(false);
+    let template = scratch.root.join("template.yaml");
+    std::fs::write(&template, TEMPLATE).expect("template");
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let payments = rt
+        .block_on(async {
+            PaymentsApi::builder()
+                .keys_in_memory()
+                .build()?
+                .start("127.0.0.1:0".parse().expect("address"))
+                .await
+        })
+        .expect("the payments API");
+    let ids: Vec<String> = (1..=3).map(|n| format!("p-{run}-{n}")).collect();
+    // The second payment's first charge is answered 503 before charging: a transient failure.
+    payments.force_for_payment(&ids[1], Fault::Before);
+
+    let mut up = Up::start_with(&cli, &scratch, &functions, &template, &payments.base_url());
+    let moto = up.wait_line(|l| l.starts_with("moto server "), START_LIMIT);
+    let endpoint = moto
+        .split_whitespace()
+        .last()
+        .expect("the endpoint")
+        .to_owned();
+    up.wait_line(|l| l.starts_with("Send a sample event"), START_LIMIT);
+
+    // Four records of one partition key: three payments, the second failing once, then a poison record.
+    let bodies = [
+        payment(&ids[0]),
+        payment(&ids[1]),
+        payment(&ids[2]),
+        "not a payment".to_owned(),
+    ];
+    let event = scratch.root.join("records.json");
+    let records: Vec<serde_json::Value> = bodies
+        .iter()
+        .map(|body| {
+            serde_json::json!({
+                "eventSource": "aws:kinesis",
+                "kinesis": {
+                    "data": base64::engine::general_purpose::STANDARD.encode(body),
+                    "partitionKey": "acct-1",
+                },
+            })
+        })
+        .collect();
+    std::fs::write(
+        &event,
+        serde_json::json!({ "Records": records }).to_string(),
+    )
+    .expect("event file");
+    scratch.send_to(&cli, "charge-payment", &event);
+
+    // The first invocation: the first applied, the shard stopped at the second with the two after it.
+    let first = stream_line(&mut up);
+    assert_eq!(
+        totals(&[batch_part(&first)]),
+        Totals {
+            records: 4,
+            applied: 1,
+            returned: 3,
+            ..Totals::default()
+        },
+        "{first}"
+    );
+    assert!(
+        first.contains("; stopped at record 2 (")
+            && first.ends_with("handed over again with the 2 after it"),
+        "{first}"
+    );
+    let charged: Vec<String> = payments
+        .charges()
+        .iter()
+        .map(|c| c.payment_id.clone())
+        .collect();
+    assert_eq!(
+        charged,
+        [ids[0].clone()],
+        "nothing after the failed record applied"
+    );
+
+    // Handed over again from the second: it and the third applied, the poison record dead-lettered, the shard done.
+    let second = stream_line(&mut up);
+    assert_eq!(
+        totals(&[batch_part(&second)]),
+        Totals {
+            records: 3,
+            applied: 2,
+            dead_lettered: 1,
+            ..Totals::default()
+        },
+        "{second}"
+    );
+    let charged: Vec<String> = payments
+        .charges()
+        .iter()
+        .map(|c| c.payment_id.clone())
+        .collect();
+    assert_eq!(charged, ids, "each once, in the shard's order");
+
+    // The poison record is in the failure queue with its content.
+    let letters = rt.block_on(async {
+        let config = sqsafe_aws::local_config_loader(&endpoint).load().await;
+        let sqs = aws_sdk_sqs::Client::new(&config);
+        let url = sqs
+            .get_queue_url()
+            .queue_name("local-FailureQueue")
+            .send()
+            .await
+            .expect("the failure queue")
+            .queue_url
+            .expect("a URL");
+        sqs.receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("receive")
+            .messages
+            .unwrap_or_default()
+    });
+    let bodies_there: Vec<&str> = letters.iter().filter_map(|m| m.body()).collect();
+    assert_eq!(bodies_there, ["not a payment"], "the record's content");
+
+    // The same records again (a replayed shard): the payments replayed, nothing charged twice.
+    scratch.send_to(&cli, "charge-payment", &event);
+    let again = stream_line(&mut up);
+    assert_eq!(
+        totals(&[batch_part(&again)]),
+        Totals {
+            records: 4,
+            replayed: 3,
+            dead_lettered: 1,
+            ..Totals::default()
+        },
+        "{again}"
+    );
+    assert_eq!(payments.charges().len(), 3, "no second charge");
+
+    let output = up.terminate();
+    assert!(
+        output
+            .lines()
+            .any(|l| l.starts_with("charge-payment#shardId-")
+                && l.contains(": 3 invocations, 11 records, 0 failed invocations, 0 given up on;")),
+        "the summary at the end counts every invocation and record:\n{output}"
+    );
+}
+
+/// The next charge-payment invocation line.
+fn stream_line(up: &mut Up) -> String {
+    up.wait_line(
+        |l| l.starts_with("charge-payment   ") && l.contains(" record"),
+        LINE_LIMIT + Duration::from_secs(5),
+    )
+}
+
+/// The part of a stream line that a queue's batch line has (up to its time), for `totals`.
+fn batch_part(line: &str) -> String {
+    line.split("; stopped at").next().unwrap_or(line).to_owned()
+}
