@@ -102,6 +102,12 @@ pub struct NewConsumerArgs {
     /// event follow it.
     #[arg(long, value_enum, default_value = "sqs")]
     pub envelope: crate::ConsumerEnvelope,
+    /// What feeds it: `sqs` (a queue of its own, with its DLQ) or `kinesis` (a Kinesis data stream of its own: each
+    /// shard in order, stopped at the first record that must come back; a failure queue for poison records, with their
+    /// content, and the mapping's on-failure queue). A Kinesis consumer's effect is an HTTP call (no --transact, --fifo
+    /// or --envelope).
+    #[arg(long, value_enum, default_value = "sqs")]
+    pub source: crate::ConsumerSource,
     /// The workspace root (default: found upward from the current folder, as cargo finds a workspace; the
     /// template.yaml at or above it).
     #[arg(long)]
@@ -118,7 +124,9 @@ pub fn run_new(command: NewCommand, out: &mut dyn Write) -> Result<(), Error> {
         NewCommand::Api(args) => return run_new_api(&args, out),
     };
     let project = project_at(args.root.as_deref())?;
-    let spec = crate::Spec::new(&args.name, args.fifo, args.transact)?.envelope(args.envelope);
+    let spec = crate::Spec::new(&args.name, args.fifo, args.transact)?
+        .envelope(args.envelope)
+        .source(args.source)?;
     let generated = crate::generate(&project, &spec)?;
     for path in generated.written {
         writeln!(out, "wrote {path}")?;

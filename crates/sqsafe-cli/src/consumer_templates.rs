@@ -28,10 +28,11 @@ macro_rules! template {
 }
 
 /// Every template file of a consumer and of an API, compiled in.
-const FILES: [(&str, &str); 20] = [
+const FILES: [(&str, &str); 24] = [
     template!("consumer/Cargo.toml.jinja"),
     template!("consumer/README.md.jinja"),
     template!("consumer/events/event.json.jinja"),
+    template!("consumer/events/kinesis.json.jinja"),
     template!("consumer/src/handler.rs.jinja"),
     template!("consumer/src/lib.rs.jinja"),
     template!("consumer/src/main.rs.jinja"),
@@ -39,7 +40,10 @@ const FILES: [(&str, &str); 20] = [
     template!("consumer/template/outputs.yaml.jinja"),
     template!("consumer/template/parameters.yaml.jinja"),
     template!("consumer/template/resources.yaml.jinja"),
+    template!("consumer/template/stream-outputs.yaml.jinja"),
+    template!("consumer/template/stream-resources.yaml.jinja"),
     template!("consumer/tests/handler.rs.jinja"),
+    template!("consumer/tests/stream.rs.jinja"),
     template!("api/Cargo.toml.jinja"),
     template!("api/README.md.jinja"),
     template!("api/events/event.json.jinja"),
@@ -76,6 +80,8 @@ pub(crate) struct ConsumerVars {
     pub(crate) transact: bool,
     /// What the queue's bodies wrap: `sqs` (nothing), `sns`, `eventbridge`, `s3`.
     pub(crate) envelope: &'static str,
+    /// What feeds it: `sqs` (a queue), `kinesis` (a Kinesis data stream).
+    pub(crate) source: &'static str,
     /// The child template's file name in `sqsafe/`.
     pub(crate) child: String,
 }
@@ -148,6 +154,15 @@ mod tests {
     use super::*;
 
     fn vars(fifo: bool, transact: bool, envelope: &'static str) -> ConsumerVars {
+        vars_from(fifo, transact, envelope, "sqs")
+    }
+
+    fn vars_from(
+        fifo: bool,
+        transact: bool,
+        envelope: &'static str,
+        source: &'static str,
+    ) -> ConsumerVars {
         ConsumerVars {
             name: "send-invoice".into(),
             pascal: "SendInvoice".into(),
@@ -157,6 +172,7 @@ mod tests {
             fifo,
             transact,
             envelope,
+            source,
             child: "consumer.yaml".into(),
         }
     }
@@ -169,17 +185,19 @@ mod tests {
             hack: true,
         };
         let variants = [(false, false), (true, false), (false, true), (true, true)];
-        for ((fifo, transact), envelope) in variants
+        let queues = variants
             .into_iter()
-            .flat_map(|v| ["sqs", "sns", "eventbridge", "s3"].map(|e| (v, e)))
-        {
+            .flat_map(|v| ["sqs", "sns", "eventbridge", "s3"].map(|e| (v, e, "sqs")));
+        // A Kinesis consumer: a plain one (no FIFO, no transaction, no envelope).
+        let streams = [((false, false), "sqs", "kinesis")];
+        for ((fifo, transact), envelope, source) in queues.chain(streams) {
             for (name, _) in FILES.iter().filter(|(n, _)| n.starts_with("consumer/")) {
-                let text = render(name, &vars(fifo, transact, envelope), &workspace)
-                    .unwrap_or_else(|e| panic!("{e}"));
+                let consumer = vars_from(fifo, transact, envelope, source);
+                let text = render(name, &consumer, &workspace).unwrap_or_else(|e| panic!("{e}"));
                 for delimiter in ["{{", "{%", "{#", "#}", "%}"] {
                     assert!(
                         !text.contains(delimiter),
-                        "{name} ({fifo}, {transact}, {envelope}) keeps {delimiter}:\n{text}"
+                        "{name} ({fifo}, {transact}, {envelope}, {source}) keeps {delimiter}:\n{text}"
                     );
                 }
                 assert!(
@@ -188,7 +206,7 @@ mod tests {
                 );
                 assert!(
                     !text.contains("\n\n\n"),
-                    "{name} ({fifo}, {transact}, {envelope}): no run of blank lines:\n{text}"
+                    "{name} ({fifo}, {transact}, {envelope}, {source}): no run of blank lines:\n{text}"
                 );
             }
         }

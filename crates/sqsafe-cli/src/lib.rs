@@ -28,8 +28,8 @@ pub use letter::{AgeFrom, DeadLetter, DlqCopy, Entry, NO_CONTEXT};
 pub use new_api::{API_DEPENDENCIES, ApiSpec, generate_api};
 pub use redrive::{Line, Outcome, RedriveOptions, RedriveReport, redrive};
 pub use scaffold::{
-    ConsumerEnvelope, Generated, OUTPUTS_MARKER, Project, RESOURCES_MARKER, ScaffoldError, Spec,
-    add_to_template, generate,
+    ConsumerEnvelope, ConsumerSource, Generated, OUTPUTS_MARKER, Project, RESOURCES_MARKER,
+    ScaffoldError, Spec, add_to_template, generate,
 };
 pub use scan::{ScanOptions, Scanned, Stopped, scan};
 pub use setup::check_aws;

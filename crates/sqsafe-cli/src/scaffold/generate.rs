@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::error::{ScaffoldError, fail};
 use super::project::Project;
-use super::spec::{Spec, child_template};
-use super::template::{CHILD_DIR, CHILD_IDS, PARAMETERS_YAML, RESOURCES_YAML, add_to_template};
+use super::spec::{ConsumerSource, Spec, child_template};
+use super::template::{CHILD_DIR, CHILD_IDS, PARAMETERS_YAML, add_to_template, resources_yaml};
 
 /// Writes every file of the consumer into `project`; refuses to overwrite anything and checks everything before
 /// writing (the child template of its nested application is written only when missing). Returns the paths written,
@@ -33,7 +33,11 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Generated, ScaffoldErr
     if event_path.exists() {
         return fail(format!("{} exists already", event_path.display()));
     }
-    let child = ChildFile::at(template_path.parent().unwrap_or(root), spec)?;
+    // A queue's consumer nests its queue, DLQ and alarms (sqsafe/consumer.yaml); a stream consumer has them inline.
+    let child = match spec.source {
+        ConsumerSource::Sqs => Some(ChildFile::at(template_path.parent().unwrap_or(root), spec)?),
+        ConsumerSource::Kinesis => None,
+    };
     let mut written = Vec::with_capacity(files.len() + 2);
     for (path, text) in files {
         let full = match path.strip_prefix("events/") {
@@ -48,8 +52,25 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Generated, ScaffoldErr
         written.push(path);
     }
     // Before the template that nests it.
+    let kept = match &child {
+        None => None,
+        Some(child) => child_kept(child, root, &mut written)?,
+    };
+    fs::write(template_path, template)
+        .map_err(|e| ScaffoldError(format!("write {}: {e}", template_path.display())))?;
+    written.push(template_path.display().to_string());
+    format_rust(root, &written)?;
+    Ok(Generated { written, kept })
+}
+
+/// Writes the child template when missing; says why a different one was kept.
+fn child_kept(
+    child: &ChildFile,
+    root: &Path,
+    written: &mut Vec<String>,
+) -> Result<Option<String>, ScaffoldError> {
     let shown = child.shown(root);
-    let kept = match child.state {
+    Ok(match child.state {
         ChildState::Same => None,
         ChildState::Missing => {
             child.write()?;
@@ -63,12 +84,7 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Generated, ScaffoldErr
             child.file_name(),
             env!("CARGO_PKG_VERSION")
         )),
-    };
-    fs::write(template_path, template)
-        .map_err(|e| ScaffoldError(format!("write {}: {e}", template_path.display())))?;
-    written.push(template_path.display().to_string());
-    format_rust(root, &written)?;
-    Ok(Generated { written, kept })
+    })
 }
 
 /// What [`generate()`] did.
@@ -147,12 +163,16 @@ pub(crate) fn with_consumer(template: &str, spec: &Spec) -> Result<String, Scaff
     // e.g. the outbox's `OutboxTable`, which `new-consumer outbox --transact` would otherwise duplicate).
     // The child's resources count as the parent's `<Pascal><Id>` for sqsafe check and sqsafe local.
     // Its parameter (a plain consumer's API URL) must be new too.
-    let generated = spec.render(RESOURCES_YAML)? + &spec.render(PARAMETERS_YAML)?;
+    let generated = spec.render(resources_yaml(spec))? + &spec.render(PARAMETERS_YAML)?;
+    let child_ids: &[&str] = match spec.source {
+        ConsumerSource::Sqs => &CHILD_IDS,
+        ConsumerSource::Kinesis => &[],
+    };
     let ids = generated
         .lines()
         .filter_map(|line| line.strip_prefix("  ").and_then(|l| l.strip_suffix(':')))
         .map(str::to_owned)
-        .chain(CHILD_IDS.iter().map(|id| format!("{}{id}", spec.pascal)));
+        .chain(child_ids.iter().map(|id| format!("{}{id}", spec.pascal)));
     for id in ids {
         if !id.is_empty()
             && id.chars().all(|c| c.is_ascii_alphanumeric())
@@ -170,19 +190,23 @@ pub(crate) fn consumer_files(
     spec: &Spec,
 ) -> Result<Vec<(String, String)>, ScaffoldError> {
     let mut files = vec![(format!("functions/{}/Cargo.toml", spec.name), cargo_toml)];
-    for path in [
-        "README.md",
-        "src/main.rs",
-        "src/lib.rs",
-        "src/handler.rs",
-        "tests/handler.rs",
+    let (tests, sample) = match spec.source {
+        ConsumerSource::Sqs => ("tests/handler.rs", "event.json"),
+        ConsumerSource::Kinesis => ("tests/stream.rs", "kinesis.json"),
+    };
+    for (path, template) in [
+        ("README.md", "README.md"),
+        ("src/main.rs", "src/main.rs"),
+        ("src/lib.rs", "src/lib.rs"),
+        ("src/handler.rs", "src/handler.rs"),
+        ("tests/handler.rs", tests),
     ] {
-        let text = spec.render(&format!("consumer/{path}.jinja"))?;
+        let text = spec.render(&format!("consumer/{template}.jinja"))?;
         files.push((format!("functions/{}/{path}", spec.name), text));
     }
     files.push((
         format!("events/{}.json", spec.name),
-        spec.render("consumer/events/event.json.jinja")?,
+        spec.render(&format!("consumer/events/{sample}.jinja"))?,
     ));
     Ok(files)
 }

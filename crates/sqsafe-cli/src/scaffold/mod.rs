@@ -12,5 +12,5 @@ mod tests;
 pub use error::ScaffoldError;
 pub use generate::{Generated, generate};
 pub use project::Project;
-pub use spec::{ConsumerEnvelope, Spec};
+pub use spec::{ConsumerEnvelope, ConsumerSource, Spec};
 pub use template::{OUTPUTS_MARKER, RESOURCES_MARKER, add_to_template};

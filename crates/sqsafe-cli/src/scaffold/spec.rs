@@ -1,4 +1,4 @@
-//! What to generate: a consumer's names, its queue kind, its envelope.
+//! What to generate: a consumer's names, its queue kind, its envelope, its source.
 
 use super::error::{ScaffoldError, fail};
 use crate::consumer_templates::{self, CHILD_FIFO, CHILD_STANDARD, ConsumerVars, WorkspaceVars};
@@ -18,6 +18,29 @@ pub struct Spec {
     pub transact: bool,
     /// What the queue's bodies wrap (see [`Spec::envelope`]).
     pub envelope: ConsumerEnvelope,
+    /// What feeds the consumer (see [`Spec::source`]).
+    pub source: ConsumerSource,
+}
+
+/// What feeds a new consumer: an SQS queue (the default) or a Kinesis data stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ConsumerSource {
+    /// An SQS queue (standard, or FIFO with `--fifo`), with its DLQ, in a nested application.
+    #[default]
+    Sqs,
+    /// A Kinesis data stream of its own: each shard's records in order, stopped at the first that must come back; a
+    /// failure queue for poison records (with their content) and the mapping's on-failure queue.
+    Kinesis,
+}
+
+impl ConsumerSource {
+    /// As the templates name it: `sqs`, `kinesis`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsumerSource::Sqs => "sqs",
+            ConsumerSource::Kinesis => "kinesis",
+        }
+    }
 }
 
 /// What a new consumer's queue is fed by: its `Consumer::ENVELOPE`, and how its sample event wraps the payload.
@@ -87,7 +110,35 @@ impl Spec {
             fifo,
             transact,
             envelope: ConsumerEnvelope::Sqs,
+            source: ConsumerSource::Sqs,
         })
+    }
+
+    /// The consumer reads `source` (default: an SQS queue).
+    ///
+    /// # Errors
+    /// A Kinesis consumer with what only a queue has (`--fifo`, an `--envelope` other than `sqs`), or with
+    /// `--transact` (not made for streams yet).
+    pub fn source(mut self, source: ConsumerSource) -> Result<Self, ScaffoldError> {
+        if source == ConsumerSource::Kinesis {
+            let refused = if self.fifo {
+                Some("--fifo is a queue's: a Kinesis stream keeps each shard's order already")
+            } else if self.envelope != ConsumerEnvelope::Sqs {
+                Some("--envelope is a queue's: a Kinesis record's data is the payload")
+            } else if self.transact {
+                Some(
+                    "--transact is not made for Kinesis consumers yet: make the consumer without it (its effect is \
+                     an HTTP call), or write its writes as an SQS consumer's",
+                )
+            } else {
+                None
+            };
+            if let Some(why) = refused {
+                return fail(format!("--source kinesis with {why}"));
+            }
+        }
+        self.source = source;
+        Ok(self)
     }
 
     /// The consumer reads its payload out of `envelope` (default: the body is the payload).
@@ -108,6 +159,7 @@ impl Spec {
             fifo: self.fifo,
             transact: self.transact,
             envelope: self.envelope.as_str(),
+            source: self.source.as_str(),
             child: child_template(self).0.to_owned(),
         }
     }

@@ -1,7 +1,7 @@
 //! template.yaml: where a consumer's resources and outputs go, and the nested template each consumer uses.
 
 use super::error::{ScaffoldError, fail};
-use super::spec::Spec;
+use super::spec::{ConsumerSource, Spec};
 
 /// Markers in template.yaml between which generated consumers' resources and outputs go.
 pub const RESOURCES_MARKER: &str =
@@ -46,9 +46,9 @@ pub fn add_to_template(template: &str, spec: &Spec) -> Result<String, ScaffoldEr
         out.push_str(&parameters);
         out.push_str(&template[parameters_end..resources_at]);
     }
-    out.push_str(&spec.render(RESOURCES_YAML)?);
+    out.push_str(&spec.render(resources_yaml(spec))?);
     out.push_str(&template[resources_at..outputs_at]);
-    out.push_str(&spec.render(OUTPUTS_YAML)?);
+    out.push_str(&spec.render(outputs_yaml(spec))?);
     out.push_str(&template[outputs_at..]);
     Ok(out)
 }
@@ -80,6 +80,26 @@ pub(crate) fn parameters_end(template: &str) -> Option<usize> {
 pub(crate) const PARAMETERS_YAML: &str = "consumer/template/parameters.yaml.jinja";
 pub(crate) const RESOURCES_YAML: &str = "consumer/template/resources.yaml.jinja";
 pub(crate) const OUTPUTS_YAML: &str = "consumer/template/outputs.yaml.jinja";
+
+/// A Kinesis consumer's resources and outputs: all in the template itself (no nested application).
+pub(crate) const STREAM_RESOURCES_YAML: &str = "consumer/template/stream-resources.yaml.jinja";
+pub(crate) const STREAM_OUTPUTS_YAML: &str = "consumer/template/stream-outputs.yaml.jinja";
+
+/// The resources template of `spec`'s source.
+pub(crate) fn resources_yaml(spec: &Spec) -> &'static str {
+    match spec.source {
+        ConsumerSource::Sqs => RESOURCES_YAML,
+        ConsumerSource::Kinesis => STREAM_RESOURCES_YAML,
+    }
+}
+
+/// The outputs template of `spec`'s source.
+pub(crate) fn outputs_yaml(spec: &Spec) -> &'static str {
+    match spec.source {
+        ConsumerSource::Sqs => OUTPUTS_YAML,
+        ConsumerSource::Kinesis => STREAM_OUTPUTS_YAML,
+    }
+}
 
 /// The folder, next to template.yaml, that holds the child templates.
 pub(crate) const CHILD_DIR: &str = "sqsafe";

@@ -662,3 +662,105 @@ fn generated_consumers_keep_every_rule_of_sqsafe_check() {
     }
     let _ = fs::remove_dir_all(&root);
 }
+
+#[test]
+fn a_kinesis_consumer_refuses_what_only_a_queue_has_or_a_transaction() {
+    let spec = |fifo, transact| Spec::new("track-order", fifo, transact).expect("valid");
+    for (refused, said) in [
+        (spec(true, false), "--fifo is a queue's"),
+        (
+            spec(false, false).envelope(ConsumerEnvelope::Sns),
+            "--envelope is a queue's",
+        ),
+        (
+            spec(false, true),
+            "--transact is not made for Kinesis consumers yet",
+        ),
+    ] {
+        let err = refused
+            .source(ConsumerSource::Kinesis)
+            .expect_err(said)
+            .to_string();
+        assert!(
+            err.starts_with("--source kinesis with ") && err.contains(said),
+            "{err}"
+        );
+    }
+    let plain = spec(false, false)
+        .source(ConsumerSource::Kinesis)
+        .expect("a plain Kinesis consumer");
+    assert_eq!(plain.source, ConsumerSource::Kinesis);
+}
+
+/// A Kinesis consumer: its stream, failure queues, alarms, role and function in template.yaml itself (no nested
+/// application, no child template written), its sample a Kinesis event, its tests the stream's; and every rule of
+/// `sqsafe check` holds for it beside a queue's consumer. Without its on-failure destination, rule stream-consumer
+/// names it.
+#[test]
+fn a_generated_kinesis_consumer_keeps_every_rule_and_a_missing_destination_is_named() {
+    let root = scratch_project("kinesis", "", &project_base_template());
+    let project = Project::at(&root).expect("project");
+    generate(
+        &project,
+        &Spec::new("send-invoice", false, false).expect("valid"),
+    )
+    .expect("queue's");
+    fs::remove_file(root.join("sqsafe/consumer.yaml")).expect("the queue consumer's child");
+    let spec = Spec::new("track-order", false, false)
+        .expect("valid")
+        .source(ConsumerSource::Kinesis)
+        .expect("kinesis");
+    let generated = generate(&project, &spec).expect("generated");
+    assert!(
+        !generated.written.iter().any(|p| p.starts_with("sqsafe/")),
+        "no child template: {:?}",
+        generated.written
+    );
+    assert!(!root.join("sqsafe/consumer.yaml").exists());
+    let template = fs::read_to_string(root.join("template.yaml")).expect("template");
+    for resource in [
+        "  TrackOrderStream:\n    Type: AWS::Kinesis::Stream",
+        "  TrackOrderFailureQueue:\n",
+        "  TrackOrderOnFailureQueue:\n",
+        "  TrackOrderIteratorAgeAlarm:\n",
+        "  TrackOrderApiUrl:\n",
+        "          Type: Kinesis\n",
+    ] {
+        assert!(template.contains(resource), "{resource:?} missing");
+    }
+    let sample = fs::read_to_string(root.join("events/track-order.json")).expect("sample");
+    let sample: serde_json::Value = serde_json::from_str(&sample).expect("JSON");
+    assert_eq!(sample["Records"][0]["eventSource"], "aws:kinesis");
+    let tests =
+        fs::read_to_string(root.join("functions/track-order/tests/handler.rs")).expect("tests");
+    assert!(
+        tests.contains("fn a_failure_stops_the_shard_"),
+        "the stream's tests"
+    );
+
+    // The queue consumer's child back (check reads it), then every rule holds.
+    generate(
+        &project,
+        &Spec::new("send-receipt", false, false).expect("valid"),
+    )
+    .expect("child back");
+    let (code, out) = check_at(&root);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("all 44 rules hold"), "{out}");
+
+    let template = fs::read_to_string(root.join("template.yaml")).expect("template");
+    let destination = "            DestinationConfig:\n              OnFailure:\n                Destination: !GetAtt TrackOrderOnFailureQueue.Arn\n";
+    assert_eq!(template.matches(destination).count(), 1);
+    fs::write(
+        root.join("template.yaml"),
+        template.replace(destination, ""),
+    )
+    .expect("template");
+    let (code, out) = check_at(&root);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("[stream-consumer] TrackOrderFunction"),
+        "{out}"
+    );
+    let _ = fs::remove_dir_all(&root);
+}

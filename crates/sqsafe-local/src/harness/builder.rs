@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::path::PathBuf;
 
 use sqsafe::Consumer;
 
@@ -10,8 +11,8 @@ use super::{Harness, HarnessError};
 /// Builds a [`Harness`]: from [`Harness::builder`].
 ///
 /// # Default
-/// The template's parameters and environment as they are, no fake API, the local AWS's DynamoDB client,
-/// `events/<NAME>.json` as the sample.
+/// The project's template.yaml, its parameters and environment as they are, no fake API, the local AWS's DynamoDB
+/// client, `events/<NAME>.json` as the sample.
 #[must_use = "a builder does nothing until it is started"]
 pub struct HarnessBuilder<C> {
     pub(super) fake_api: Option<String>,
@@ -19,6 +20,7 @@ pub struct HarnessBuilder<C> {
     pub(super) env: Vec<(String, String)>,
     pub(super) dynamodb: Option<aws_sdk_dynamodb::Client>,
     pub(super) sample: Option<String>,
+    pub(super) template: Option<PathBuf>,
     consumer: PhantomData<fn() -> C>,
 }
 
@@ -30,6 +32,7 @@ impl<C> std::fmt::Debug for HarnessBuilder<C> {
             .field("env", &self.env)
             .field("dynamodb", &self.dynamodb.is_some())
             .field("sample", &self.sample)
+            .field("template", &self.template)
             .finish()
     }
 }
@@ -42,6 +45,7 @@ impl<C: Consumer> HarnessBuilder<C> {
             env: Vec::new(),
             dynamodb: None,
             sample: None,
+            template: None,
             consumer: PhantomData,
         }
     }
@@ -75,6 +79,12 @@ impl<C: Consumer> HarnessBuilder<C> {
     /// `events/<file>` as the sample event instead of `events/<NAME>.json`.
     pub fn sample(mut self, file: &str) -> Self {
         self.sample = Some(file.to_owned());
+        self
+    }
+
+    /// The SAM template at `path` instead of the project's template.yaml ([`crate::stack::template_path`]).
+    pub fn template(mut self, path: impl Into<PathBuf>) -> Self {
+        self.template = Some(path.into());
         self
     }
 

@@ -32,6 +32,17 @@ impl Delivery {
         self.all(|d| matches!(d, Disposition::DeadLettered(_)))
     }
 
+    /// The identifiers the answer names in `batchItemFailures`, in order: message ids of an SQS batch, the sequence
+    /// number a stream's shard stopped at (only the first record that must come back: Lambda checkpoints there).
+    pub fn reported(&self) -> Vec<&str> {
+        self.report
+            .response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect()
+    }
+
     fn all(&self, f: impl Fn(&Disposition) -> bool) -> bool {
         !self.report.records.is_empty() && self.report.records.iter().all(|r| f(&r.disposition))
     }

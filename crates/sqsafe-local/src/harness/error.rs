@@ -16,8 +16,12 @@ pub enum HarnessError {
         #[source]
         source: StackError,
     },
-    /// The consumer's function has no dead-letter queue in the template (its source queue has no `RedrivePolicy`).
-    #[error("{consumer}'s queue has no dead-letter queue in the template (no RedrivePolicy)")]
+    /// The consumer's function has no dead-letter queue in the template (its source queue has no `RedrivePolicy`; a
+    /// stream consumer's `DLQ_URL` names no queue of the template).
+    #[error(
+        "{consumer} has no dead-letter queue in the template (its queue has no RedrivePolicy; a stream consumer: its \
+         DLQ_URL is no !Ref of a queue)"
+    )]
     NoDeadLetterQueue {
         /// The consumer's name.
         consumer: &'static str,

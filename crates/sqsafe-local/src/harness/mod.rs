@@ -47,13 +47,16 @@ mod error;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use sqsafe::{App, Consumer, Env, Setup};
-use sqsafe_testkit::{FakeDownstream, event_file, invocation, sdk_config, unique_name};
+use sqsafe_testkit::{
+    FakeDownstream, event_file, invocation, invocation_of, sdk_config, unique_name,
+};
 
-use crate::stack::{EnvSource, LocalStack, StackOptions};
+use crate::stack::{EnvSource, LocalStack, StackOptions, template_path};
 
 pub use builder::HarnessBuilder;
 pub use delivery::{DeadLetter, Delivery};
@@ -122,16 +125,16 @@ impl<C: Consumer> Harness<C> {
         let dynamodb = options
             .dynamodb
             .unwrap_or_else(|| aws_sdk_dynamodb::Client::new(&aws));
-        let stack = LocalStack::for_function(&sqs, &dynamodb, C::NAME, stack_options)
+        let template = options.template.clone().unwrap_or_else(template_path);
+        let stack = LocalStack::for_function_in(&template, &sqs, &dynamodb, C::NAME, stack_options)
             .await
             .map_err(|source| HarnessError::Stack {
                 consumer: C::NAME,
                 source,
             })?;
         if let Some(parameter) = &options.fake_api {
-            let refers = stack.function(C::NAME).is_some_and(|f| {
-                f.env
-                    .values()
+            let refers = stack.spec.env_of(C::NAME).is_some_and(|env| {
+                env.values()
                     .any(|s| matches!(s, EnvSource::Ref(r) if r == parameter))
             });
             if !refers {
@@ -142,7 +145,7 @@ impl<C: Consumer> Harness<C> {
             }
         }
         let dead_letter_queue = stack
-            .dead_letter_queue(C::NAME)
+            .failure_queue(C::NAME)
             .ok_or(HarnessError::NoDeadLetterQueue { consumer: C::NAME })?
             .url
             .clone();
@@ -235,6 +238,66 @@ impl<C: Consumer> Harness<C> {
         let n = self.deliveries.fetch_add(1, Ordering::Relaxed) + 1;
         let request_id = format!("{}-delivery-{n}", C::NAME);
         match self.app.handle_report(invocation(event, &request_id)).await {
+            Ok(report) => Delivery::from(report),
+            Err(e) => panic!("{request_id}: the invocation failed as a whole: {e}"),
+        }
+    }
+
+    /// The sample event of a Kinesis consumer: `events/<NAME>.json` (or the file given to
+    /// [`HarnessBuilder::sample`]) read as a Kinesis batch.
+    ///
+    /// # Panics
+    /// When the file is missing or is not a Kinesis event.
+    pub fn kinesis_sample(&self) -> KinesisEvent {
+        let path = sqsafe_testkit::events_dir().join(&self.sample);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{} is not a Kinesis event: {e}", path.display()))
+    }
+
+    /// Records of one shard with `data` as their data, in order, as the shard hands them over: sequence numbers
+    /// 1, 2, ... (56 digits, as Kinesis writes them), partition key `acme`, the stream named after the consumer.
+    pub fn kinesis_records(&self, data: &[&str]) -> KinesisEvent {
+        use base64::Engine as _;
+        let records: Vec<serde_json::Value> = data
+            .iter()
+            .enumerate()
+            .map(|(i, data)| {
+                let sequence = format!("{:056}", i + 1);
+                serde_json::json!({
+                    "kinesis": {
+                        "kinesisSchemaVersion": "1.0",
+                        "partitionKey": "acme",
+                        "sequenceNumber": sequence,
+                        "data": base64::engine::general_purpose::STANDARD.encode(data),
+                        "approximateArrivalTimestamp": 1_796_000_000.0,
+                    },
+                    "eventSource": "aws:kinesis",
+                    "eventVersion": "1.0",
+                    "eventID": format!("shardId-000000000000:{sequence}"),
+                    "eventName": "aws:kinesis:record",
+                    "awsRegion": "us-east-1",
+                    "eventSourceARN": format!("arn:aws:kinesis:us-east-1:123456789012:stream/{}", C::NAME),
+                })
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({ "Records": records }))
+            .unwrap_or_else(|e| panic!("a Kinesis event: {e}"))
+    }
+
+    /// Hands the Kinesis batch `event` to the consumer as one invocation, as [`Harness::deliver`] an SQS one.
+    ///
+    /// # Panics
+    /// When the invocation fails as a whole.
+    pub async fn deliver_kinesis(&self, event: KinesisEvent) -> Delivery {
+        let n = self.deliveries.fetch_add(1, Ordering::Relaxed) + 1;
+        let request_id = format!("{}-delivery-{n}", C::NAME);
+        match self
+            .app
+            .handle_kinesis_report(invocation_of(event, &request_id))
+            .await
+        {
             Ok(report) => Delivery::from(report),
             Err(e) => panic!("{request_id}: the invocation failed as a whole: {e}"),
         }

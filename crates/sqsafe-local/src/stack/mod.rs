@@ -260,7 +260,18 @@ impl LocalStack {
         binary: &str,
         options: StackOptions,
     ) -> Result<Self, StackError> {
-        let spec = TemplateSpec::read(&template_path())?
+        Self::for_function_in(&template_path(), sqs, dynamodb, binary, options).await
+    }
+
+    /// [`LocalStack::for_function`] of the template at `template`.
+    pub async fn for_function_in(
+        template: &std::path::Path,
+        sqs: &aws_sdk_sqs::Client,
+        dynamodb: &aws_sdk_dynamodb::Client,
+        binary: &str,
+        options: StackOptions,
+    ) -> Result<Self, StackError> {
+        let spec = TemplateSpec::read(template)?
             .only_for(binary)
             .ok_or_else(|| TemplateError(format!("no function of the template builds {binary}")))?;
         Self::create(sqs, dynamodb, spec, options).await
@@ -269,6 +280,17 @@ impl LocalStack {
     /// The function spec whose binary is `binary`.
     pub fn function(&self, binary: &str) -> Option<&FunctionSpec> {
         self.spec.function_by_binary(binary)
+    }
+
+    /// The failure queue of a function: its source queue's DLQ, else (a stream consumer's, which has no queue) the
+    /// queue its `DLQ_URL` names.
+    pub fn failure_queue(&self, binary: &str) -> Option<&LocalQueue> {
+        self.dead_letter_queue(binary).or_else(|| {
+            match self.spec.env_of(binary)?.get("DLQ_URL")? {
+                EnvSource::Ref(queue) => self.queues.get(queue),
+                _ => None,
+            }
+        })
     }
 
     /// The source queue of the function whose binary is `binary`.
@@ -287,18 +309,8 @@ impl LocalStack {
     /// override or default; and a queue's `!GetAtt` `Arn`, `QueueName` and `QueueUrl`, a Kinesis stream's `Arn`; a
     /// `!Join` of those. A reference that resolves to nothing is left out (the function then names it at start).
     pub fn function_env(&self, binary: &str) -> Vec<(String, String)> {
-        let apis = self.spec.apis.values().map(|a| (&a.binary, &a.env));
-        let streams = self
-            .spec
-            .stream_functions
-            .values()
-            .map(|f| (&f.binary, &f.env));
-        let env = match self.function(binary) {
-            Some(function) => &function.env,
-            None => match apis.chain(streams).find(|(b, _)| *b == binary) {
-                Some((_, env)) => env,
-                None => return Vec::new(),
-            },
+        let Some(env) = self.spec.env_of(binary) else {
+            return Vec::new();
         };
         env.iter()
             .filter_map(|(name, source)| Some((name.clone(), self.resolve(source)?)))

@@ -649,10 +649,31 @@ impl TemplateSpec {
         self.functions.values().find(|f| f.binary == binary)
     }
 
-    /// Only what the function whose binary is `binary` uses: itself, its source queue and that queue's DLQ, and the
-    /// tables and queues its environment refers to (`None` when the template has no such function). A test of one
-    /// function creates exactly the template's resources for it, no more.
+    /// The stream function whose binary is `binary`.
+    pub fn stream_function_by_binary(&self, binary: &str) -> Option<&StreamFunctionSpec> {
+        self.stream_functions.values().find(|f| f.binary == binary)
+    }
+
+    /// The environment of the function whose binary is `binary`: an SQS consumer's, an API's or a stream consumer's.
+    pub fn env_of(&self, binary: &str) -> Option<&BTreeMap<String, EnvSource>> {
+        let queues = self.functions.values().map(|f| (&f.binary, &f.env));
+        let apis = self.apis.values().map(|a| (&a.binary, &a.env));
+        let streams = self.stream_functions.values().map(|f| (&f.binary, &f.env));
+        queues
+            .chain(apis)
+            .chain(streams)
+            .find(|(b, _)| *b == binary)
+            .map(|(_, env)| env)
+    }
+
+    /// Only what the function whose binary is `binary` uses: itself, its source queue and that queue's DLQ (a stream
+    /// consumer: its stream, Kinesis or its table's, and its on-failure queue), and the tables and queues its
+    /// environment refers to (`None` when the template has no such function). A test of one function creates exactly
+    /// the template's resources for it, no more.
     pub fn only_for(&self, binary: &str) -> Option<TemplateSpec> {
+        if let Some(stream) = self.stream_function_by_binary(binary) {
+            return Some(self.only_for_stream(stream));
+        }
         let function = self.function_by_binary(binary)?;
         let refs: Vec<&String> = function
             .env
@@ -689,6 +710,49 @@ impl TemplateSpec {
             parameters: self.parameters.clone(),
             required_parameters: self.required_parameters.clone(),
         })
+    }
+
+    fn only_for_stream(&self, function: &StreamFunctionSpec) -> TemplateSpec {
+        let mut refs: Vec<&String> = function
+            .env
+            .values()
+            .flat_map(EnvSource::references)
+            .chain(&function.on_failure_queue)
+            .collect();
+        match &function.source {
+            StreamSource::Kinesis(stream) | StreamSource::DynamoDb(stream) => refs.push(stream),
+        }
+        let dlqs: Vec<&String> = refs
+            .iter()
+            .filter_map(|id| self.queues.get(*id)?.redrive.as_ref().map(|(dlq, _)| dlq))
+            .collect();
+        refs.extend(dlqs);
+        let kept = |id: &String| refs.contains(&id);
+        TemplateSpec {
+            tables: self
+                .tables
+                .iter()
+                .filter(|(id, _)| kept(id))
+                .map(|(id, t)| (id.clone(), t.clone()))
+                .collect(),
+            queues: self
+                .queues
+                .iter()
+                .filter(|(id, _)| kept(id))
+                .map(|(id, q)| (id.clone(), q.clone()))
+                .collect(),
+            functions: BTreeMap::new(),
+            kinesis_streams: self
+                .kinesis_streams
+                .iter()
+                .filter(|(id, _)| kept(id))
+                .map(|(id, k)| (id.clone(), k.clone()))
+                .collect(),
+            stream_functions: BTreeMap::from([(function.logical_id.clone(), function.clone())]),
+            apis: BTreeMap::new(),
+            parameters: self.parameters.clone(),
+            required_parameters: self.required_parameters.clone(),
+        }
     }
 
     /// Whether the template declares the parameter `name` (with or without a default).

@@ -1,7 +1,7 @@
 //! The harness a consumer's tests start from, on this workspace's template.yaml and moto server (started by
 //! `make test`): a probe consumer built as the template's charge-payment function, whose effect keeps the payment id.
 
-use sqsafe::{Consumer, Context, Effect, Intent, Processed, RecordError, Setup};
+use sqsafe::{Consumer, Context, Disposition, Effect, Intent, Processed, RecordError, Setup};
 use sqsafe_local::harness::Harness;
 
 /// Reads any JSON body; the payment id is its intent and its output.
@@ -109,4 +109,132 @@ async fn a_consumer_the_template_does_not_build_is_refused_by_name() {
         refused.to_string().contains("no-such-function"),
         "{refused}"
     );
+}
+
+/// A Kinesis consumer of a template of the test's own (`HarnessBuilder::template`): its failure queue is the queue its
+/// `DLQ_URL` names, its effect keeps the id (and fails `b` once, transiently).
+struct Tracker;
+
+static TRACKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+static FAILED_B: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Consumer for Tracker {
+    const NAME: &'static str = "track-order";
+    const EFFECT_VERSION: u32 = 1;
+    const INTENT_FIELDS: &'static [&'static str] = &["/id"];
+    type Payload = serde_json::Value;
+    type Output = String;
+
+    fn new(_: &Setup) -> Result<Self, sqsafe::Error> {
+        Ok(Self)
+    }
+
+    fn intent(p: &serde_json::Value) -> Intent {
+        Intent::untenanted("order", p["id"].as_str().unwrap_or_default())
+    }
+
+    fn validate(p: &serde_json::Value) -> Result<(), RecordError> {
+        match p["id"].as_str() {
+            Some(_) => Ok(()),
+            None => Err(RecordError::permanent("no_id", "no id")),
+        }
+    }
+
+    fn effect<'a>(
+        &'a self,
+        p: serde_json::Value,
+        _: &'a Context<'a>,
+    ) -> Result<Effect<'a, String>, RecordError> {
+        let id = p["id"].as_str().unwrap_or_default().to_owned();
+        Ok(Effect::call(async move {
+            if id == "b" && !FAILED_B.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Err(RecordError::transient("downstream_5xx", "503"));
+            }
+            TRACKED.lock().expect("lock").push(id.clone());
+            Ok(id)
+        }))
+    }
+}
+
+const KINESIS_TEMPLATE: &str = r#"
+Resources:
+  IdempotencyTable:
+    Type: AWS::DynamoDB::Table
+    Properties: { KeySchema: [{ AttributeName: pk, KeyType: HASH }] }
+  TrackOrderStream: { Type: AWS::Kinesis::Stream, Properties: { ShardCount: 1 } }
+  TrackOrderFailureQueue: { Type: AWS::SQS::Queue }
+  TrackOrderOnFailureQueue: { Type: AWS::SQS::Queue }
+  TrackOrderFunction:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: track-order } }
+    Properties:
+      Environment:
+        Variables: { IDEMPOTENCY_TABLE: !Ref IdempotencyTable, DLQ_URL: !Ref TrackOrderFailureQueue }
+      Events:
+        Stream:
+          Type: Kinesis
+          Properties:
+            Stream: !GetAtt TrackOrderStream.Arn
+            StartingPosition: TRIM_HORIZON
+            DestinationConfig: { OnFailure: { Destination: !GetAtt TrackOrderOnFailureQueue.Arn } }
+"#;
+
+/// The harness of a Kinesis consumer: records of one shard delivered, the shard stopped at the record that failed
+/// (named alone in the answer, nothing after it run), the same records again applied in order, each once; a bad
+/// record in the failure queue with its content, the shard going on.
+#[tokio::test]
+async fn a_kinesis_consumer_is_handed_shard_batches_and_its_failure_queue_is_read() {
+    let dir = std::env::temp_dir().join(sqsafe_testkit::unique_name("kinesis-harness"));
+    std::fs::create_dir_all(&dir).expect("folder");
+    let template = dir.join("template.yaml");
+    std::fs::write(&template, KINESIS_TEMPLATE).expect("template");
+    let h = Harness::<Tracker>::builder()
+        .template(&template)
+        .start()
+        .await
+        .expect("harness");
+
+    let batch = h.kinesis_records(&[r#"{"id":"a"}"#, r#"{"id":"b"}"#, r#"{"id":"c"}"#]);
+    let first = h.deliver_kinesis(batch.clone()).await;
+    assert_eq!(
+        first.reported(),
+        [batch.records[1].kinesis.sequence_number.as_str()],
+        "{first:?}"
+    );
+    assert!(
+        matches!(
+            first.dispositions()[..],
+            [
+                Disposition::Succeeded(Processed::Applied),
+                Disposition::Retry(_),
+                Disposition::SkippedAfterGroupFailure
+            ]
+        ),
+        "{first:?}"
+    );
+    assert_eq!(*TRACKED.lock().expect("lock"), ["a"], "nothing after b");
+    let again = h.deliver_kinesis(batch).await;
+    assert!(
+        matches!(
+            again.dispositions()[..],
+            [
+                Disposition::Succeeded(Processed::Replayed),
+                Disposition::Succeeded(Processed::Applied),
+                Disposition::Succeeded(Processed::Applied)
+            ]
+        ),
+        "{again:?}"
+    );
+    assert_eq!(*TRACKED.lock().expect("lock"), ["a", "b", "c"]);
+
+    let bad = r#"{"no":"id"}"#;
+    let report = h
+        .deliver_kinesis(h.kinesis_records(&[bad, r#"{"id":"d"}"#]))
+        .await;
+    assert!(report.reported().is_empty(), "{report:?}");
+    let letter = h.dead_letter().await;
+    assert_eq!(letter.body, bad);
+    assert_eq!(letter.context("error_kind").as_deref(), Some("no_id"));
+    assert_eq!(*TRACKED.lock().expect("lock"), ["a", "b", "c", "d"]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
