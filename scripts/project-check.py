@@ -73,6 +73,7 @@ NAME = "ship-order"
 NAME_TRANSACT = "book-shipment"
 NAME_S3 = "scan-upload"
 NAME_KINESIS = "track-order"
+NAME_CHANGES = "audit-order"
 API = "orders-api"
 # An API's tests, each of which must fail when the idempotency layer is taken out of its handler.rs (api_checks).
 API_TESTS = [
@@ -113,6 +114,20 @@ KINESIS_BREAKS = [
             "a_failure_stops_the_shard_and_the_records_handed_over_again_apply_once_in_order",
     }[test])
     for how, old, new, test in BREAKS if test != "the_sample_event_applies_once_and_its_redelivery_is_replayed"
+]
+# A DynamoDB-stream consumer's effect is a call with the change (src/change.rs.jinja); its tests the changes'.
+CHANGE_CALL = "let sent = self.api.post_json("
+CHANGES_BREAKS = [
+    ("calls the API twice", CHANGE_CALL,
+     'let _twice = self.api.post_json("/{name}", &body, cx).await?;\n            ' + CHANGE_CALL,
+     "the_sample_changes_call_the_api_once_each_and_their_redelivery_is_replayed"),
+    ("ignores the Idempotency-Key (sends it under a header the API does not read)",
+     '.name("{name} API")', '.name("{name} API").idempotency_header("X-Unread-Key")',
+     "a_failure_stops_the_shard_and_the_changes_handed_over_again_apply_once_in_order"),
+    ("swallows a 5xx (a failed call counts as applied)",
+     ".await?;\n            let answer = sent.json()?;",
+     ".await;\n            let answer = sent.ok().and_then(|r| r.json().ok()).unwrap_or_default();",
+     "a_failure_stops_the_shard_and_the_changes_handed_over_again_apply_once_in_order"),
 ]
 # The workspace's binaries (sqsafe, charge-payment) are in TARGET; the project builds in PROJECT_TARGET.
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
@@ -882,6 +897,11 @@ def main() -> int:
         run(SQSAFE, "new", "consumer", NAME_KINESIS, "--source", "kinesis", cwd=project, env=env)
         features = shares_the_build(project, env, NAME_KINESIS, features)
         crate_checks(project, env, NAME_KINESIS, KINESIS_BREAKS)
+        step(f"sqsafe new consumer {NAME_CHANGES} --source dynamodb-stream: built, tested (changes stopped at their "
+             "first failure), its tests fail when its effect breaks")
+        run(SQSAFE, "new", "consumer", NAME_CHANGES, "--source", "dynamodb-stream", cwd=project, env=env)
+        features = shares_the_build(project, env, NAME_CHANGES, features)
+        crate_checks(project, env, NAME_CHANGES, CHANGES_BREAKS)
         step(f"sqsafe new api {API}: built, tested, its tests fail without the idempotency layer; the template checks")
         run(SQSAFE, "new", "api", API, cwd=project, env=env)
         shares_the_build(project, env, API, features)

@@ -102,10 +102,10 @@ pub struct NewConsumerArgs {
     /// event follow it.
     #[arg(long, value_enum, default_value = "sqs")]
     pub envelope: crate::ConsumerEnvelope,
-    /// What feeds it: `sqs` (a queue of its own, with its DLQ) or `kinesis` (a Kinesis data stream of its own: each
-    /// shard in order, stopped at the first record that must come back; a failure queue for poison records, with their
-    /// content, and the mapping's on-failure queue). A Kinesis consumer's effect is an HTTP call (no --transact, --fifo
-    /// or --envelope).
+    /// What feeds it: `sqs` (a queue of its own, with its DLQ), `kinesis` (a Kinesis data stream of its own) or
+    /// `dynamodb-stream` (the changes of a DynamoDB table of its own): a stream's shard in order, stopped at the first
+    /// record that must come back, with a failure queue for poison records (with their content) and the mapping's
+    /// on-failure queue. A stream consumer's effect is an HTTP call (no --transact, --fifo or --envelope).
     #[arg(long, value_enum, default_value = "sqs")]
     pub source: crate::ConsumerSource,
     /// The workspace root (default: found upward from the current folder, as cargo finds a workspace; the

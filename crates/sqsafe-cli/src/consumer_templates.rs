@@ -28,11 +28,13 @@ macro_rules! template {
 }
 
 /// Every template file of a consumer and of an API, compiled in.
-const FILES: [(&str, &str); 24] = [
+const FILES: [(&str, &str); 27] = [
     template!("consumer/Cargo.toml.jinja"),
     template!("consumer/README.md.jinja"),
+    template!("consumer/events/dynamodb.json.jinja"),
     template!("consumer/events/event.json.jinja"),
     template!("consumer/events/kinesis.json.jinja"),
+    template!("consumer/src/change.rs.jinja"),
     template!("consumer/src/handler.rs.jinja"),
     template!("consumer/src/lib.rs.jinja"),
     template!("consumer/src/main.rs.jinja"),
@@ -42,6 +44,7 @@ const FILES: [(&str, &str); 24] = [
     template!("consumer/template/resources.yaml.jinja"),
     template!("consumer/template/stream-outputs.yaml.jinja"),
     template!("consumer/template/stream-resources.yaml.jinja"),
+    template!("consumer/tests/changes.rs.jinja"),
     template!("consumer/tests/handler.rs.jinja"),
     template!("consumer/tests/stream.rs.jinja"),
     template!("api/Cargo.toml.jinja"),
@@ -80,7 +83,7 @@ pub(crate) struct ConsumerVars {
     pub(crate) transact: bool,
     /// What the queue's bodies wrap: `sqs` (nothing), `sns`, `eventbridge`, `s3`.
     pub(crate) envelope: &'static str,
-    /// What feeds it: `sqs` (a queue), `kinesis` (a Kinesis data stream).
+    /// What feeds it: `sqs` (a queue), `kinesis` (a Kinesis data stream), `dynamodb-stream` (a table's stream).
     pub(crate) source: &'static str,
     /// The child template's file name in `sqsafe/`.
     pub(crate) child: String,
@@ -189,7 +192,10 @@ mod tests {
             .into_iter()
             .flat_map(|v| ["sqs", "sns", "eventbridge", "s3"].map(|e| (v, e, "sqs")));
         // A Kinesis consumer: a plain one (no FIFO, no transaction, no envelope).
-        let streams = [((false, false), "sqs", "kinesis")];
+        let streams = [
+            ((false, false), "sqs", "kinesis"),
+            ((false, false), "sqs", "dynamodb-stream"),
+        ];
         for ((fifo, transact), envelope, source) in queues.chain(streams) {
             for (name, _) in FILES.iter().filter(|(n, _)| n.starts_with("consumer/")) {
                 let consumer = vars_from(fifo, transact, envelope, source);

@@ -36,7 +36,7 @@ pub fn generate(project: &Project, spec: &Spec) -> Result<Generated, ScaffoldErr
     // A queue's consumer nests its queue, DLQ and alarms (sqsafe/consumer.yaml); a stream consumer has them inline.
     let child = match spec.source {
         ConsumerSource::Sqs => Some(ChildFile::at(template_path.parent().unwrap_or(root), spec)?),
-        ConsumerSource::Kinesis => None,
+        ConsumerSource::Kinesis | ConsumerSource::DynamodbStream => None,
     };
     let mut written = Vec::with_capacity(files.len() + 2);
     for (path, text) in files {
@@ -166,7 +166,7 @@ pub(crate) fn with_consumer(template: &str, spec: &Spec) -> Result<String, Scaff
     let generated = spec.render(resources_yaml(spec))? + &spec.render(PARAMETERS_YAML)?;
     let child_ids: &[&str] = match spec.source {
         ConsumerSource::Sqs => &CHILD_IDS,
-        ConsumerSource::Kinesis => &[],
+        ConsumerSource::Kinesis | ConsumerSource::DynamodbStream => &[],
     };
     let ids = generated
         .lines()
@@ -190,15 +190,16 @@ pub(crate) fn consumer_files(
     spec: &Spec,
 ) -> Result<Vec<(String, String)>, ScaffoldError> {
     let mut files = vec![(format!("functions/{}/Cargo.toml", spec.name), cargo_toml)];
-    let (tests, sample) = match spec.source {
-        ConsumerSource::Sqs => ("tests/handler.rs", "event.json"),
-        ConsumerSource::Kinesis => ("tests/stream.rs", "kinesis.json"),
+    let (handler, tests, sample) = match spec.source {
+        ConsumerSource::Sqs => ("src/handler.rs", "tests/handler.rs", "event.json"),
+        ConsumerSource::Kinesis => ("src/handler.rs", "tests/stream.rs", "kinesis.json"),
+        ConsumerSource::DynamodbStream => ("src/change.rs", "tests/changes.rs", "dynamodb.json"),
     };
     for (path, template) in [
         ("README.md", "README.md"),
         ("src/main.rs", "src/main.rs"),
         ("src/lib.rs", "src/lib.rs"),
-        ("src/handler.rs", "src/handler.rs"),
+        ("src/handler.rs", handler),
         ("tests/handler.rs", tests),
     ] {
         let text = spec.render(&format!("consumer/{template}.jinja"))?;

@@ -22,7 +22,7 @@ pub struct Spec {
     pub source: ConsumerSource,
 }
 
-/// What feeds a new consumer: an SQS queue (the default) or a Kinesis data stream.
+/// What feeds a new consumer: an SQS queue (the default), a Kinesis data stream, or a DynamoDB table's stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ConsumerSource {
     /// An SQS queue (standard, or FIFO with `--fifo`), with its DLQ, in a nested application.
@@ -31,6 +31,10 @@ pub enum ConsumerSource {
     /// A Kinesis data stream of its own: each shard's records in order, stopped at the first that must come back; a
     /// failure queue for poison records (with their content) and the mapping's on-failure queue.
     Kinesis,
+    /// The changes of a DynamoDB table of its own, through the table's stream: in order, stopped at the first that
+    /// must come back, each keyed by its record; the same failure queues.
+    #[value(name = "dynamodb-stream")]
+    DynamodbStream,
 }
 
 impl ConsumerSource {
@@ -39,7 +43,13 @@ impl ConsumerSource {
         match self {
             ConsumerSource::Sqs => "sqs",
             ConsumerSource::Kinesis => "kinesis",
+            ConsumerSource::DynamodbStream => "dynamodb-stream",
         }
+    }
+
+    /// A stream (Kinesis, DynamoDB Streams) rather than a queue.
+    pub fn is_stream(self) -> bool {
+        self != ConsumerSource::Sqs
     }
 }
 
@@ -117,24 +127,24 @@ impl Spec {
     /// The consumer reads `source` (default: an SQS queue).
     ///
     /// # Errors
-    /// A Kinesis consumer with what only a queue has (`--fifo`, an `--envelope` other than `sqs`), or with
+    /// A stream consumer with what only a queue has (`--fifo`, an `--envelope` other than `sqs`), or with
     /// `--transact` (not made for streams yet).
     pub fn source(mut self, source: ConsumerSource) -> Result<Self, ScaffoldError> {
-        if source == ConsumerSource::Kinesis {
+        if source.is_stream() {
             let refused = if self.fifo {
-                Some("--fifo is a queue's: a Kinesis stream keeps each shard's order already")
+                Some("--fifo is a queue's: a stream keeps each shard's order already")
             } else if self.envelope != ConsumerEnvelope::Sqs {
-                Some("--envelope is a queue's: a Kinesis record's data is the payload")
+                Some("--envelope is a queue's: a stream's record is the payload")
             } else if self.transact {
                 Some(
-                    "--transact is not made for Kinesis consumers yet: make the consumer without it (its effect is \
+                    "--transact is not made for stream consumers yet: make the consumer without it (its effect is \
                      an HTTP call), or write its writes as an SQS consumer's",
                 )
             } else {
                 None
             };
             if let Some(why) = refused {
-                return fail(format!("--source kinesis with {why}"));
+                return fail(format!("--source {} with {why}", source.as_str()));
             }
         }
         self.source = source;

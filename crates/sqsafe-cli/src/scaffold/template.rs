@@ -81,7 +81,7 @@ pub(crate) const PARAMETERS_YAML: &str = "consumer/template/parameters.yaml.jinj
 pub(crate) const RESOURCES_YAML: &str = "consumer/template/resources.yaml.jinja";
 pub(crate) const OUTPUTS_YAML: &str = "consumer/template/outputs.yaml.jinja";
 
-/// A Kinesis consumer's resources and outputs: all in the template itself (no nested application).
+/// A stream consumer's resources and outputs: all in the template itself (no nested application).
 pub(crate) const STREAM_RESOURCES_YAML: &str = "consumer/template/stream-resources.yaml.jinja";
 pub(crate) const STREAM_OUTPUTS_YAML: &str = "consumer/template/stream-outputs.yaml.jinja";
 
@@ -89,7 +89,7 @@ pub(crate) const STREAM_OUTPUTS_YAML: &str = "consumer/template/stream-outputs.y
 pub(crate) fn resources_yaml(spec: &Spec) -> &'static str {
     match spec.source {
         ConsumerSource::Sqs => RESOURCES_YAML,
-        ConsumerSource::Kinesis => STREAM_RESOURCES_YAML,
+        ConsumerSource::Kinesis | ConsumerSource::DynamodbStream => STREAM_RESOURCES_YAML,
     }
 }
 
@@ -97,7 +97,7 @@ pub(crate) fn resources_yaml(spec: &Spec) -> &'static str {
 pub(crate) fn outputs_yaml(spec: &Spec) -> &'static str {
     match spec.source {
         ConsumerSource::Sqs => OUTPUTS_YAML,
-        ConsumerSource::Kinesis => STREAM_OUTPUTS_YAML,
+        ConsumerSource::Kinesis | ConsumerSource::DynamodbStream => STREAM_OUTPUTS_YAML,
     }
 }
 

@@ -674,7 +674,7 @@ fn a_kinesis_consumer_refuses_what_only_a_queue_has_or_a_transaction() {
         ),
         (
             spec(false, true),
-            "--transact is not made for Kinesis consumers yet",
+            "--transact is not made for stream consumers yet",
         ),
     ] {
         let err = refused
@@ -686,6 +686,14 @@ fn a_kinesis_consumer_refuses_what_only_a_queue_has_or_a_transaction() {
             "{err}"
         );
     }
+    let err = spec(true, false)
+        .source(ConsumerSource::DynamodbStream)
+        .expect_err("fifo")
+        .to_string();
+    assert!(
+        err.starts_with("--source dynamodb-stream with --fifo"),
+        "{err}"
+    );
     let plain = spec(false, false)
         .source(ConsumerSource::Kinesis)
         .expect("a plain Kinesis consumer");
@@ -760,6 +768,67 @@ fn a_generated_kinesis_consumer_keeps_every_rule_and_a_missing_destination_is_na
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("[stream-consumer] TrackOrderFunction"),
+        "{out}"
+    );
+    let _ = fs::remove_dir_all(&root);
+}
+
+/// A DynamoDB-stream consumer: the table whose changes it reads (with its stream), the failure queues, alarms, role and
+/// function in template.yaml; its handler reads `Change<Item>` keyed by its record; its sample a DynamoDB Streams
+/// batch; every rule of `sqsafe check` holds, and without its retry limit rule stream-consumer names it.
+#[test]
+fn a_generated_dynamodb_stream_consumer_keeps_every_rule_and_an_endless_retry_is_named() {
+    let root = scratch_project("dynamodb-stream", "", &project_base_template());
+    let project = Project::at(&root).expect("project");
+    generate(
+        &project,
+        &Spec::new("send-invoice", false, false).expect("valid"),
+    )
+    .expect("queue's");
+    let spec = Spec::new("audit-order", false, false)
+        .expect("valid")
+        .source(ConsumerSource::DynamodbStream)
+        .expect("dynamodb-stream");
+    generate(&project, &spec).expect("generated");
+    let template = fs::read_to_string(root.join("template.yaml")).expect("template");
+    for resource in [
+        "  AuditOrderSourceTable:\n    Type: AWS::DynamoDB::Table",
+        "        StreamViewType: NEW_AND_OLD_IMAGES\n",
+        "          Type: DynamoDB\n",
+        "            Stream: !GetAtt AuditOrderSourceTable.StreamArn\n",
+        "  AuditOrderFailureQueue:\n",
+    ] {
+        assert!(template.contains(resource), "{resource:?} missing");
+    }
+    let handler =
+        fs::read_to_string(root.join("functions/audit-order/src/handler.rs")).expect("handler");
+    assert!(
+        handler.contains("type Payload = Change<AuditOrderItem>;"),
+        "{handler}"
+    );
+    assert!(handler.contains("Intent::of_record()"), "{handler}");
+    let sample = fs::read_to_string(root.join("events/audit-order.json")).expect("sample");
+    let sample: serde_json::Value = serde_json::from_str(&sample).expect("JSON");
+    assert_eq!(sample["Records"][1]["eventName"], "MODIFY");
+    let (code, out) = check_at(&root);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("all 44 rules hold"), "{out}");
+
+    let retries = "            MaximumRetryAttempts: 10\n";
+    let at = template.find("  AuditOrderFunction:").expect("function");
+    let (before, after) = template.split_at(at);
+    fs::write(
+        root.join("template.yaml"),
+        format!(
+            "{before}{}",
+            after.replacen(retries, "            MaximumRetryAttempts: -1\n", 1)
+        ),
+    )
+    .expect("template");
+    let (code, out) = check_at(&root);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("[stream-consumer] AuditOrderFunction"),
         "{out}"
     );
     let _ = fs::remove_dir_all(&root);

@@ -47,6 +47,7 @@ mod error;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use aws_lambda_events::dynamodb::Event as DynamoDbEvent;
 use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -296,6 +297,80 @@ impl<C: Consumer> Harness<C> {
         match self
             .app
             .handle_kinesis_report(invocation_of(event, &request_id))
+            .await
+        {
+            Ok(report) => Delivery::from(report),
+            Err(e) => panic!("{request_id}: the invocation failed as a whole: {e}"),
+        }
+    }
+
+    /// The sample event of a DynamoDB-stream consumer: `events/<NAME>.json` (or the file given to
+    /// [`HarnessBuilder::sample`]) read as a DynamoDB Streams batch.
+    ///
+    /// # Panics
+    /// When the file is missing or is not a DynamoDB Streams event.
+    pub fn dynamodb_sample(&self) -> DynamoDbEvent {
+        let path = sqsafe_testkit::events_dir().join(&self.sample);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{} is not a DynamoDB Streams event: {e}", path.display()))
+    }
+
+    /// Inserts of `items` (each an item's attributes as plain JSON, its `pk` the key), in order, as a table's stream
+    /// hands them over: sequence numbers 1, 2, ..., event ids `change-1`, `change-2`, ..., new images only.
+    ///
+    /// # Panics
+    /// When an item is not a JSON object.
+    pub fn dynamodb_inserts(&self, items: &[serde_json::Value]) -> DynamoDbEvent {
+        let records: Vec<serde_json::Value> = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let image = serde_dynamo::to_item::<_, serde_dynamo::Item>(item)
+                    .unwrap_or_else(|e| panic!("item {}: not a DynamoDB item: {e}", i + 1));
+                let keys: serde_dynamo::Item = item
+                    .get("pk")
+                    .map(|pk| serde_dynamo::to_item(serde_json::json!({ "pk": pk })))
+                    .transpose()
+                    .unwrap_or_else(|e| panic!("item {}: its pk: {e}", i + 1))
+                    .unwrap_or_default();
+                serde_json::json!({
+                    "eventID": format!("change-{}", i + 1),
+                    "eventName": "INSERT",
+                    "eventVersion": "1.1",
+                    "eventSource": "aws:dynamodb",
+                    "awsRegion": "us-east-1",
+                    "dynamodb": {
+                        "ApproximateCreationDateTime": 1_796_000_000,
+                        "Keys": keys,
+                        "NewImage": image,
+                        "SequenceNumber": format!("{:021}", i + 1),
+                        "SizeBytes": 64,
+                        "StreamViewType": "NEW_IMAGE",
+                    },
+                    "eventSourceARN": format!(
+                        "arn:aws:dynamodb:us-east-1:123456789012:table/{}-source/stream/2026-12-01T00:00:00.000",
+                        C::NAME
+                    ),
+                })
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({ "Records": records }))
+            .unwrap_or_else(|e| panic!("a DynamoDB Streams event: {e}"))
+    }
+
+    /// Hands the DynamoDB Streams batch `event` to the consumer as one invocation, as [`Harness::deliver`] an SQS
+    /// one.
+    ///
+    /// # Panics
+    /// When the invocation fails as a whole.
+    pub async fn deliver_dynamodb(&self, event: DynamoDbEvent) -> Delivery {
+        let n = self.deliveries.fetch_add(1, Ordering::Relaxed) + 1;
+        let request_id = format!("{}-delivery-{n}", C::NAME);
+        match self
+            .app
+            .handle_dynamodb_report(invocation_of(event, &request_id))
             .await
         {
             Ok(report) => Delivery::from(report),

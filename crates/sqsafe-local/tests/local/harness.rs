@@ -238,3 +238,89 @@ async fn a_kinesis_consumer_is_handed_shard_batches_and_its_failure_queue_is_rea
     assert_eq!(*TRACKED.lock().expect("lock"), ["a", "b", "c", "d"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A DynamoDB-stream consumer: each change's new image as its payload, keyed by its record.
+struct Auditor;
+
+impl Consumer for Auditor {
+    const NAME: &'static str = "audit-order";
+    const EFFECT_VERSION: u32 = 1;
+    const INTENT_FIELDS: &'static [&'static str] = &["/eventName", "/newImage"];
+    type Payload = sqsafe::Change<serde_json::Value>;
+    type Output = String;
+
+    fn new(_: &Setup) -> Result<Self, sqsafe::Error> {
+        Ok(Self)
+    }
+
+    fn intent(_: &sqsafe::Change<serde_json::Value>) -> Intent {
+        Intent::of_record()
+    }
+
+    fn effect<'a>(
+        &'a self,
+        change: sqsafe::Change<serde_json::Value>,
+        _: &'a Context<'a>,
+    ) -> Result<Effect<'a, String>, RecordError> {
+        let pk = change
+            .new_image
+            .as_ref()
+            .and_then(|i| i["pk"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(Effect::call(async move { Ok(pk) }))
+    }
+}
+
+const DYNAMODB_TEMPLATE: &str = r#"
+Resources:
+  IdempotencyTable:
+    Type: AWS::DynamoDB::Table
+    Properties: { KeySchema: [{ AttributeName: pk, KeyType: HASH }] }
+  AuditOrderSourceTable:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      KeySchema: [{ AttributeName: pk, KeyType: HASH }]
+      StreamSpecification: { StreamViewType: NEW_AND_OLD_IMAGES }
+  AuditOrderFailureQueue: { Type: AWS::SQS::Queue }
+  AuditOrderFunction:
+    Type: AWS::Serverless::Function
+    Metadata: { BuildProperties: { Binary: audit-order } }
+    Properties:
+      Environment:
+        Variables: { IDEMPOTENCY_TABLE: !Ref IdempotencyTable, DLQ_URL: !Ref AuditOrderFailureQueue }
+      Events:
+        Changes:
+          Type: DynamoDB
+          Properties: { Stream: !GetAtt AuditOrderSourceTable.StreamArn, StartingPosition: TRIM_HORIZON }
+"#;
+
+/// The harness of a DynamoDB-stream consumer: inserts of plain JSON items delivered as a table's stream would, each
+/// change applied once and replayed by its record when the batch comes again.
+#[tokio::test]
+async fn a_dynamodb_stream_consumer_is_handed_inserts_keyed_by_their_records() {
+    let dir = std::env::temp_dir().join(sqsafe_testkit::unique_name("dynamodb-harness"));
+    std::fs::create_dir_all(&dir).expect("folder");
+    let template = dir.join("template.yaml");
+    std::fs::write(&template, DYNAMODB_TEMPLATE).expect("template");
+    let h = Harness::<Auditor>::builder()
+        .template(&template)
+        .start()
+        .await
+        .expect("harness");
+    let items = [
+        serde_json::json!({ "pk": "acme#1", "amount": 5, "tags": ["a"] }),
+        serde_json::json!({ "pk": "acme#2", "amount": 7 }),
+    ];
+    let batch = h.dynamodb_inserts(&items);
+    assert_eq!(batch.records[1].event_id, "change-2");
+    let first = h.deliver_dynamodb(batch.clone()).await;
+    assert!(first.all_succeeded(Processed::Applied), "{first:?}");
+    assert_eq!(
+        h.stored_results().await,
+        ["acme#1".to_owned(), "acme#2".to_owned()]
+    );
+    let again = h.deliver_dynamodb(batch).await;
+    assert!(again.all_succeeded(Processed::Replayed), "{again:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
