@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,11 +34,11 @@ def sqsafe_bin() -> Path:
     return path
 
 
-def render(into: Path, consumer: str, envelope: str = "sqs", api: str = "") -> Path:
+def render(into: Path, consumer: str, envelope: str = "sqs", api: str = "", source: str = "sqs") -> Path:
     """The project template rendered as `sam init --location templates/project --no-input` renders it."""
     cookiecutter(str(ROOT / "templates" / "project"), no_input=True, output_dir=str(into),
                  extra_context={"project_name": "proj", "consumer_name": consumer, "sqsafe_path": str(ROOT),
-                                "envelope": envelope, "api_name": api})
+                                "envelope": envelope, "api_name": api, "source": source})
     return into / "proj"
 
 
@@ -57,13 +58,16 @@ def resources_of(template: str, name: str) -> str:
     return template[start:end.start()]
 
 
-# Each envelope the template offers (cookiecutter.json's `envelope`, `sqsafe new consumer --envelope`).
-@pytest.fixture(scope="module", params=["sqs", "sns", "eventbridge", "s3"])
+# Each envelope the template offers (cookiecutter.json's `envelope`, `sqsafe new consumer --envelope`), and each stream
+# source (its `source`, `--source`).
+@pytest.fixture(scope="module", params=[("sqs", "sqs"), ("sns", "sqs"), ("eventbridge", "sqs"), ("s3", "sqs"),
+                                        ("sqs", "kinesis"), ("sqs", "dynamodb-stream")])
 def projects(tmp_path_factory, request) -> tuple[Path, Path]:
-    rendered = render(tmp_path_factory.mktemp("rendered"), NAME, request.param)
+    envelope, source = request.param
+    rendered = render(tmp_path_factory.mktemp("rendered"), NAME, envelope, source=source)
     added = render(tmp_path_factory.mktemp("added"), "first-one")
-    proc = subprocess.run([str(sqsafe_bin()), "new", "consumer", NAME, "--envelope", request.param], cwd=added,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(sqsafe_bin()), "new", "consumer", NAME, "--envelope", envelope, "--source", source],
+                          cwd=added, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return rendered, added
 
@@ -84,6 +88,10 @@ def test_its_resources_in_template_yaml_are_the_same(projects) -> None:
     assert resources_of(ours, NAME) == resources_of(theirs, NAME)
     for text in (ours, theirs):
         assert "  SendInvoiceApiUrl:\n    Type: String" in text
+    # A stream consumer's sample is its source's event.
+    sample = (rendered / "events" / f"{NAME}.json").read_text(encoding="utf-8")
+    assert ('"eventSource": "aws:kinesis"' in sample) == ("  SendInvoiceStream:\n" in ours)
+    assert ('"eventSource": "aws:dynamodb"' in sample) == ("  SendInvoiceSourceTable:\n" in ours)
     for marker in ("end of consumers", "end of consumer outputs"):
         assert ours.count(marker) == 1 and theirs.count(marker) == 1
     # Nothing of Jinja reaches the project.
@@ -133,3 +141,10 @@ def test_an_api_name_that_cannot_be_one_is_refused_before_anything_is_written(tm
     with pytest.raises(FailedHookException):
         render(tmp_path, NAME, api=api)
     assert not (tmp_path / "proj").exists()
+
+
+def test_a_stream_consumer_with_an_envelope_is_refused_before_anything_is_written(tmp_path, capfd) -> None:
+    with pytest.raises(FailedHookException):
+        render(tmp_path, NAME, "sns", source="kinesis")
+    assert not (tmp_path / "proj").exists()
+    assert "an envelope is a queue's" in capfd.readouterr().err

@@ -7,6 +7,8 @@ import sys
 CONSUMER = "{{ cookiecutter.consumer_name }}"
 API = "{{ cookiecutter.api_name }}"
 PROJECT = "{{ cookiecutter.project_name }}"
+ENVELOPE = "{{ cookiecutter.envelope }}"
+SOURCE = "{{ cookiecutter.source }}"
 
 if not re.fullmatch(r"[a-z](?:[a-z0-9]|-(?=[a-z0-9])){1,39}", CONSUMER) or CONSUMER.startswith("sqsafe"):
     sys.exit(
@@ -22,3 +24,6 @@ if API and (not re.fullmatch(r"[a-z](?:[a-z0-9]|-(?=[a-z0-9])){1,39}", API) or A
     )
 if API == CONSUMER:
     sys.exit(f"api_name `{API}`: the consumer has that name already; give the API another")
+if SOURCE != "sqs" and ENVELOPE != "sqs":
+    sys.exit(f"source `{SOURCE}` with envelope `{ENVELOPE}`: an envelope is a queue's (a stream's record is the payload); "
+             "keep envelope `sqs` for a stream consumer")

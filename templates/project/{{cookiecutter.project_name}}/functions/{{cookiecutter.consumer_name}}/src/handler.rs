@@ -1,1 +1,1 @@
-{% set consumer = cookiecutter.__consumer %}{% set workspace = cookiecutter.__workspace %}{% include 'consumer/src/handler.rs.jinja' %}
+{% set consumer = cookiecutter.__consumer %}{% set workspace = cookiecutter.__workspace %}{% if consumer.source == "dynamodb-stream" %}{% include 'consumer/src/change.rs.jinja' %}{% else %}{% include 'consumer/src/handler.rs.jinja' %}{% endif %}

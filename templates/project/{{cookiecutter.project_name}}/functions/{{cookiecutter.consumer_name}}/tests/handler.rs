@@ -1,1 +1,1 @@
-{% set consumer = cookiecutter.__consumer %}{% set workspace = cookiecutter.__workspace %}{% include 'consumer/tests/handler.rs.jinja' %}
+{% set consumer = cookiecutter.__consumer %}{% set workspace = cookiecutter.__workspace %}{% if consumer.source == "kinesis" %}{% include 'consumer/tests/stream.rs.jinja' %}{% elif consumer.source == "dynamodb-stream" %}{% include 'consumer/tests/changes.rs.jinja' %}{% else %}{% include 'consumer/tests/handler.rs.jinja' %}{% endif %}
