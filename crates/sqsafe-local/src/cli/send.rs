@@ -151,17 +151,22 @@ pub(super) async fn send(args: &SendArgs) -> Result<(), SendError> {
             });
         }
     };
+    // A consumer of a queue, or of a stream; an unknown name is answered with both kinds.
     let stream = pipeline.streams.get(&args.consumer);
-    let queue = match stream {
-        Some(_) => None,
-        None => Some(consumer_queue(&pipeline, &args.consumer)?),
-    };
+    let queue = pipeline.consumers.get(&args.consumer);
     let names: Vec<&str> = pipeline
         .consumers
         .keys()
         .chain(pipeline.streams.keys())
         .map(String::as_str)
         .collect();
+    let unknown = || SendError::UnknownConsumer {
+        name: args.consumer.clone(),
+        known: names.iter().map(|n| (*n).to_owned()).collect(),
+    };
+    if stream.is_none() && queue.is_none() {
+        return Err(unknown());
+    }
     let file = match &args.file {
         Some(file) => file.clone(),
         None => sample_file(&pipeline.events, &args.consumer, &names).ok_or_else(|| {
@@ -175,12 +180,12 @@ pub(super) async fn send(args: &SendArgs) -> Result<(), SendError> {
         path: file.clone(),
         source,
     })?;
-    let (Some(queue), None) = (queue, stream) else {
-        let target = stream.ok_or_else(|| SendError::UnknownConsumer {
-            name: args.consumer.clone(),
-            known: names.iter().map(|n| (*n).to_owned()).collect(),
-        })?;
-        return send_to_stream(args, &pipeline, &state_file, &file, &text, target).await;
+    let queue = match (stream, queue) {
+        (Some(target), _) => {
+            return send_to_stream(args, &pipeline, &state_file, &file, &text, target).await;
+        }
+        (None, Some(queue)) => queue,
+        (None, None) => return Err(unknown()),
     };
     let not_an_event = |reason: String| SendError::NotAnSqsEvent {
         path: file.clone(),
@@ -275,19 +280,6 @@ async fn send_to_stream(
         args.consumer
     );
     Ok(())
-}
-
-fn consumer_queue<'a>(
-    pipeline: &'a PipelineState,
-    name: &str,
-) -> Result<&'a ConsumerQueue, SendError> {
-    pipeline
-        .consumers
-        .get(name)
-        .ok_or_else(|| SendError::UnknownConsumer {
-            name: name.to_owned(),
-            known: pipeline.consumers.keys().cloned().collect(),
-        })
 }
 
 /// Whether something accepts connections at `endpoint` (`http://HOST:PORT`).

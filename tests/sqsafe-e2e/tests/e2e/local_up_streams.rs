@@ -3,10 +3,12 @@
 //! fails transiently (nothing after it applied in that invocation), handed over again from it, each applied once; a
 //! poison record in the failure queue with its content, the shard going on; the same records sent again replayed.
 
+use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
 use sqsafe_e2e::harness::build_functions;
+use sqsafe_e2e::workspace_root;
 use sqsafe_test_servers::{Fault, PaymentsApi};
 
 use super::local_up::{LINE_LIMIT, START_LIMIT, Scratch, Totals, Up, build_cli, payment, totals};
@@ -111,6 +113,21 @@ fn local_up_runs_a_kinesis_consumer_in_shard_order_stopped_at_its_first_failure(
     )
     .expect("event file");
     scratch.send_to(&cli, "charge-payment", &event);
+    // A name the pipeline does not know is refused, naming its stream consumer too.
+    let unknown = Command::new(&cli)
+        .current_dir(workspace_root())
+        .env("CARGO_TARGET_DIR", &scratch.root)
+        .args(["local", "send", "no-such-consumer"])
+        .arg(&event)
+        .output()
+        .expect("run sqsafe local send");
+    let said = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        !unknown.status.success()
+            && said.contains("no consumer no-such-consumer")
+            && said.contains("charge-payment"),
+        "an unknown consumer must be refused with the pipeline's consumers named:\n{said}"
+    );
 
     // The first invocation: the first applied, the shard stopped at the second with the two after it.
     let first = stream_line(&mut up);
