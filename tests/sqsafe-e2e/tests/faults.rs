@@ -17,6 +17,11 @@
 //! the deadline` (invocations the local Runtime API killed at their deadline), `charged twice` and `lost`, and
 //! asserts that all three are 0. Apply-ledger prints the first and does not assert it.
 //!
+//! The stream run (`stream.rs`): charge-payment fed a Kinesis stream of two shards through Lambda's stream poller
+//! (checkpoint, bisect, retry) under the same faults, with poison records and payload mismatches mid-shard: every
+//! payment charged once, in the order of its customer's records, each poison record and mismatch in the failure queue
+//! with its content and its place in the shard.
+//!
 //! The seed is printed; `SQSAFE_FAULT_SEED=<n>` replays a run. `SQSAFE_FAULTS_HEAVY=1` runs 4000 payment intents
 //! (1000 in each trace run) and 600 ledger entries (moto copies both tables on every transaction, so its time and
 //! memory grow with their size; 1500 entries took it past 11 GB).
@@ -52,6 +57,10 @@ use sqsafe_test_servers::{
 use sqsafe_testkit::{create_table, unique_name};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{oneshot, watch};
+
+// charge-payment on a Kinesis stream under the same faults (tests/faults/stream.rs).
+#[path = "faults/stream.rs"]
+mod stream;
 
 fn seed() -> u64 {
     std::env::var("SQSAFE_FAULT_SEED")
