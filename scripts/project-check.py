@@ -491,9 +491,11 @@ def api_checks(project: Path, env: dict, name: str) -> None:
         handler.write_text(original)
 
 
-def api_local(project: Path, env: dict, name: str) -> None:
+def api_local(project: Path, env: dict, name: str, streams: list[str]) -> None:
     """sqsafe local up --watch serves the generated API on a loopback port: a request sent twice is answered once
-    and replayed byte for byte, other content under the key is refused, each request prints its line."""
+    and replayed byte for byte, other content under the key is refused, each request prints its line. The stream
+    consumers run under watch too (`make local`, as the project's README says): `sqsafe local send NAME` of each
+    one's sample is applied, its invocation's line printed."""
     import urllib.error
     import urllib.request
 
@@ -540,6 +542,11 @@ def api_local(project: Path, env: dict, name: str) -> None:
         read_until(rf"^{re.escape(name)}\s+POST /orders 201 replayed", 10)
         print(f"{name} under sqsafe local up --watch at {url}: 201, then its replay byte for byte, then 422 for "
               "other content", flush=True)
+        for consumer in streams:
+            run(SQSAFE, "local", "send", consumer, cwd=project, env=env)
+            # The first invocation waits while watch starts the function (built by the steps before).
+            line = read_until(rf"^{re.escape(consumer)}\s+\d+ records?: \d+ applied", 600).group(0)
+            print(f"{consumer} under sqsafe local up --watch: its sample sent, {line.strip()}", flush=True)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -907,8 +914,9 @@ def main() -> int:
         shares_the_build(project, env, API, features)
         api_checks(project, env, API)
         template_checks(project, env)
-        step(f"{API} served by sqsafe local up --watch on a loopback port: a repeat replayed")
-        api_local(project, env, API)
+        step(f"{API} served by sqsafe local up --watch on a loopback port: a repeat replayed; the stream consumers "
+             f"{NAME_KINESIS} and {NAME_CHANGES} under watch, each sample applied")
+        api_local(project, env, API, [NAME_KINESIS, NAME_CHANGES])
         step("binary size")
         sizes(inside)
         step(f"make build {pascal(NAME)}Function: its end (it ran beside the steps since the render)")

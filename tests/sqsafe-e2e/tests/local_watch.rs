@@ -1,6 +1,7 @@
-//! `sqsafe local up --watch` end to end, as a user runs it: a scratch workspace (a throwaway function and its
+//! `sqsafe local up --watch` end to end, as a user runs it: a scratch workspace (two throwaway functions and their
 //! template, `fixtures/watch-probe`), the real CLI, its own moto server, the function under `cargo lambda watch`
-//! behind the event source mapping. A success is deleted; a failure comes back after the visibility timeout and
+//! behind the event source mapping, and a stream consumer under watch behind its table's stream (a change reaches
+//! it). A success is deleted; a failure comes back after the visibility timeout and
 //! reaches the DLQ after `maxReceiveCount` receives; a saved edit of the handler answers the next delivery, with no
 //! restart, including a message sent during the rebuild; while a saved change does not build, a message is held
 //! invisible instead of burning its receives, and the fix answers it; SIGTERM leaves no process behind. Timings are
@@ -46,17 +47,19 @@ fn sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits() {
         "prebuilt, watch listening, mapping polling: {:.1} s",
         ready.elapsed().as_secs_f64()
     );
-    // The template's stream consumer is named once, as not run: only functions with an SQS mapping (or an HTTP API)
-    // run under watch.
-    assert!(
-        up.seen(|l| l.starts_with("not run under --watch: stream-probe ")),
-        "the stream consumer named as not run:\n{}",
-        up.output()
-    );
-    assert!(
-        !up.seen(|l| l.contains("stream-probe") && !l.starts_with("not run under --watch: ")),
-        "only functions with an SQS mapping run under watch:\n{}",
-        up.output()
+    // The template's stream consumer runs under watch too, behind its table's stream.
+    let table = up
+        .wait_line(
+            |l| l.starts_with("table ") && l.ends_with("(StreamTable)"),
+            QUEUE_LIMIT,
+        )
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    up.wait_line(
+        |l| l.starts_with("stream-probe") && l.contains(&format!("stream of table {table}")),
+        QUEUE_LIMIT,
     );
     assert!(
         !up.seen(|l| l.starts_with("payments API")),
@@ -66,9 +69,44 @@ fn sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits() {
     let function_log = logs.join("watch-probe.watch.log");
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let sqs = rt.block_on(async {
-        aws_sdk_sqs::Client::new(&sqsafe_aws::local_config_loader(&endpoint).load().await)
+    let (sqs, dynamodb) = rt.block_on(async {
+        let config = sqsafe_aws::local_config_loader(&endpoint).load().await;
+        (
+            aws_sdk_sqs::Client::new(&config),
+            aws_sdk_dynamodb::Client::new(&config),
+        )
     });
+
+    // An item written to the stream consumer's table reaches it, under watch, through the table's stream.
+    let t = Instant::now();
+    rt.block_on(async {
+        dynamodb
+            .put_item()
+            .table_name(&table)
+            .item(
+                "pk",
+                aws_sdk_dynamodb::types::AttributeValue::S("probe-1".into()),
+            )
+            .send()
+            .await
+            .expect("put an item")
+    });
+    let invoked = up.wait_line(
+        |l| l.starts_with("stream-probe") && l.contains(" 1 record: "),
+        BUILD_LIMIT,
+    );
+    let stream_log = logs.join("stream-probe.watch.log");
+    assert_eq!(
+        count_lines(&stream_log, "stream-probe event=INSERT pk=probe-1"),
+        1,
+        "the stream consumer under watch got the change once:\n{}",
+        std::fs::read_to_string(&stream_log).unwrap_or_default()
+    );
+    println!(
+        "stream consumer: the change handed over in {:.1} s ({})",
+        t.elapsed().as_secs_f64(),
+        invoked.trim()
+    );
 
     // A success: delivered once, deleted. The first delivery also starts the function (cargo run, fresh).
     let t = Instant::now();
@@ -247,6 +285,14 @@ fn sqs_deliveries_through_cargo_lambda_watch_follow_saved_edits() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no summary for watch-probe:\n{output}"));
     assert!(starts >= 2, "the summary counts the reload:\n{output}");
+    assert!(
+        output.lines().any(|l| l.starts_with("stream-probe#")
+            && l.contains(": 1 invocations, 1 records, 0 failed invocations"))
+            && output
+                .lines()
+                .any(|l| l.starts_with("stream-probe: under watch, starts ")),
+        "the stream consumer's shard and watch summed up:\n{output}"
+    );
     let left = processes_matching(&ports);
     assert!(left.is_empty(), "left behind: {left:?}");
     println!(
@@ -285,6 +331,7 @@ impl Scratch {
                 workspace.join("template.yaml"),
             ),
             (fixture.join("main.rs"), workspace.join("src/main.rs")),
+            (fixture.join("stream.rs"), workspace.join("src/stream.rs")),
             (
                 workspace_root().join("Cargo.lock"),
                 workspace.join("Cargo.lock"),

@@ -49,8 +49,8 @@ pub enum LocalCommand {
     /// (built from the template's workspace; a delivery after a save waits until watch has rebuilt and started the
     /// saved code: `up` prints `reloaded` then). Each function with a Kinesis or DynamoDB event on a stream of the
     /// template runs behind Lambda's stream poller, one per shard (checkpoint, bisection, retry limit and on-failure
-    /// queue as the template sets them), from --bin-dir; not under --watch. Prints the queue URLs, the `export` lines
-    /// that point
+    /// queue as the template sets them), from --bin-dir, or with --watch under `cargo lambda watch`. Prints the queue
+    /// URLs, the `export` lines that point
     /// the AWS CLI v2 and `sqsafe dlq` at the local moto (and an `aws --endpoint-url` line: the AWS CLI v1 ignores
     /// AWS_ENDPOINT_URL), and a `sqsafe local send FUNCTION` line per function with a sample event
     /// (events/FUNCTION.json or events/FUNCTION-*.json). Ctrl-C or SIGTERM stops everything it started.

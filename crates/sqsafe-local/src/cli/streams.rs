@@ -1,6 +1,8 @@
 //! `sqsafe local up`'s stream consumers: each function whose `Kinesis` or `DynamoDB` event names a stream of the
 //! template runs behind [`StreamMapping`], one mapping (and one function instance) per shard, as Lambda polls each
-//! shard on its own. The mapping's settings are the template's (`BatchSize`, `MaximumRetryAttempts`,
+//! shard on its own. Under `--watch` a function runs under cargo lambda watch, and one task reads its shards in turn
+//! (one batch at a time for the one watch process); a batch after a save waits for the saved code, as a queue's does,
+//! and its records wait in their shard meanwhile (nothing to hold). The mapping's settings are the template's (`BatchSize`, `MaximumRetryAttempts`,
 //! `BisectBatchOnFunctionError`, the `OnFailure` queue). The streams are new with each run, so every shard is read
 //! from its start whatever the `StartingPosition`.
 //!
@@ -16,11 +18,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::watch_mode;
 use crate::esm::{
     BatchReport, Delivered, Delivery, Ended, Invoker, StreamMapping, StreamMappingConfig,
 };
 use crate::lambda::{BatchOutcomes, FunctionInstance, FunctionSpec, INIT_TIMEOUT, InstanceStats};
 use crate::stack::{LocalStack, StreamFunctionSpec, StreamSource};
+use crate::watch::WatchFunction;
 
 /// How long an idle shard waits before it is read again (Lambda reads each shard about once a second).
 const IDLE_POLL: Duration = Duration::from_secs(1);
@@ -55,99 +59,205 @@ impl ShardTotals {
     }
 }
 
-/// A running shard mapping: its name (`binary#shard`), then its totals and its instance's counters.
-pub(super) type ShardTask = JoinHandle<(String, ShardTotals, InstanceStats)>;
+/// What one shard's mapping did, when `up` stops: its name (`binary#shard`), its totals, and its instance's counters
+/// (none under watch, whose process is cargo lambda watch's).
+pub(super) struct ShardSummary {
+    pub(super) name: String,
+    pub(super) totals: ShardTotals,
+    pub(super) instance: Option<InstanceStats>,
+}
 
-/// Starts a mapping per shard of every stream function of the stack's template, each invoking its own instance of the
-/// binary in `bin_dir` with the function's environment and `extra_env`; none while `watching` (under `--watch`, whose
-/// builds are cargo lambda watch's).
+/// Running shard mappings: each task reads one shard (its own instance) or, under watch, every shard of a function in
+/// turn (one cargo lambda watch process, invoked one batch at a time).
+pub(super) type ShardTask = JoinHandle<Vec<ShardSummary>>;
+
+/// How the stream consumers run: the binaries built in a folder, an instance per shard; or under cargo lambda watch,
+/// a watch per function.
+pub(super) enum Run<'a> {
+    Built(&'a Path),
+    Watch(&'a watch_mode::Shared<'a>),
+}
+
+/// The stream consumers' mappings, and their functions under watch.
+pub(super) struct StreamRuns {
+    tasks: Vec<ShardTask>,
+    watched: Vec<WatchFunction>,
+}
+
+impl StreamRuns {
+    /// Waits for the mappings (already told by `stop`) and prints what each did, then stops watch.
+    pub(super) async fn finish(self) {
+        for task in self.tasks {
+            for summary in task.await.unwrap_or_default() {
+                let t = summary.totals;
+                let instance = summary
+                    .instance
+                    .map(|f| {
+                        format!(
+                            "; cold starts {}, crashes {}, timeouts {}",
+                            f.cold_starts, f.crashes, f.timeouts
+                        )
+                    })
+                    .unwrap_or_default();
+                println!(
+                    "{}: {} invocations, {} records, {} failed invocations, {} given up on{instance}",
+                    summary.name, t.invocations, t.records, t.failed, t.given_up
+                );
+            }
+        }
+        for function in self.watched {
+            watch_mode::stop_function(function).await;
+        }
+    }
+}
+
+/// Starts a mapping per shard of every stream function of the stack's template, with the function's environment and
+/// `extra_env`: each with its own instance of the binary built in a folder, or, under watch, every shard of a function
+/// read in turn by one task invoking the function's cargo lambda watch.
 pub(super) async fn start(
     stack: &LocalStack,
-    watching: bool,
+    run: Run<'_>,
     clients: &Clients,
     extra_env: &[(String, String)],
-    bin_dir: &Path,
     log_dir: &Path,
     stop: &watch::Receiver<bool>,
-) -> Result<Vec<ShardTask>, String> {
-    let mut tasks = Vec::new();
-    for function in stack.spec.stream_functions.values().filter(|_| !watching) {
+) -> Result<StreamRuns, String> {
+    let mut runs = StreamRuns {
+        tasks: Vec::new(),
+        watched: Vec::new(),
+    };
+    for function in stack.spec.stream_functions.values() {
         let mut env = stack.function_env(&function.binary);
         env.extend(extra_env.iter().cloned());
         let config = mapping_config(stack, function);
-        let instance = |index: usize| {
-            FunctionInstance::start(
-                FunctionSpec {
-                    name: function.binary.clone(),
-                    binary: bin_dir.join(&function.binary),
-                    env: env.clone(),
-                    timeout: FUNCTION_TIMEOUT,
-                    log_dir: log_dir.to_path_buf(),
-                    init_timeout: INIT_TIMEOUT,
-                },
-                index,
-            )
-        };
-        match &function.source {
-            StreamSource::Kinesis(logical) => {
-                let stream = stack.kinesis_streams.get(logical).ok_or_else(|| {
-                    format!("{}: Kinesis stream {logical} not created", function.binary)
-                })?;
-                let shards = clients
-                    .kinesis
-                    .list_shards()
-                    .stream_name(&stream.name)
-                    .send()
-                    .await
-                    .map_err(|e| format!("Kinesis stream {}: {e:?}", stream.name))?;
-                for (index, shard) in shards.shards().iter().enumerate() {
-                    let instance = instance(index).await.map_err(|e| e.to_string())?;
-                    let mapping = StreamMapping::of_kinesis(
-                        clients.kinesis.clone(),
-                        clients.sqs.clone(),
-                        &stream.name,
-                        Some(shard.shard_id()),
-                        config.clone(),
-                        instance,
+        let binary = function.binary.clone();
+        match run {
+            Run::Built(bin_dir) => {
+                let instance = async |index: usize| {
+                    FunctionInstance::start(
+                        FunctionSpec {
+                            name: function.binary.clone(),
+                            binary: bin_dir.join(&function.binary),
+                            env: env.clone(),
+                            timeout: FUNCTION_TIMEOUT,
+                            log_dir: log_dir.to_path_buf(),
+                            init_timeout: INIT_TIMEOUT,
+                        },
+                        index,
                     )
-                    .await?;
-                    println!(
-                        "{:<16} stream {}  {}",
-                        function.binary,
-                        stream.name,
-                        shard.shard_id()
-                    );
-                    tasks.push(spawn(mapping, &function.binary, stop.clone()));
+                    .await
+                    .map_err(|e| e.to_string())
+                };
+                for mapping in mappings(stack, function, clients, &config, instance).await? {
+                    let (binary, stop) = (binary.clone(), stop.clone());
+                    runs.tasks.push(tokio::spawn(async move {
+                        let mut summaries = Vec::new();
+                        for (mapping, name, totals) in in_turn(vec![mapping], &binary, stop).await {
+                            let instance = mapping.into_invoker();
+                            let stats = instance.stats();
+                            instance.shutdown().await;
+                            summaries.push(ShardSummary {
+                                name,
+                                totals,
+                                instance: Some(stats),
+                            });
+                        }
+                        summaries
+                    }));
                 }
             }
-            StreamSource::DynamoDb(logical) => {
-                let table = stack
-                    .tables
-                    .get(logical)
-                    .ok_or_else(|| format!("{}: table {logical} not created", function.binary))?;
-                let instance = instance(0).await.map_err(|e| e.to_string())?;
-                let mapping = StreamMapping::of_table(
-                    &clients.dynamodb,
-                    clients.streams.clone(),
-                    clients.sqs.clone(),
-                    table,
-                    config.clone(),
-                    instance,
-                )
+            Run::Watch(shared) => {
+                let (watched, invoker) =
+                    watch_mode::start_stream(shared, &function.binary, env).await?;
+                runs.watched.push(watched);
+                let shards = mappings(stack, function, clients, &config, async |_| {
+                    Ok(invoker.clone())
+                })
                 .await?;
-                println!(
-                    "{:<16} stream of table {table}  {}",
-                    function.binary,
-                    mapping.shard_id()
-                );
-                tasks.push(spawn(mapping, &function.binary, stop.clone()));
+                let stop = stop.clone();
+                runs.tasks.push(tokio::spawn(async move {
+                    in_turn(shards, &binary, stop)
+                        .await
+                        .into_iter()
+                        .map(|(_, name, totals)| ShardSummary {
+                            name,
+                            totals,
+                            instance: None,
+                        })
+                        .collect()
+                }));
             }
         }
         if let Some(queue) = &config.on_failure_queue {
             println!("{:<16} on failure {queue}", "");
         }
     }
-    Ok(tasks)
+    Ok(runs)
+}
+
+/// A mapping per shard of `function`'s stream, each with the invoker `invoker` makes for the shard's index.
+async fn mappings<I: Invoker>(
+    stack: &LocalStack,
+    function: &StreamFunctionSpec,
+    clients: &Clients,
+    config: &StreamMappingConfig,
+    mut invoker: impl AsyncFnMut(usize) -> Result<I, String>,
+) -> Result<Vec<StreamMapping<I>>, String> {
+    let mut out = Vec::new();
+    match &function.source {
+        StreamSource::Kinesis(logical) => {
+            let stream = stack.kinesis_streams.get(logical).ok_or_else(|| {
+                format!("{}: Kinesis stream {logical} not created", function.binary)
+            })?;
+            let shards = clients
+                .kinesis
+                .list_shards()
+                .stream_name(&stream.name)
+                .send()
+                .await
+                .map_err(|e| format!("Kinesis stream {}: {e:?}", stream.name))?;
+            for (index, shard) in shards.shards().iter().enumerate() {
+                let mapping = StreamMapping::of_kinesis(
+                    clients.kinesis.clone(),
+                    clients.sqs.clone(),
+                    &stream.name,
+                    Some(shard.shard_id()),
+                    config.clone(),
+                    invoker(index).await?,
+                )
+                .await?;
+                println!(
+                    "{:<16} stream {}  {}",
+                    function.binary,
+                    stream.name,
+                    shard.shard_id()
+                );
+                out.push(mapping);
+            }
+        }
+        StreamSource::DynamoDb(logical) => {
+            let table = stack
+                .tables
+                .get(logical)
+                .ok_or_else(|| format!("{}: table {logical} not created", function.binary))?;
+            let mapping = StreamMapping::of_table(
+                &clients.dynamodb,
+                clients.streams.clone(),
+                clients.sqs.clone(),
+                table,
+                config.clone(),
+                invoker(0).await?,
+            )
+            .await?;
+            println!(
+                "{:<16} stream of table {table}  {}",
+                function.binary,
+                mapping.shard_id()
+            );
+            out.push(mapping);
+        }
+    }
+    Ok(out)
 }
 
 /// The mapping's settings as the template gives them (a parameter's default for `BatchSize`).
@@ -169,51 +279,49 @@ fn mapping_config(stack: &LocalStack, function: &StreamFunctionSpec) -> StreamMa
     }
 }
 
-fn spawn(
-    mapping: StreamMapping<FunctionInstance>,
-    binary: &str,
-    stop: watch::Receiver<bool>,
-) -> ShardTask {
-    let binary = binary.to_owned();
-    let name = format!("{binary}#{}", mapping.shard_id());
-    tokio::spawn(async move {
-        let (mapping, totals) = run(mapping, &binary, stop).await;
-        let instance = mapping.into_invoker();
-        let stats = instance.stats();
-        instance.shutdown().await;
-        (name, totals, stats)
-    })
-}
-
-/// Polls the shard until `stop`, a line per invocation; an idle shard is read again after [`IDLE_POLL`].
-async fn run<I: Invoker>(
-    mut mapping: StreamMapping<I>,
+/// Polls each shard in turn until `stop`, a line per invocation; when none had records, they are read again after
+/// [`IDLE_POLL`]. Returns each mapping with its name (`binary#shard`) and totals.
+async fn in_turn<I: Invoker>(
+    mut mappings: Vec<StreamMapping<I>>,
     binary: &str,
     mut stop: watch::Receiver<bool>,
-) -> (StreamMapping<I>, ShardTotals) {
-    let mut totals = ShardTotals::default();
-    while !*stop.borrow() {
-        let started = Instant::now();
-        let polled = tokio::select! {
-            _ = stop.changed() => break,
-            polled = mapping.poll() => polled,
-        };
-        match polled {
-            Ok(Some(delivery)) => {
-                let outcomes = mapping.invoker().take_outcomes();
-                println!("{}", line(binary, &delivery, outcomes, started.elapsed()));
-                totals.add(&delivery);
-                continue;
+) -> Vec<(StreamMapping<I>, String, ShardTotals)> {
+    let mut totals = vec![ShardTotals::default(); mappings.len()];
+    'polling: while !*stop.borrow() {
+        let mut busy = false;
+        for (mapping, totals) in mappings.iter_mut().zip(totals.iter_mut()) {
+            let started = Instant::now();
+            let polled = tokio::select! {
+                _ = stop.changed() => break 'polling,
+                polled = mapping.poll() => polled,
+            };
+            match polled {
+                Ok(Some(delivery)) => {
+                    let outcomes = mapping.invoker().take_outcomes();
+                    println!("{}", line(binary, &delivery, outcomes, started.elapsed()));
+                    totals.add(&delivery);
+                    busy = true;
+                }
+                Ok(None) => {}
+                Err(e) => eprintln!("{binary}: {e}"),
             }
-            Ok(None) => {}
-            Err(e) => eprintln!("{binary}: {e}"),
+        }
+        if busy {
+            continue;
         }
         tokio::select! {
             _ = stop.changed() => break,
             () = tokio::time::sleep(IDLE_POLL) => {}
         }
     }
-    (mapping, totals)
+    mappings
+        .into_iter()
+        .zip(totals)
+        .map(|(mapping, totals)| {
+            let name = format!("{binary}#{}", mapping.shard_id());
+            (mapping, name, totals)
+        })
+        .collect()
 }
 
 /// The line of one invocation: the records and how they ended (as a queue's batch line), then where the shard

@@ -38,7 +38,9 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
         .unwrap_or_else(|| PathBuf::from("."));
     if args.watch {
         let consumers = spec.functions.values().map(|f| f.binary.clone());
+        let streams = spec.stream_functions.values().map(|f| f.binary.clone());
         let binaries: Vec<String> = consumers
+            .chain(streams)
             .chain(spec.apis.values().map(|a| a.binary.clone()))
             .collect();
         tokio::select! {
@@ -199,30 +201,30 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             }));
         }
     }
-    // The stream consumers: a mapping per shard, each with its own instance (not under --watch yet).
-    if args.watch && !spec.stream_functions.is_empty() {
-        let names: Vec<&str> = spec
-            .stream_functions
-            .values()
-            .map(|f| f.binary.as_str())
-            .collect();
-        println!(
-            "not run under --watch: {} (stream consumers; `sqsafe local up` without --watch runs them)",
-            names.join(", ")
-        );
-    }
-    let stream_tasks = match streams::start(
+    // The stream consumers: a mapping per shard, each with its own instance; under --watch, one watch per function,
+    // its shards read in turn.
+    let stream_run = match &saves {
+        Some(saves) => streams::Run::Watch(&watch_mode::Shared {
+            workspace: &workspace,
+            saves,
+            sqs: &sqs,
+            log_dir: &log_dir,
+            stop: &stop,
+            gone: &gone_tx,
+        }),
+        None => streams::Run::Built(&args.bin_dir),
+    };
+    let stream_runs = match streams::start(
         &stack,
-        args.watch,
+        stream_run,
         &clients,
         &apis::aws_env(&moto.endpoint()),
-        &args.bin_dir,
         &log_dir,
         &stop,
     )
     .await
     {
-        Ok(tasks) => tasks,
+        Ok(runs) => runs,
         Err(e) => {
             let _ = stop_tx.send(true);
             watch_mode::shutdown(watched).await;
@@ -274,12 +276,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             ))
         })
         .collect();
-    // Under --watch the stream consumers do not run: nothing to send them.
-    let stream_targets = if args.watch {
-        std::collections::BTreeMap::new()
-    } else {
-        stream_targets(&stack)
-    };
+    let stream_targets = stream_targets(&stack);
     let names: Vec<&str> = consumers
         .keys()
         .chain(stream_targets.keys())
@@ -347,21 +344,7 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             );
         }
     }
-    for task in stream_tasks {
-        if let Ok((name, t, function)) = task.await {
-            println!(
-                "{name}: {} invocations, {} records, {} failed invocations, {} given up on; cold starts {}, \
-                 crashes {}, timeouts {}",
-                t.invocations,
-                t.records,
-                t.failed,
-                t.given_up,
-                function.cold_starts,
-                function.crashes,
-                function.timeouts
-            );
-        }
-    }
+    stream_runs.finish().await;
     apis.shutdown().await;
     watch_mode::shutdown(watched).await;
     stand_ins.print_calls();

@@ -1,5 +1,6 @@
-//! `sqsafe local up --watch`: each function under `cargo lambda watch` behind its event source mappings, and what
-//! the terminal is told while watch builds, reloads or loses the function.
+//! `sqsafe local up --watch`: each function under `cargo lambda watch` behind its event source mappings (a queue's,
+//! or a stream's shards: see `streams`), and what the terminal is told while watch builds, reloads or loses the
+//! function.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -7,7 +8,8 @@ use std::time::{Duration, Instant};
 use crate::esm::{EventSourceMapping, MappingConfig, Reports};
 use crate::stack::LocalQueue;
 use crate::watch::{
-    AfterSave, Phase, Save, Saves, Status, VisibilityHold, WatchFunction, WatchSpec, prebuild,
+    AfterSave, Phase, Save, Saves, Status, VisibilityHold, WatchFunction, WatchInvoker, WatchSpec,
+    prebuild,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -69,22 +71,9 @@ pub(crate) async fn start(
     batch_size: i32,
     reports: Reports,
 ) -> Result<Watched, String> {
-    let Shared {
-        workspace,
-        saves,
-        sqs,
-        log_dir,
-        stop,
-        gone,
-    } = *shared;
-    let log = log_dir.join(format!("{binary}.watch.log"));
-    let spec = WatchSpec::new(binary, workspace, &log).with_env(env);
-    let function = WatchFunction::start(spec)
-        .await
-        .map_err(|e| e.to_string())?;
-    println!("{:<16} watch {}", "", function.invoke_url());
+    let function = start_function(shared, binary, env).await?;
     let hold = VisibilityHold::new(
-        sqs.clone(),
+        shared.sqs.clone(),
         &queue.url,
         Duration::from_secs(queue.spec.visibility_timeout.into()),
     );
@@ -96,19 +85,56 @@ pub(crate) async fn start(
         seed: 0,
     };
     let invoker = function
-        .invoker(stop.clone())
+        .invoker(shared.stop.clone())
         .with_hold(hold)
-        .with_saves(saves.latest());
-    let esm = EventSourceMapping::new(sqs.clone(), config, invoker)
+        .with_saves(shared.saves.latest());
+    let esm = EventSourceMapping::new(shared.sqs.clone(), config, invoker)
         .await?
         .with_reports(reports);
     let stats = esm.stats();
-    let polling = stop.clone();
+    let polling = shared.stop.clone();
     let name = format!("{binary}#0");
     let mapping = tokio::spawn(async move {
         esm.run(polling).await;
         (name, stats.snapshot())
     });
+    Ok(Watched { function, mapping })
+}
+
+/// Starts watch for the stream consumer `binary` with `env`, reported on until `stop`, and the invoker its shards'
+/// mappings share: a batch after a save waits for the saved code (its records wait in their shard, nothing to hold).
+pub(crate) async fn start_stream(
+    shared: &Shared<'_>,
+    binary: &str,
+    env: Vec<(String, String)>,
+) -> Result<(WatchFunction, WatchInvoker), String> {
+    let function = start_function(shared, binary, env).await?;
+    let invoker = function
+        .invoker(shared.stop.clone())
+        .with_saves(shared.saves.latest());
+    Ok((function, invoker))
+}
+
+/// Starts watch for `binary` with `env` (its output in `<binary>.watch.log`) and the task that reports its phases.
+async fn start_function(
+    shared: &Shared<'_>,
+    binary: &str,
+    env: Vec<(String, String)>,
+) -> Result<WatchFunction, String> {
+    let Shared {
+        workspace,
+        saves,
+        log_dir,
+        stop,
+        gone,
+        ..
+    } = *shared;
+    let log = log_dir.join(format!("{binary}.watch.log"));
+    let spec = WatchSpec::new(binary, workspace, &log).with_env(env);
+    let function = WatchFunction::start(spec)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{:<16} watch {}", "", function.invoke_url());
     tokio::spawn(report(
         function.status(),
         saves.latest(),
@@ -117,13 +143,12 @@ pub(crate) async fn start(
         stop.clone(),
         gone.clone(),
     ));
-    Ok(Watched { function, mapping })
+    Ok(function)
 }
 
 /// Waits for the mappings (already told by `stop`), then stops watch; prints what each did.
 pub(crate) async fn shutdown(functions: Vec<Watched>) {
     for watched in functions {
-        let status = watched.function.status().borrow().clone();
         if let Ok((name, [invocations, records, deleted, reported, failed, _])) =
             watched.mapping.await
         {
@@ -132,13 +157,19 @@ pub(crate) async fn shutdown(functions: Vec<Watched>) {
                  {failed} failed invocations"
             );
         }
-        let name = watched.function.binary().to_owned();
-        let ended = watched.function.shutdown().await;
-        println!(
-            "{name}: under watch, starts {}, builds {}; {ended}",
-            status.starts, status.builds
-        );
+        stop_function(watched.function).await;
     }
+}
+
+/// Stops watch for one function; prints how often it started and built.
+pub(crate) async fn stop_function(function: WatchFunction) {
+    let status = function.status().borrow().clone();
+    let name = function.binary().to_owned();
+    let ended = function.shutdown().await;
+    println!(
+        "{name}: under watch, starts {}, builds {}; {ended}",
+        status.starts, status.builds
+    );
 }
 
 /// Tells the terminal what watch does with the function: builds (with progress), runs, exits.
