@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help test check demo book venv local local-watch moto local-resources bench bench-smoke bench-bill bench-api bench-compare size model clean-venv
+.PHONY: help test check demo book venv local local-watch moto local-resources bench bench-smoke bench-bill bench-api bench-kinesis bench-compare size model clean-venv
 
 # Every function crate under functions/ (consumers added with `cargo xtask new-consumer` included).
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -35,6 +35,8 @@ help:
 	@echo "                   (a step of make test)"
 	@echo "  make bench-bill  the bill alone, release builds: replaces that section of bench/RESULTS.md (about a minute)"
 	@echo "  make bench-api   figure 8 alone (the idempotent HTTP layer), release build: replaces that section of bench/RESULTS.md"
+	@echo "  make bench-kinesis  figure 9 alone (Kinesis batches beside Powertools' BatchProcessor, and the order of a batch"
+	@echo "                   whose 4th record fails once), release builds: replaces that section of bench/RESULTS.md"
 	@echo "  make bench-compare BASE=REV [HEAD=REV] [ARGS=...]  charge-payment at two commits (default head: the working"
 	@echo "                   tree), claim and keyed modes run interleaved (CPU per message, wall per batch, first answer,"
 	@echo "                   median and spread) and counted under callgrind (instructions per message, the functions that"
@@ -104,6 +106,9 @@ bench-bill:
 
 bench-api:
 	bash scripts/bench.sh --api
+
+bench-kinesis:
+	bash scripts/bench.sh --kinesis
 
 bench-compare:
 	@test -n "$(BASE)" || { echo "make bench-compare: name the base commit, BASE=REV" >&2; exit 2; }

@@ -3,6 +3,7 @@
 Usage: render.py RESULTS_JSON --md OUT.md --png OUT.png [--criterion target/criterion]
        render.py BILL_JSON --md bench/RESULTS.md --bill-only   (section 1b alone, from `sqsafe-bench --bill-only`)
        render.py API_JSON --md bench/RESULTS.md --api-only     (section 8 alone, from `sqsafe-bench --api-only`)
+       render.py KINESIS_JSON --md bench/RESULTS.md --kinesis-only   (section 9 alone, from `sqsafe-bench --kinesis-only`)
 Runs in the bench venv (.venv-bench: matplotlib, Powertools and awslambdaric, whose versions it reports).
 """
 
@@ -373,6 +374,8 @@ def render(data, criterion, md_path, png_path):
     w("")
 
     api_section(w, data)
+
+    kinesis_section(w, data)
 
     ahead(w, res, proc_, pipe)
 
@@ -763,6 +766,89 @@ def api_section(w, data):
     w("")
 
 
+KINESIS_HEADING = "## 9. Kinesis batches beside Powertools' BatchProcessor"
+
+
+def kinesis_section(w, data):
+    """Figure 9 (crates/sqsafe-bench/src/stream.rs): Kinesis batches of one shard and one partition key."""
+    runs = data.get("kinesis", [])
+    orders = data.get("kinesis_order", [])
+    if not runs and not orders:
+        return
+    w(KINESIS_HEADING + "\n")
+    w("The same payments as Kinesis records (the data is the `PaymentRequested` body), batches of 10 of one shard and "
+      "one partition key, handed to one warm process each: sqsafe's charge-payment (claim and keyed modes) and "
+      "Powertools 3.37.0's `BatchProcessor(EventType.KinesisDataStreams)` with `idempotent_function` on DynamoDB "
+      "(`bench/peers/powertools/handler.py`, `kinesis_handler`). The same moto, proxy and payments API as figures 1-4. "
+      "*fresh*: payments never seen; *duplicate*: the same payments again as new records (a producer's retry). CPU: "
+      "the function process's user + system time per record. × sqsafe: the row's figure over the claim mode's.\n")
+    if runs:
+        w("| peer | records | added per request | DynamoDB requests per record | payments calls per record | "
+          "CPU µs/record | × sqsafe | p50 ms per batch | p99 ms per batch | × sqsafe (p50) |")
+        w("|---|---|---|---|---|---|---|---|---|---|")
+        timed = [r for r in runs if r["purpose"] == "kinesis"]
+        for r in timed:
+            base = next((b for b in timed if b["peer"] == "sqsafe" and b["kind"] == r["kind"]
+                         and b["latency_ms"] == r["latency_ms"]), None)
+            counted = next((c for c in runs if c["purpose"] == "kinesis_requests" and c["peer"] == r["peer"]
+                            and c["kind"] == r["kind"]), r)
+            ops = ", ".join(f"{op} {v:g}" for op, v in counted["dynamodb_per_msg"].items()) or "none"
+            d = r["duration"]
+            w(f"| {LABEL[r['peer']]} | {r['kind']} | {r['latency_ms']} ms | {ops} | {counted['payments_per_msg']:g} | "
+              f"{r['cpu_us_per_msg']:.0f} | {ratio(r['cpu_us_per_msg'], base and base['cpu_us_per_msg'])} | "
+              f"{d['p50_ms']:.1f} | {d['p99_ms']:.1f} | {ratio(d['p50_ms'], base and base['duration']['p50_ms'])} |")
+        w("")
+    if orders:
+        w("### 9b. A batch whose 4th record fails once\n")
+        w("10 records of one partition key; the payments API answers the 4th payment's first charge `503` before "
+          "charging. Each answer's `batchItemFailures` is honoured as Lambda does: the next delivery starts at the "
+          "lowest sequence number named, until an answer names none. *Charged in the order*: the records' positions "
+          "in the order the payments API's ledger charged them; *ran ahead*: records after the 4th charged before "
+          "it.\n")
+        w("| peer | deliveries | the first answer named | charged in the order | ran ahead | payments calls | "
+          "charged twice |")
+        w("|---|---|---|---|---|---|---|")
+        for o in orders:
+            named = ", ".join(str(i) for i in o["first_answer_named"]) or "none"
+            order = ", ".join(str(i) for i in o["charged_in_order"])
+            w(f"| {LABEL[o['peer']]} | {o['deliveries']} | {named} | {order} | {o['ran_ahead']} | "
+              f"{o['payments_calls']} | {o['charged_twice']} |")
+        w("")
+        w("sqsafe stops the shard at the failed record and names it alone: nothing after it runs in that invocation, "
+          "so no later record of its partition key is applied before it. Powertools' BatchProcessor runs every "
+          "record whatever fails before it and names the failed one: Lambda then hands over the failed record and "
+          "every one after it again, so the records after the failure are applied before it (and, without its "
+          "idempotency, twice). The counts and sqsafe's order are asserted (every run, the smoke too); the timings "
+          "are not.")
+        w("")
+
+
+def splice_kinesis(data, md_path):
+    """Section 9 of an existing RESULTS.md replaced (or added, before "Where Powertools is ahead") by the figures of
+    `data` (a `--kinesis-only` run); the rest of the file is left as it was."""
+    out = []
+    kinesis_section(out.append, data)
+    if not out:
+        raise SystemExit("render.py: the results hold no figure 9")
+    meta = data.get("meta", {})
+    when = datetime.datetime.fromtimestamp(meta.get("started_unix", 0), datetime.timezone.utc)
+    load = meta.get("load_start") or []
+    load = " / ".join(f"{x:.2f}" for x in load) if load else "unknown"
+    out.insert(1, f"Regenerated alone by `sqsafe-bench --kinesis-only` (`make bench-kinesis`; {meta.get('profile', '?')} "
+                  f"builds, {when:%Y-%m-%d %H:%M} UTC, on a shared {meta.get('cores', '?')}-core machine, load average "
+                  f"{load} at the start); the other sections are from the last full run. The counts do not depend on "
+                  "the machine's load; the durations and CPU times do.\n")
+    section = "\n".join(out).rstrip("\n") + "\n\n"
+    lines = Path(md_path).read_text().splitlines(keepends=True)
+    start = next((i for i, l in enumerate(lines) if l.startswith("## 9.")), None)
+    if start is None:
+        start = end = next(i for i, l in enumerate(lines)
+                           if l.startswith("## Where Powertools is ahead") or l.startswith("## Checks"))
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    Path(md_path).write_text("".join(lines[:start]) + section + "".join(lines[end:]))
+
+
 def splice_api(data, md_path):
     """Section 8 of an existing RESULTS.md replaced (or added, before "Where Powertools is ahead") by the figures of
     `data` (an `--api-only` run); the rest of the file is left as it was."""
@@ -819,14 +905,21 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("results")
     parser.add_argument("--md", required=True)
-    parser.add_argument("--png", default=None, help="the chart (required unless --bill-only or --api-only)")
+    parser.add_argument("--png", default=None,
+                        help="the chart (required unless --bill-only, --api-only or --kinesis-only)")
     parser.add_argument("--criterion", default=None, help="criterion's output folder (target/criterion)")
     parser.add_argument("--bill-only", action="store_true",
                         help="replace section 1b of the existing --md with the bill of a --bill-only run")
     parser.add_argument("--api-only", action="store_true",
                         help="replace (or add) section 8 of the existing --md with the figures of an --api-only run")
+    parser.add_argument("--kinesis-only", action="store_true",
+                        help="replace (or add) section 9 of the existing --md with the figures of a --kinesis-only run")
     args = parser.parse_args()
     data = json.loads(Path(args.results).read_text())
+    if args.kinesis_only:
+        splice_kinesis(data, args.md)
+        print(f"render.py: section 9 of {args.md} replaced")
+        return
     if args.api_only:
         splice_api(data, args.md)
         print(f"render.py: section 8 of {args.md} replaced")

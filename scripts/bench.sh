@@ -12,6 +12,9 @@
 #   scripts/bench.sh --api    release build of the driver; figure 8 alone (the idempotent HTTP layer beside the same
 #                             axum handler without it), replacing that section of bench/RESULTS.md and nothing else
 #                             (about 30 s once built)
+#   scripts/bench.sh --kinesis release builds; figure 9 alone (Kinesis batches: the claim and keyed modes beside
+#                             Powertools' BatchProcessor, and the order of a batch whose 4th record fails once),
+#                             replacing that section of bench/RESULTS.md and nothing else
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
@@ -22,7 +25,8 @@ case "${1:-}" in
   --smoke) mode=smoke ;;
   --bill) mode=bill ;;
   --api) mode=api ;;
-  *) echo "usage: scripts/bench.sh [--smoke | --bill | --api]" >&2; exit 2 ;;
+  --kinesis) mode=kinesis ;;
+  *) echo "usage: scripts/bench.sh [--smoke | --bill | --api | --kinesis]" >&2; exit 2 ;;
 esac
 step() { printf '\n==> %s\n' "$*"; }
 started="${SECONDS}"
@@ -51,6 +55,7 @@ if [[ "${mode}" == smoke ]]; then
   grep -q '^## 1. DynamoDB requests per message' "${out}/RESULTS.md"
   grep -q '^## 1b. The bill' "${out}/RESULTS.md"
   grep -q '^## 8. The idempotent HTTP layer' "${out}/RESULTS.md"
+  grep -q '^## 9. Kinesis batches' "${out}/RESULTS.md"
   echo "bench smoke passed in $((SECONDS - started)) s (results in ${out})"
   exit 0
 fi
@@ -68,6 +73,14 @@ fi
 step "build (release)"
 # With symbols: the profile runs read perf samples by symbol (the workspace's release profile strips them for Lambda).
 CARGO_PROFILE_RELEASE_STRIP=none cargo build --release "${packages[@]}" --bins
+
+if [[ "${mode}" == kinesis ]]; then
+  step "figure 9 alone: Kinesis batches, the claim and keyed modes beside Powertools (crates/sqsafe-bench --kinesis-only)"
+  target/release/sqsafe-bench --kinesis-only --bins target/release --out target/bench/kinesis.json
+  .venv-bench/bin/python bench/render.py target/bench/kinesis.json --md bench/RESULTS.md --kinesis-only
+  echo "make bench-kinesis done in $((SECONDS - started)) s"
+  exit 0
+fi
 
 if [[ "${mode}" == bill ]]; then
   step "the bill alone: claim mode, keyed mode, Powertools (crates/sqsafe-bench --bill-only)"

@@ -1,5 +1,7 @@
 """The Powertools peer: charges each PaymentRequested once, like functions/charge-payment, with Powertools for AWS
 Lambda (Python): BatchProcessor for partial batch failures, idempotent_function on a DynamoDB persistence layer.
+`handler` takes SQS batches; `kinesis_handler` (BENCH_HANDLER=handler.kinesis_handler, figure 9) Kinesis batches
+whose records' data are the same payments, with BatchProcessor(EventType.KinesisDataStreams).
 
 The idempotency key is the payment (tenant, payment_id); the payload is validated on the same fields as
 charge-payment's INTENT_FIELDS. The effect is the same POST to the payments API with an Idempotency-Key.
@@ -12,6 +14,7 @@ import os
 import urllib3
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
@@ -21,6 +24,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 
 logger = Logger()
 processor = BatchProcessor(event_type=EventType.SQS)
+kinesis_processor = BatchProcessor(event_type=EventType.KinesisDataStreams)
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["IDEMPOTENCY_TABLE"])
 config = IdempotencyConfig(
     event_key_jmespath="[tenant, payment_id]",
@@ -49,7 +53,14 @@ def charge(payment: dict) -> dict:
 
 
 def record_handler(record: SQSRecord) -> dict:
-    payment = json.loads(record.body)
+    return charge_payment(json.loads(record.body))
+
+
+def kinesis_record_handler(record: KinesisStreamRecord) -> dict:
+    return charge_payment(record.kinesis.data_as_json())
+
+
+def charge_payment(payment: dict) -> dict:
     if payment.get("version") != "1":
         raise ValueError(f"unknown PaymentRequested version {payment.get('version')!r}")
     currency = payment["currency"]
@@ -63,3 +74,10 @@ def record_handler(record: SQSRecord) -> dict:
 def handler(event, context):
     config.register_lambda_context(context)
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+
+
+def kinesis_handler(event, context):
+    config.register_lambda_context(context)
+    return process_partial_response(
+        event=event, record_handler=kinesis_record_handler, processor=kinesis_processor, context=context
+    )

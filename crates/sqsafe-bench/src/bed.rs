@@ -209,6 +209,18 @@ impl Bed {
         spec
     }
 
+    /// How `peer` runs when handed Kinesis batches: as [`spec`](Self::spec), Powertools with its Kinesis handler
+    /// (`BatchProcessor(EventType.KinesisDataStreams)`).
+    pub(crate) fn kinesis_spec(&self, peer: Peer) -> FunctionSpec {
+        let spec = self.spec(peer, None);
+        match peer {
+            Peer::Powertools | Peer::PowertoolsCached => {
+                spec.with_env("BENCH_HANDLER", "handler.kinesis_handler")
+            }
+            _ => spec,
+        }
+    }
+
     /// The pid of moto server, for its CPU time.
     pub(crate) fn moto_pid(&self) -> Option<u32> {
         self.moto.pid()

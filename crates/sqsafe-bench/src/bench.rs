@@ -111,6 +111,14 @@ impl<'a> Bench<'a> {
         .await
     }
 
+    /// A new execution environment for `peer` handed Kinesis batches (Powertools: its Kinesis handler).
+    pub(crate) async fn start_kinesis(&mut self, peer: Peer) -> Result<Function, String> {
+        self.instances += 1;
+        Function::start(peer, self.bed.kinesis_spec(peer), self.instances, self.tick)
+            .await
+            .map(Function::on_kinesis)
+    }
+
     /// A new process that has answered one batch.
     pub(crate) async fn warm(
         &mut self,
@@ -389,6 +397,13 @@ impl<'a> Bench<'a> {
 
     /// Keeps a run, after checking its request counts and answers (facts, not timings).
     pub(crate) fn record(&mut self, run: Run) {
+        self.check_counts(&run);
+        self.report.runs.push(run);
+    }
+
+    /// Checks a run's DynamoDB and payments API requests per message against what its peer and kind must make, and
+    /// that every record succeeded.
+    pub(crate) fn check_counts(&mut self, run: &Run) {
         let (dynamodb, payments) = expected(run.peer, run.kind);
         let what = format!(
             "{} {:?} ({} {:?} {} ms)",
@@ -423,7 +438,6 @@ impl<'a> Bench<'a> {
             run.failures == 0,
             format!("{} in batchItemFailures", run.failures),
         );
-        self.report.runs.push(run);
     }
 
     /// The bill per million messages of the claim mode, the keyed mode and Powertools (module `bill`), printed and

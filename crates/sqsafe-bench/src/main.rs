@@ -20,6 +20,7 @@ mod procfs;
 mod profile;
 mod proxy;
 mod report;
+mod stream;
 mod table;
 mod trace;
 
@@ -68,6 +69,11 @@ struct Args {
     /// the proxy, no peer (`make bench-api`). With `--smoke`, a few requests of each kind.
     #[arg(long, conflicts_with = "bill_only")]
     api_only: bool,
+    /// Only figure 9, Kinesis batches: sqsafe's claim and keyed modes and Powertools' BatchProcessor for Kinesis,
+    /// requests, CPU and latency per record, and the order of a batch whose 4th record fails once (`make
+    /// bench-kinesis`). With `--smoke`, a few batches.
+    #[arg(long, conflicts_with_all = ["bill_only", "api_only"])]
+    kinesis_only: bool,
     /// One side of `scripts/bench-compare.sh`: only charge-payment's claim and keyed modes from `--bins`, each
     /// `--cold-starts` cold starts (first answer) then `--batches` fresh batches of 10 on the warm process, under
     /// `--network`. With `--count`, their instructions per message under callgrind instead (module `compare`).
@@ -170,6 +176,11 @@ async fn run(args: Args) -> Result<bool, String> {
         Vec::new()
     } else if args.compare {
         vec![programs.bins.join("charge-payment")]
+    } else if args.kinesis_only {
+        vec![
+            programs.bins.join("charge-payment"),
+            programs.python.clone(),
+        ]
     } else {
         vec![
             programs.bins.join("charge-payment"),
@@ -195,6 +206,8 @@ async fn run(args: Args) -> Result<bool, String> {
                 "bill"
             } else if args.api_only {
                 "api"
+            } else if args.kinesis_only {
+                "kinesis"
             } else if args.count {
                 "compare-count"
             } else if args.compare {
@@ -252,6 +265,8 @@ async fn run(args: Args) -> Result<bool, String> {
         bench.bill_only().await
     } else if args.api_only {
         bench.api().await
+    } else if args.kinesis_only {
+        bench.kinesis().await
     } else {
         figures(&mut bench).await
     };
@@ -259,6 +274,7 @@ async fn run(args: Args) -> Result<bool, String> {
         && !plan.smoke
         && !args.bill_only
         && !args.api_only
+        && !args.kinesis_only
         && !args.compare
         && !args.no_instructions
     {
@@ -356,5 +372,6 @@ async fn figures(bench: &mut Bench<'_>) -> Result<(), String> {
     bench.table_sizes().await?;
     bench.moto_ceiling().await?;
     bench.pipeline().await?;
-    bench.api().await
+    bench.api().await?;
+    bench.kinesis().await
 }

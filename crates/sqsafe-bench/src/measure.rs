@@ -34,11 +34,24 @@ impl Network {
     }
 }
 
+/// The events a function is handed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// SQS batches (`events::batch`).
+    Sqs,
+    /// Kinesis batches of one shard and one partition key (`events::kinesis_batch`), each record with the next
+    /// sequence number of the shard.
+    Kinesis,
+}
+
 /// A peer's process under the Runtime API emulator.
 pub(crate) struct Function {
     pub(crate) peer: Peer,
     pub(crate) instance: FunctionInstance,
     pub(crate) tick: Duration,
+    shape: Shape,
+    /// The next sequence number of the Kinesis shard.
+    sequence: u64,
 }
 
 impl Function {
@@ -55,7 +68,15 @@ impl Function {
             peer,
             instance,
             tick,
+            shape: Shape::Sqs,
+            sequence: 1,
         })
+    }
+
+    /// The same process, handed Kinesis batches from now on.
+    pub(crate) fn on_kinesis(mut self) -> Self {
+        self.shape = Shape::Kinesis;
+        self
     }
 
     /// Invokes with a batch of these payments; returns how long it took and how many records failed.
@@ -63,14 +84,33 @@ impl Function {
         &mut self,
         payment_ids: &[String],
     ) -> Result<(Duration, usize), String> {
-        let event = events::batch(payment_ids);
+        let event = match self.shape {
+            Shape::Sqs => events::batch(payment_ids),
+            Shape::Kinesis => {
+                let records: Vec<(String, u64)> = payment_ids
+                    .iter()
+                    .map(|id| {
+                        self.sequence += 1;
+                        (id.clone(), self.sequence)
+                    })
+                    .collect();
+                events::kinesis_batch(&records)
+            }
+        };
         let started = Instant::now();
-        let answer = self
-            .instance
+        let answer = self.invoke_event(event).await?;
+        Ok((started.elapsed(), events::failures(&answer)))
+    }
+
+    /// Invokes with `event` as it is; returns the answer.
+    pub(crate) async fn invoke_event(
+        &mut self,
+        event: serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        self.instance
             .invoke(event)
             .await
-            .map_err(|e| format!("{} invocation failed: {e}", self.peer.name()))?;
-        Ok((started.elapsed(), events::failures(&answer)))
+            .map_err(|e| format!("{} invocation failed: {e}", self.peer.name()))
     }
 
     /// The process's id: it must have been started (by a first invoke).

@@ -29,6 +29,10 @@ pub(crate) struct Report {
     pub(crate) prices: Option<crate::bill::Prices>,
     /// Figure 8: the idempotent HTTP layer beside the plain handler (module `api`).
     pub(crate) api: Vec<ApiRun>,
+    /// Figure 9: Kinesis batches (module `stream`), one entry per measured run, as `runs`.
+    pub(crate) kinesis: Vec<Run>,
+    /// Figure 9b: a batch of one partition key whose 4th record fails once, redelivered as Lambda does.
+    pub(crate) kinesis_order: Vec<crate::stream::Order>,
     /// What the run asserts (request counts, answers, charges): never a timing.
     pub(crate) checks: Vec<Check>,
 }
