@@ -166,7 +166,12 @@ fn attribute(v: &Value) -> Result<AttributeValue, String> {
     })
 }
 
-/// Makes the writes, in order (one call each, so the stream keeps their order).
+/// Records per `PutRecords` call at most (Kinesis's limit).
+const PUT_RECORDS_LIMIT: usize = 500;
+
+/// Makes the writes, in order: a Kinesis event's records in one `PutRecords` call (per 500), so the shard gets them as
+/// one unit and the local mapping hands a sample over as the batch it is, not split by when it polled; a DynamoDB
+/// event's changes one call each, so the table's stream keeps their order.
 pub(crate) async fn send(
     kinesis: &aws_sdk_kinesis::Client,
     dynamodb: &aws_sdk_dynamodb::Client,
@@ -175,25 +180,57 @@ pub(crate) async fn send(
 ) -> Result<(), String> {
     match target {
         StreamTarget::Kinesis { stream } => {
-            let mut previous: Option<String> = None;
-            for w in writes {
-                let StreamWrite::Record {
-                    data,
-                    partition_key,
-                } = w
-                else {
-                    continue;
-                };
+            let records: Vec<aws_sdk_kinesis::types::PutRecordsRequestEntry> = writes
+                .iter()
+                .filter_map(|w| match w {
+                    StreamWrite::Record {
+                        data,
+                        partition_key,
+                    } => Some(
+                        aws_sdk_kinesis::types::PutRecordsRequestEntry::builder()
+                            .partition_key(partition_key)
+                            .data(aws_sdk_kinesis::primitives::Blob::new(data.clone()))
+                            .build()
+                            .map_err(|e| e.to_string()),
+                    ),
+                    _ => None,
+                })
+                .collect::<Result<_, _>>()?;
+            let mut written = 0;
+            for chunk in records.chunks(PUT_RECORDS_LIMIT) {
                 let put = kinesis
-                    .put_record()
+                    .put_records()
                     .stream_name(stream)
-                    .partition_key(partition_key)
-                    .data(aws_sdk_kinesis::primitives::Blob::new(data.clone()))
-                    .set_sequence_number_for_ordering(previous.take())
+                    .set_records(Some(chunk.to_vec()))
                     .send()
                     .await
                     .map_err(|e| format!("{}", aws_sdk_kinesis::error::DisplayErrorContext(&e)))?;
-                previous = Some(put.sequence_number().to_owned());
+                if put.failed_record_count().unwrap_or(0) > 0 {
+                    let (index, failed) = put
+                        .records()
+                        .iter()
+                        .enumerate()
+                        .find(|(_, r)| r.error_code().is_some())
+                        .map(|(i, r)| {
+                            (
+                                written + i,
+                                format!(
+                                    "{}: {}",
+                                    r.error_code().unwrap_or_default(),
+                                    r.error_message().unwrap_or_default()
+                                ),
+                            )
+                        })
+                        .unwrap_or_default();
+                    return Err(format!(
+                        "PutRecords wrote {} of {} records; record {} and others failed ({failed}): the ones \
+                         written are on the stream",
+                        written + chunk.len() - put.failed_record_count().unwrap_or(0) as usize,
+                        records.len(),
+                        index + 1
+                    ));
+                }
+                written += chunk.len();
             }
         }
         StreamTarget::DynamodbTable { table } => {
@@ -234,6 +271,67 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A sample's records go to the shard in one request, in order: a mapping polling meanwhile sees none of them or
+    /// all of them (as far as moto's own handling of one request goes), and hands the sample over as the batch it is.
+    /// Put one call each, a mapping polling between two calls split the sample across invocations: make test once
+    /// failed so (local_up_streams, on a loaded machine).
+    #[tokio::test]
+    async fn a_kinesis_events_records_go_to_the_shard_in_one_request_in_order() {
+        let config = sqsafe_testkit::sdk_config().await;
+        let counter = sqsafe_testkit::RequestCounter::default();
+        let kinesis = aws_sdk_kinesis::Client::from_conf(
+            aws_sdk_kinesis::config::Builder::from(&config)
+                .interceptor(counter.clone())
+                .build(),
+        );
+        let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+        let stream = sqsafe_testkit::unique_name("send-unit");
+        kinesis
+            .create_stream()
+            .stream_name(&stream)
+            .shard_count(1)
+            .send()
+            .await
+            .expect("the stream");
+        let sent: Vec<String> = (0..10).map(|i| format!("record {i}")).collect();
+        let writes: Vec<StreamWrite> = sent
+            .iter()
+            .map(|data| StreamWrite::Record {
+                data: data.clone().into_bytes(),
+                partition_key: "one-key".into(),
+            })
+            .collect();
+        counter.take();
+        let target = StreamTarget::Kinesis {
+            stream: stream.clone(),
+        };
+        send(&kinesis, &dynamodb, &target, &writes)
+            .await
+            .expect("sent");
+        assert_eq!(counter.take(), ["PutRecords"], "one request");
+        let iterator = kinesis
+            .get_shard_iterator()
+            .stream_name(&stream)
+            .shard_id("shardId-000000000000")
+            .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .expect("an iterator")
+            .shard_iterator
+            .expect("an iterator");
+        let read: Vec<String> = kinesis
+            .get_records()
+            .shard_iterator(iterator)
+            .send()
+            .await
+            .expect("records")
+            .records
+            .iter()
+            .map(|r| String::from_utf8_lossy(r.data().as_ref()).into_owned())
+            .collect();
+        assert_eq!(read, sent, "every record, in order");
+    }
 
     fn kinesis() -> StreamTarget {
         StreamTarget::Kinesis {
