@@ -396,7 +396,8 @@ async fn an_answer_later_than_the_timeout_is_a_transient_timeout() {
 }
 
 /// Against an API that honours the key (the fake behind sqsafe's layer): the call that timed out goes on there; its
-/// retries get `409` while it runs, then its own answer replayed. One charge, and the consumer keeps the first answer.
+/// retries get `409` while it runs (or time out themselves on a loaded machine), then its own answer replayed. One
+/// charge, and the consumer keeps the first answer.
 #[tokio::test]
 async fn a_timed_out_call_is_answered_on_retry_by_an_honouring_api_with_its_first_answer() {
     let fx = fixture_honouring().await;
@@ -412,8 +413,11 @@ async fn a_timed_out_call_is_answered_on_retry_by_an_honouring_api_with_its_firs
     loop {
         match fx.run_order(&settings, &order).await {
             Disposition::Succeeded(Processed::Applied) => break,
-            Disposition::Retry(e) if e.kind() == "downstream_in_flight" => {}
-            other => panic!("expected 409s, then the replay: {other:?}"),
+            // A retry answered 409 while the first call runs there, or one that itself outlived the 200 ms on a
+            // loaded machine (the layer's claim on moto is slower than that there): both come back.
+            Disposition::Retry(e)
+                if matches!(e.kind(), "downstream_in_flight" | "downstream_timeout") => {}
+            other => panic!("expected 409s (or retries timed out), then the replay: {other:?}"),
         }
         assert!(
             started.elapsed() < Duration::from_secs(20),
