@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::watch_mode;
+use super::watch_mode::{self, Run};
 use crate::gateway::{CALLER_HEADER, Gateway, LOCAL_CALLER};
 use crate::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT};
 use crate::stack::{LocalStack, TemplateSpec};
@@ -21,14 +21,6 @@ pub(super) fn aws_env(endpoint: &str) -> Vec<(String, String)> {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect()
-}
-
-/// Where the functions run.
-pub(super) enum Run<'a> {
-    /// The built binaries in this folder, each in the local Lambda emulator.
-    Built(&'a Path),
-    /// Under `cargo lambda watch`, as the consumers under `--watch`.
-    Watch(&'a watch_mode::Shared<'a>),
 }
 
 enum Served {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::watch_mode;
+use super::watch_mode::{self, Run};
 use crate::esm::{
     BatchReport, Delivered, Delivery, Ended, Invoker, StreamMapping, StreamMappingConfig,
 };
@@ -71,13 +71,6 @@ pub(super) struct ShardSummary {
 /// turn (one cargo lambda watch process, invoked one batch at a time).
 pub(super) type ShardTask = JoinHandle<Vec<ShardSummary>>;
 
-/// How the stream consumers run: the binaries built in a folder, an instance per shard; or under cargo lambda watch,
-/// a watch per function.
-pub(super) enum Run<'a> {
-    Built(&'a Path),
-    Watch(&'a watch_mode::Shared<'a>),
-}
-
 /// The stream consumers' mappings, and their functions under watch.
 pub(super) struct StreamRuns {
     tasks: Vec<ShardTask>,
@@ -116,7 +109,7 @@ impl StreamRuns {
 /// read in turn by one task invoking the function's cargo lambda watch.
 pub(super) async fn start(
     stack: &LocalStack,
-    run: Run<'_>,
+    run: &Run<'_>,
     clients: &Clients,
     extra_env: &[(String, String)],
     log_dir: &Path,

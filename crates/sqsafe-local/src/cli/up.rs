@@ -116,6 +116,19 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     };
     let (stop_tx, stop) = watch::channel(false);
     let (gone_tx, mut gone) = mpsc::unbounded_channel();
+    // What every function under watch shares (queues', streams' and APIs'); none without --watch.
+    let shared = saves.as_ref().map(|saves| watch_mode::Shared {
+        workspace: &workspace,
+        saves,
+        sqs: &sqs,
+        log_dir: &log_dir,
+        stop: &stop,
+        gone: &gone_tx,
+    });
+    let run = match &shared {
+        Some(shared) => watch_mode::Run::Watch(shared),
+        None => watch_mode::Run::Built(&args.bin_dir),
+    };
     let mut tasks = Vec::new();
     let mut watched = Vec::new();
     for function in spec.functions.values() {
@@ -140,17 +153,9 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
             Some(counter) => Reports::printed(&function.binary).with_calls(counter),
             None => Reports::printed(&function.binary),
         };
-        if let Some(saves) = &saves {
-            let shared = watch_mode::Shared {
-                workspace: &workspace,
-                saves,
-                sqs: &sqs,
-                log_dir: &log_dir,
-                stop: &stop,
-                gone: &gone_tx,
-            };
+        if let Some(shared) = &shared {
             let started = watch_mode::start(
-                &shared,
+                shared,
                 &function.binary,
                 env,
                 queue,
@@ -203,20 +208,9 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     }
     // The stream consumers: a mapping per shard, each with its own instance; under --watch, one watch per function,
     // its shards read in turn.
-    let stream_run = match &saves {
-        Some(saves) => streams::Run::Watch(&watch_mode::Shared {
-            workspace: &workspace,
-            saves,
-            sqs: &sqs,
-            log_dir: &log_dir,
-            stop: &stop,
-            gone: &gone_tx,
-        }),
-        None => streams::Run::Built(&args.bin_dir),
-    };
     let stream_runs = match streams::start(
         &stack,
-        stream_run,
+        &run,
         &clients,
         &apis::aws_env(&moto.endpoint()),
         &log_dir,
@@ -234,17 +228,6 @@ pub(super) async fn up(args: UpArgs) -> Result<(), String> {
     };
     // The functions behind an HTTP API: each on a loopback port.
     let aws = apis::aws_env(&moto.endpoint());
-    let run = match &saves {
-        Some(saves) => apis::Run::Watch(&watch_mode::Shared {
-            workspace: &workspace,
-            saves,
-            sqs: &sqs,
-            log_dir: &log_dir,
-            stop: &stop,
-            gone: &gone_tx,
-        }),
-        None => apis::Run::Built(&args.bin_dir),
-    };
     let apis = match Apis::start(&spec, &stack, &aws, &run, &log_dir).await {
         Ok(apis) => apis,
         Err(e) => {

@@ -46,6 +46,14 @@ pub(crate) async fn prebuild_all(workspace: &Path, binaries: &[String]) -> Resul
     Ok(())
 }
 
+/// Where the functions run (`up` without and with `--watch`).
+pub(crate) enum Run<'a> {
+    /// The built binaries in this folder, each in the local Lambda emulator.
+    Built(&'a Path),
+    /// Under `cargo lambda watch`.
+    Watch(&'a Shared<'a>),
+}
+
 /// What every function under watch shares.
 pub(crate) struct Shared<'a> {
     /// The workspace the template belongs to: where watch builds and what it watches.
