@@ -823,6 +823,31 @@ def kinesis_section(w, data):
         w("")
 
 
+def run_stamp(meta):
+    """When a run started (UTC) and the load average at its start, as the spliced sections say them."""
+    when = datetime.datetime.fromtimestamp(meta.get("started_unix", 0), datetime.timezone.utc)
+    load = meta.get("load_start") or []
+    load = " / ".join(f"{x:.2f}" for x in load) if load else "unknown"
+    return when, load
+
+
+def replace_section(md_path, out, prefix, before):
+    """The section of `md_path` whose heading starts with `prefix` replaced by the lines `out`, or, when there is
+    none, `out` added before the first heading that `before` accepts; the rest of the file left as it was."""
+    section = "\n".join(out).rstrip("\n") + "\n\n"
+    lines = Path(md_path).read_text().splitlines(keepends=True)
+    start = next((i for i, l in enumerate(lines) if l.startswith(prefix)), None)
+    if start is None:
+        start = end = next(i for i, l in enumerate(lines) if before(l))
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    Path(md_path).write_text("".join(lines[:start]) + section + "".join(lines[end:]))
+
+
+def before_the_end(line):
+    return line.startswith("## Where Powertools is ahead") or line.startswith("## Checks")
+
+
 def splice_kinesis(data, md_path):
     """Section 9 of an existing RESULTS.md replaced (or added, before "Where Powertools is ahead") by the figures of
     `data` (a `--kinesis-only` run); the rest of the file is left as it was."""
@@ -831,22 +856,12 @@ def splice_kinesis(data, md_path):
     if not out:
         raise SystemExit("render.py: the results hold no figure 9")
     meta = data.get("meta", {})
-    when = datetime.datetime.fromtimestamp(meta.get("started_unix", 0), datetime.timezone.utc)
-    load = meta.get("load_start") or []
-    load = " / ".join(f"{x:.2f}" for x in load) if load else "unknown"
+    when, load = run_stamp(meta)
     out.insert(1, f"Regenerated alone by `sqsafe-bench --kinesis-only` (`make bench-kinesis`; {meta.get('profile', '?')} "
                   f"builds, {when:%Y-%m-%d %H:%M} UTC, on a shared {meta.get('cores', '?')}-core machine, load average "
                   f"{load} at the start); the other sections are from the last full run. The counts do not depend on "
                   "the machine's load; the durations and CPU times do.\n")
-    section = "\n".join(out).rstrip("\n") + "\n\n"
-    lines = Path(md_path).read_text().splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.startswith("## 9.")), None)
-    if start is None:
-        start = end = next(i for i, l in enumerate(lines)
-                           if l.startswith("## Where Powertools is ahead") or l.startswith("## Checks"))
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    Path(md_path).write_text("".join(lines[:start]) + section + "".join(lines[end:]))
+    replace_section(md_path, out, "## 9.", before_the_end)
 
 
 def splice_api(data, md_path):
@@ -857,23 +872,13 @@ def splice_api(data, md_path):
     if not out:
         raise SystemExit("render.py: the results hold no figure 8")
     meta = data.get("meta", {})
-    when = datetime.datetime.fromtimestamp(meta.get("started_unix", 0), datetime.timezone.utc)
-    load = meta.get("load_start") or []
-    load = " / ".join(f"{x:.2f}" for x in load) if load else "unknown"
+    when, load = run_stamp(meta)
     out.insert(1, f"Regenerated alone by `sqsafe-bench --api-only` (`make bench-api`; {meta.get('profile', '?')} build, "
                   f"{when:%Y-%m-%d %H:%M} UTC, on a shared {meta.get('cores', '?')}-core machine, load average {load} at the "
                   "start); "
                   "the other sections are from the last full run. The counts do not depend on the machine's load; "
                   "the durations do.\n")
-    section = "\n".join(out).rstrip("\n") + "\n\n"
-    lines = Path(md_path).read_text().splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.startswith("## 8.")), None)
-    if start is None:
-        start = end = next(i for i, l in enumerate(lines)
-                           if l.startswith("## Where Powertools is ahead") or l.startswith("## Checks"))
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    Path(md_path).write_text("".join(lines[:start]) + section + "".join(lines[end:]))
+    replace_section(md_path, out, "## 8.", before_the_end)
 
 
 def splice_bill(data, md_path):
@@ -884,21 +889,12 @@ def splice_bill(data, md_path):
     if not out:
         raise SystemExit("render.py: the results hold no bill")
     meta = data.get("meta", {})
-    when = datetime.datetime.fromtimestamp(meta.get("started_unix", 0), datetime.timezone.utc)
-    load = meta.get("load_start") or []
-    load = " / ".join(f"{x:.2f}" for x in load) if load else "unknown"
+    when, load = run_stamp(meta)
     # After the heading: where this section's figures come from (they are not the full run's around it).
     out.insert(1, f"Regenerated alone by `make bench-bill` ({meta.get('profile', '?')} builds, "
                   f"{when:%Y-%m-%d %H:%M} UTC, load average {load} at the start); the other sections are from the "
                   "last full run. The counts do not depend on the machine's load; the batch durations do.\n")
-    section = "\n".join(out).rstrip("\n") + "\n\n"
-    lines = Path(md_path).read_text().splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.startswith("## 1b.")), None)
-    if start is None:
-        start = end = next(i for i, l in enumerate(lines) if l.startswith("## 2."))
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    Path(md_path).write_text("".join(lines[:start]) + section + "".join(lines[end:]))
+    replace_section(md_path, out, "## 1b.", lambda line: line.startswith("## 2."))
 
 
 def main():
