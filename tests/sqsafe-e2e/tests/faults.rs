@@ -1003,6 +1003,36 @@ async fn charge_payment_survives_its_payments_api_killed_in_flight_under_faults(
     .await;
 }
 
+/// The payments API in the test's process: seeded 503s before and after charging (3% each), its keys honoured
+/// through `sqsafe::api` on `table` in moto (reached directly, not through the fault proxy), and 1% of its charges
+/// `slow_ms` slower (the choice seeded with `slow_seed`).
+async fn in_process_payments(
+    local: &LocalAws,
+    seed: u64,
+    table: String,
+    slow_seed: u64,
+    slow_ms: u64,
+) -> RunningPayments {
+    let slow = Arc::new(Mutex::new(fastrand::Rng::with_seed(slow_seed)));
+    PaymentsApi::builder()
+        .seed(seed)
+        .fail_before_rate(0.03)
+        .fail_after_rate(0.03)
+        .lease(PAYMENTS_LEASE)
+        .keys_in_dynamodb(local.dynamodb.clone(), table)
+        .processing_delay(move || {
+            let ms = if slow.lock().map(|mut r| r.f64()).unwrap_or(1.0) < 0.01 {
+                slow_ms
+            } else {
+                0
+            };
+            async move { tokio::time::sleep(Duration::from_millis(ms)).await }
+        })
+        .start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("payments API")
+}
+
 /// Where a run's payments API runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PaymentsKind {
@@ -1307,25 +1337,9 @@ async fn charge_payment_under_faults(run: ChargeRun) -> ChargeVerdict {
     let payments = match run.payments {
         PaymentsKind::InProcess => {
             // Sometimes slower than the queue's visibility timeout.
-            let slow = Arc::new(Mutex::new(fastrand::Rng::with_seed(seed ^ 0x5EED)));
-            let api = PaymentsApi::builder()
-                .seed(seed)
-                .fail_before_rate(0.03)
-                .fail_after_rate(0.03)
-                .lease(PAYMENTS_LEASE)
-                .keys_in_dynamodb(local.dynamodb.clone(), payments_table)
-                .processing_delay(move || {
-                    let ms = if slow.lock().map(|mut r| r.f64()).unwrap_or(1.0) < 0.01 {
-                        3_500
-                    } else {
-                        0
-                    };
-                    async move { tokio::time::sleep(Duration::from_millis(ms)).await }
-                })
-                .start("127.0.0.1:0".parse().expect("addr"))
-                .await
-                .expect("payments API");
-            Payments::InProcess(api)
+            Payments::InProcess(
+                in_process_payments(&local, seed, payments_table, seed ^ 0x5EED, 3_500).await,
+            )
         }
         PaymentsKind::KilledInFlight => {
             let dir = workspace_root().join("target/fault-logs");

@@ -23,11 +23,10 @@ use sqsafe_e2e::harness::{build_functions, context_field, read_all};
 use sqsafe_e2e::workspace_root;
 use sqsafe_local::esm::{Delivered, StreamMapping, StreamMappingConfig};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT, InstanceStats};
-use sqsafe_test_servers::PaymentsApi;
 use sqsafe_testkit::{create_table, unique_name};
 
 use super::{
-    FUNCTION_TIMEOUT, PAYMENTS_LEASE, PipelineOptions, answers_after_the_deadline, heavy,
+    FUNCTION_TIMEOUT, PipelineOptions, answers_after_the_deadline, heavy, in_process_payments,
     local_aws, seed, sum_faults,
 };
 
@@ -80,27 +79,8 @@ async fn charge_payment_on_a_kinesis_stream_applies_every_record_once_in_order_u
     let local = local_aws(seed, &options).await;
     let payments_table = unique_name("payments-keys");
     create_table(&local.dynamodb, &payments_table, "pk", None).await;
-    let slow = std::sync::Arc::new(std::sync::Mutex::new(fastrand::Rng::with_seed(
-        seed ^ 0x510E,
-    )));
-    let payments = PaymentsApi::builder()
-        .seed(seed)
-        .fail_before_rate(0.03)
-        .fail_after_rate(0.03)
-        .lease(PAYMENTS_LEASE)
-        .keys_in_dynamodb(local.dynamodb.clone(), payments_table)
-        .processing_delay(move || {
-            // Now and then slower than the function's timeout: the invocation is cut and its batch comes again.
-            let ms = if slow.lock().map(|mut r| r.f64()).unwrap_or(1.0) < 0.01 {
-                4_500
-            } else {
-                0
-            };
-            async move { tokio::time::sleep(Duration::from_millis(ms)).await }
-        })
-        .start("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("payments API");
+    // Now and then slower than the function's timeout: the invocation is cut and its batch comes again.
+    let payments = in_process_payments(&local, seed, payments_table, seed ^ 0x510E, 4_500).await;
     let p = local
         .pipeline(
             "faults-stream",
