@@ -9,7 +9,7 @@ use futures::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::completion::ambiguous_write_resolved;
+use super::completion::{ambiguous_write_resolved, before_deadline};
 use super::replay::check_fingerprint;
 use super::types::{Claim, Guard, Idempotency, Outcome, ReplaySource, Request};
 use crate::clock::{duration_millis, epoch_millis, from_millis};
@@ -115,6 +115,9 @@ impl<S: IdempotencyStore> Idempotency<S> {
     }
 
     /// Claims the key: one conditional write, no read (or no request at all on a cache hit).
+    ///
+    /// With a deadline on the request, the write is cut half the completion reserve before it (a transient
+    /// [`Error::Store`]): a store that answers late must not carry the invocation past its deadline.
     pub async fn claim<T: DeserializeOwned>(&self, request: &Request) -> Result<Claim<S, T>> {
         let now = self.inner.clock.now();
         if let Some(result) = self.replay_from_cache(request, now)? {
@@ -126,10 +129,14 @@ impl<S: IdempotencyStore> Idempotency<S> {
         let token = self.inner.tokens.token();
         let record = self.new_record(request, now, token);
         let store = &self.inner.store;
-        match store
-            .claim(&record, now, self.inner.takeover_margin)
-            .await?
-        {
+        let claimed = before_deadline(
+            &self.inner,
+            "claim",
+            &record.key,
+            request.deadline,
+            store.claim(&record, now, self.inner.takeover_margin),
+        );
+        match claimed.await? {
             ClaimAttempt::Claimed => Ok(Claim::Acquired(self.guard(record, request.deadline))),
             ClaimAttempt::Existing(existing) => {
                 let seen = existing.seen_by(&record.token, &record.fingerprint);

@@ -111,3 +111,46 @@ pub(super) fn out_of_time(key: &IdempotencyKey) -> Error {
         "timed out: no time left before the invocation's deadline reserve",
     )
 }
+
+/// Runs a claim or a release within the invocation's `deadline`: cut at half the completion reserve before it (where
+/// a completion's last try ends), and not made at all once that point has passed. A store that answers late (the SDK
+/// backing off between throttled tries, an emulator under load) must not carry the invocation past its deadline:
+/// Lambda would kill it, and every record of the batch would come back. `None`: no deadline, the SDK's own timeouts
+/// bound the write. Nor does a deadline already passed when the write starts: no invocation is handed over, or still
+/// running, past its deadline in Lambda, so such a deadline is an emulator's or a wrong clock's, and the write is
+/// made as without one (the claim then takes the minimum lease).
+///
+/// A cut write may still land: a cut claim leaves an `IN_PROGRESS` record that its lease frees, as a claim whose
+/// answer was lost does; a cut release leaves the key to its lease.
+pub(crate) async fn before_deadline<S, T>(
+    inner: &Inner<S>,
+    operation: &'static str,
+    key: &IdempotencyKey,
+    deadline: Option<SystemTime>,
+    write: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let now = inner.clock.now();
+    let Some(deadline) = deadline.filter(|d| *d > now) else {
+        return write.await;
+    };
+    let end = deadline
+        .checked_sub(inner.completion_retry.reserve / 2)
+        .unwrap_or(deadline);
+    let left = end.duration_since(now).unwrap_or(Duration::ZERO);
+    let cut = || {
+        Error::store(
+            operation,
+            key.as_str(),
+            format!(
+                "timed out: cut {} ms before the invocation's deadline",
+                duration_millis(inner.completion_retry.reserve / 2)
+            ),
+        )
+    };
+    if left.is_zero() {
+        return Err(cut());
+    }
+    tokio::time::timeout(left, write)
+        .await
+        .unwrap_or_else(|_| Err(cut()))
+}

@@ -8,7 +8,7 @@ use futures::FutureExt;
 use futures::future::FusedFuture;
 use serde::Serialize;
 
-use super::completion::{ambiguous_write_resolved, write_completion};
+use super::completion::{ambiguous_write_resolved, before_deadline, write_completion};
 use super::types::Guard;
 use crate::clock::{duration_millis, epoch_millis};
 use crate::error::{Error, Result};
@@ -116,14 +116,22 @@ impl<S: IdempotencyStore> Guard<S> {
     }
 
     /// Deletes the in-progress record so that a retry can claim the key at once. A record already gone counts as
-    /// released.
+    /// released. Cut half the completion reserve before the request's deadline, like a claim (a transient
+    /// [`Error::Store`]; the lease then frees the key).
     pub async fn release(self) -> Result<()> {
         let inner = &self.idem.inner;
         let key = &self.record.key;
         if let Some(cache) = &inner.cache {
             cache.invalidate(key);
         }
-        match inner.store.release(key, &self.record.token).await? {
+        let released = before_deadline(
+            inner,
+            "release",
+            key,
+            self.deadline,
+            inner.store.release(key, &self.record.token),
+        );
+        match released.await? {
             FencedWrite::Written => Ok(()),
             FencedWrite::Refused(found) => {
                 match protocol::release_refused(self.seen(&found).as_ref()) {

@@ -22,6 +22,7 @@ mod keyed;
 mod replay;
 mod types;
 
+pub(crate) use completion::before_deadline;
 pub(crate) use types::Inner;
 pub use types::{
     Claim, Guard, Idempotency, MAX_CORRELATION_CHARS, Outcome, ReplaySource, Replayed, Request,

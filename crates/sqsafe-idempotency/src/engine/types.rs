@@ -57,7 +57,7 @@ pub(crate) struct Inner<S> {
 pub struct Request {
     pub(super) key: IdempotencyKey,
     pub(super) fingerprint: Fingerprint,
-    pub(super) deadline: Option<SystemTime>,
+    pub(crate) deadline: Option<SystemTime>,
     pub(super) attempt: u32,
     pub(super) correlation_id: Option<String>,
 }

@@ -49,7 +49,9 @@ impl Idempotency<DynamoDbStore> {
     /// The record's `Put` carries the claim condition, so a duplicate cancels the whole transaction; the cancellation
     /// reasons tell a duplicate (reason 0: the record) from a failed business precondition (reason of an effect item).
     /// No `IN_PROGRESS` phase, no lease, no read. The claim token is the transaction's client request token, so an SDK
-    /// retry of a transaction that did commit succeeds instead of looking like a duplicate.
+    /// retry of a transaction that did commit succeeds instead of looking like a duplicate. With a deadline on the
+    /// request, the call is cut half the completion reserve before it, like a claim; a cut transaction that did commit
+    /// is replayed by the next delivery.
     ///
     /// Errors: [`Error::PayloadMismatch`] (same key, other content), [`Error::InProgress`] (a
     /// [`claim`](Idempotency::claim) of the same key holds a live lease), [`Error::Store`] (throttling, a transaction
@@ -101,13 +103,21 @@ impl Idempotency<DynamoDbStore> {
         items.extend(effect);
 
         let key = request.key().as_str();
-        let sent = store
+        let call = store
             .client()
             .transact_write_items()
             .set_transact_items(Some(items))
             .client_request_token(client_token(&token))
-            .send()
-            .await;
+            .send();
+        // Cut before the deadline like a claim; a cut transaction that committed is replayed by the next delivery.
+        let sent = crate::engine::before_deadline(
+            inner,
+            "transact",
+            request.key(),
+            request.deadline,
+            async { Ok(call.await) },
+        )
+        .await?;
         let error = match sent {
             Ok(_) => {
                 #[cfg(feature = "fault-injection")]

@@ -435,6 +435,10 @@ struct ThrottledCompletions {
     hang: Duration,
     /// How long each lease extension takes (a slow heartbeat write).
     extend_hang: Duration,
+    /// How long each claim takes before it is written (a store that answers late: throttled and retried by the SDK).
+    claim_hang: Duration,
+    /// How long each release takes before it is written.
+    release_hang: Duration,
 }
 
 impl ThrottledCompletions {
@@ -449,6 +453,8 @@ impl ThrottledCompletions {
             tries: std::sync::Arc::default(),
             hang,
             extend_hang: Duration::ZERO,
+            claim_hang: Duration::ZERO,
+            release_hang: Duration::ZERO,
         }
     }
 }
@@ -460,6 +466,7 @@ impl IdempotencyStore for ThrottledCompletions {
         now: SystemTime,
         margin: Duration,
     ) -> sqsafe_idempotency::Result<sqsafe_idempotency::ClaimAttempt> {
+        tokio::time::sleep(self.claim_hang).await;
         self.inner.claim(record, now, margin).await
     }
 
@@ -500,6 +507,7 @@ impl IdempotencyStore for ThrottledCompletions {
         key: &sqsafe_idempotency::IdempotencyKey,
         token: &str,
     ) -> sqsafe_idempotency::Result<sqsafe_idempotency::FencedWrite> {
+        tokio::time::sleep(self.release_hang).await;
         self.inner.release(key, token).await
     }
 
@@ -598,6 +606,93 @@ async fn a_completion_whose_writes_hang_ends_before_the_deadline_reserve() {
         matches!(err, Error::CompletionFailed { .. }),
         "completion failed, and said so: {err}"
     );
+}
+
+/// A claim is cut at half the completion reserve before the deadline, like a completion's last try: a store that
+/// answers late (throttled, the SDK backing off between its tries) must not carry the invocation past its deadline.
+/// The record fails as a retryable store error and its effect never runs.
+#[tokio::test(start_paused = true)]
+async fn a_claim_that_answers_late_is_cut_before_the_deadline() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let mut store = ThrottledCompletions::failing(0);
+    store.claim_hang = Duration::from_secs(3);
+    let idem = Idempotency::builder(store.clone(), "c", 1)
+        .clock(tokio_clock())
+        .build()
+        .expect("config");
+    // 2 s left; the default completion reserve is 1 s: the claim may take until 0.5 s before the deadline.
+    let deadline = UNIX_EPOCH + Duration::from_millis(T0_MS + 2_000);
+    let request = idem
+        .request(key("late-claim"), &payment("late-claim", 1))
+        .expect("request")
+        .deadline(deadline);
+    let effects = AtomicU32::new(0);
+    let started = tokio::time::Instant::now();
+    let err = idem
+        .execute(&request, || async {
+            effects.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>("ch_1".to_owned())
+        })
+        .await
+        .expect_err("the claim is cut");
+    let spent = started.elapsed();
+    assert_eq!(
+        spent,
+        Duration::from_millis(1_500),
+        "cut at deadline - 500 ms"
+    );
+    assert_eq!(
+        effects.load(Ordering::SeqCst),
+        0,
+        "no effect without a claim"
+    );
+    let err = err.idempotency().expect("idempotency error");
+    assert!(err.is_retryable(), "{err}");
+    assert!(
+        err.to_string().contains("deadline"),
+        "says why it was cut: {err}"
+    );
+}
+
+/// A release after a failed effect is cut the same way: the key is freed by its lease instead, and the record's own
+/// error is what the caller gets.
+#[tokio::test(start_paused = true)]
+async fn a_release_that_answers_late_is_cut_before_the_deadline() {
+    let mut store = ThrottledCompletions::failing(0);
+    store.release_hang = Duration::from_secs(3);
+    let idem = Idempotency::builder(store.clone(), "c", 1)
+        .clock(tokio_clock())
+        .build()
+        .expect("config");
+    let deadline = UNIX_EPOCH + Duration::from_millis(T0_MS + 2_000);
+    let request = idem
+        .request(key("late-release"), &payment("late-release", 1))
+        .expect("request")
+        .deadline(deadline);
+    let started = tokio::time::Instant::now();
+    let err = idem
+        .execute(&request, || async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Err::<String, _>("payments API: 503".to_owned())
+        })
+        .await
+        .expect_err("the effect failed");
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(1_500),
+        "the release is cut at deadline - 500 ms"
+    );
+    assert!(
+        matches!(&err, RunError::Effect(e) if e == "payments API: 503"),
+        "the effect's error: {err:?}"
+    );
+    let record = idem
+        .store()
+        .get(&key("late-release"))
+        .await
+        .expect("get")
+        .expect("the claim stays until its lease passes");
+    assert_eq!(record.status, sqsafe_idempotency::Status::InProgress);
 }
 
 #[tokio::test(start_paused = true)]

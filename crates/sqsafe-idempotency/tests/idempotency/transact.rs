@@ -183,3 +183,45 @@ async fn a_live_claim_of_the_same_key_makes_the_transaction_wait() {
     assert!(err.is_in_progress() && err.is_retryable(), "{err}");
     assert_eq!(l.balance().await, "100");
 }
+
+/// A transaction is cut before the invocation's deadline like a claim: a DynamoDB that does not answer must not
+/// carry the invocation past it. Against a listener that takes the connection and never answers: with 700 ms left,
+/// the call is cut 500 ms before the deadline, as a retryable store error (the SDK alone would wait 3 s per attempt).
+#[tokio::test]
+async fn a_transaction_that_gets_no_answer_is_cut_before_the_deadline() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let endpoint = format!("http://{}", silent.local_addr().expect("addr"));
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let client = sqsafe_testkit::dynamodb_at(&endpoint, &RequestCounter::default()).await;
+    let clock = ManualClock::at_millis(T0_MS);
+    let store = DynamoDbStore::builder(client, "never-answers")
+        .build()
+        .expect("store");
+    let idem = builder(store, &clock).build().expect("config");
+    let request = idem
+        .request(key("silent"), &payment("silent", 1))
+        .expect("request")
+        .deadline(std::time::UNIX_EPOCH + std::time::Duration::from_millis(T0_MS + 700));
+    let started = std::time::Instant::now();
+    let err = idem
+        .transact(&request, Vec::new(), &"ch_1".to_owned())
+        .await
+        .expect_err("no answer");
+    let spent = started.elapsed();
+    held.abort();
+    assert!(
+        spent >= std::time::Duration::from_millis(200)
+            && spent < std::time::Duration::from_millis(1_500),
+        "cut at 200 ms: {spent:?}"
+    );
+    assert!(matches!(err, Error::Store { .. }), "{err}");
+    assert!(err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("deadline"), "{err}");
+}
