@@ -86,6 +86,11 @@ where
     };
     let fingerprint = fingerprint_of(&parts, &body, &settings.fingerprint_headers);
     let now = SystemTime::now();
+    // Under Lambda, too little left to run the handler: nothing is claimed (a claim then could not be released in
+    // time, and would hold the key until its lease ends).
+    if lambda_deadline.is_some_and(|deadline| handler_time(shared, deadline).is_zero()) {
+        return (no_time_left(), Outcome::Refused);
+    }
     // The first lease: the setting's, ending no later than the invocation's deadline under Lambda.
     let lease_end = match lambda_deadline {
         Some(deadline) => deadline.min(now + settings.lease),
@@ -154,24 +159,12 @@ where
     let left = match lambda_deadline {
         None => settings.max_handler_time,
         Some(deadline) => {
-            let reserve = shared.idem.completion_retry().reserve;
-            let left = deadline
-                .checked_sub(reserve)
-                .and_then(|until| until.duration_since(SystemTime::now()).ok())
-                .unwrap_or_default();
+            // The claim itself may have taken the time that was left.
+            let left = handler_time(shared, deadline);
             if left.is_zero() {
                 drop(extended);
                 release(guard).await;
-                let answer = problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "no-time-left",
-                    "too little of the invocation was left to handle the request; retry it with the same \
-                     Idempotency-Key",
-                );
-                return (
-                    retry_after(answer, Duration::from_secs(1)),
-                    Outcome::Released,
-                );
+                return (no_time_left(), Outcome::Released);
             }
             left.min(settings.max_handler_time)
         }
@@ -343,4 +336,22 @@ async fn release<S: IdempotencyStore>(guard: Guard<S>) {
         // Its lease ends by itself: a retry waits (409) until then.
         tracing::warn!(error = %e, kind = e.kind(), "the key could not be released; its lease will end");
     }
+}
+
+/// The time left to run the handler under Lambda: until the invocation's `deadline` less the completion's reserve.
+fn handler_time<S: IdempotencyStore>(shared: &Shared<S>, deadline: SystemTime) -> Duration {
+    deadline
+        .checked_sub(shared.idem.completion_retry().reserve)
+        .and_then(|until| until.duration_since(SystemTime::now()).ok())
+        .unwrap_or_default()
+}
+
+/// `503` (`no-time-left`) with `Retry-After: 1`: the handler was not started.
+fn no_time_left<B>() -> Response<ApiBody<B>> {
+    let answer = problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "no-time-left",
+        "too little of the invocation was left to handle the request; retry it with the same Idempotency-Key",
+    );
+    retry_after(answer, Duration::from_secs(1))
 }

@@ -19,7 +19,7 @@
 //! | the handler runs longer than its lease | its claim is extended while it runs: it runs once, and its answer is stored when it ends |
 //! | outside Lambda, no answer within [`ApiSettings::answer_within`] | `504` (`handler-still-running`); the handler runs on and its answer is stored: the retry gets `409`, then the replay |
 //! | the handler still runs after [`ApiSettings::max_handler_time`] (5 min), or under Lambda at the invocation's deadline less the completion's reserve (1 s) | `504` (`handler-timed-out`); the handler is stopped and its claim kept (it may have taken effect) until its lease ends |
-//! | under Lambda, less than the completion's reserve left when the request arrives | `503` (`no-time-left`); the handler does not start and the key is released |
+//! | under Lambda, less than the completion's reserve left when the request arrives | `503` (`no-time-left`) with `Retry-After: 1`; nothing is claimed and the handler does not start (if the claim itself took the time left, the key is released) |
 //! | the client hangs up (a hyper server then drops the request) | the request runs on in a task of its own: its answer is stored, its log line and metric written; the retry gets the replay |
 //! | the idempotency table failed | `503` with `Retry-After: 1` |
 //! | a completed key whose answer cannot be read back | `410` (`replay-unavailable`), final for a client: the handler does not run again |

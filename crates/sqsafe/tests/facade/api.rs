@@ -490,8 +490,9 @@ async fn an_emulators_deadline_already_passed_is_unknown() {
     assert_eq!((status, replayed(&headers)), (StatusCode::CREATED, false));
 }
 
-/// Too little of the invocation left to run the handler before the reserve: it is not started, and the key is
-/// released (nothing can have happened), with `503` and `Retry-After`.
+/// Too little of the invocation left to run the handler before the reserve: it is not started and nothing is claimed
+/// (no request to the table: a claim made then could not be released in time, and would hold the key until its lease
+/// ends), with `503` and `Retry-After`.
 #[tokio::test]
 async fn a_request_with_no_time_left_before_the_reserve_is_not_started() {
     let fx = fixture(created(), ApiSettings::default()).await;
@@ -501,6 +502,11 @@ async fn a_request_with_no_time_left_before_the_reserve_is_not_started() {
     assert!(String::from_utf8_lossy(&problem).contains("no-time-left"));
     assert!(headers.contains_key("retry-after"));
     assert_eq!(fx.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        fx.requests.take(),
+        Vec::<String>::new(),
+        "nothing claimed, nothing released"
+    );
     let (status, headers, _) = send(&fx.app, in_lambda("k-late", Duration::from_secs(10))).await;
     assert_eq!((status, replayed(&headers)), (StatusCode::CREATED, false));
 }
