@@ -318,8 +318,11 @@ report_background "the moto launcher's tests" "clippy"
 step "cargo clippy with the fault-injection crash points (built only for the fault suite)"
 # With -p sqsafe-workspace-hack: the libraries do not depend on it (.config/hakari.toml), and without it this
 # selection would check tokio, hyper and the AWS SDK again with other features.
-cargo clippy -p sqsafe-idempotency -p sqsafe -p sqsafe-workspace-hack --features sqsafe-idempotency/fault-injection \
-  -- -D warnings
+# charge-payment with its feature: its example charge-payment-changes (the fault suite's DynamoDB-stream consumer) is
+# built only with it.
+cargo clippy -p sqsafe-idempotency -p sqsafe -p charge-payment -p sqsafe-workspace-hack \
+  --features sqsafe-idempotency/fault-injection,charge-payment/fault-injection --lib --bins \
+  --example charge-payment-changes -- -D warnings
 
 step "the bench smoke's binaries: naive-rust and sqsafe-bench (debug)"
 cargo build -q -p charge-payment -p naive-rust -p sqsafe-bench --bins
@@ -347,12 +350,14 @@ PLAIN_BINS="${ROOT}/target/e2e-bin-make-test"
 mkdir -p "${PLAIN_BINS}"
 cp "${ROOT}/target/debug/charge-payment" "${ROOT}/target/debug/apply-ledger" "${ROOT}/target/debug/outbox-relay" \
   "${PLAIN_BINS}/"
-cargo build -q -p charge-payment -p apply-ledger --features charge-payment/fault-injection,apply-ledger/fault-injection
+# With charge-payment's example charge-payment-changes: the same charge fed by a DynamoDB stream (the stream run's).
+cargo build -q -p charge-payment -p apply-ledger --features charge-payment/fault-injection,apply-ledger/fault-injection \
+  --bins --example charge-payment-changes
 cargo build -q -p sqsafe-test-servers --bin sqsafe-payments
 FAULT_BINS="${ROOT}/target/e2e-fault-bin-make-test"
 mkdir -p "${FAULT_BINS}"
-cp "${ROOT}/target/debug/charge-payment" "${ROOT}/target/debug/apply-ledger" "${ROOT}/target/debug/sqsafe-payments" \
-  "${FAULT_BINS}/"
+cp "${ROOT}/target/debug/charge-payment" "${ROOT}/target/debug/examples/charge-payment-changes" \
+  "${ROOT}/target/debug/apply-ledger" "${ROOT}/target/debug/sqsafe-payments" "${FAULT_BINS}/"
 # Its functions have 4 s to answer, and an answer after the deadline fails the run; the compiles beside it have time
 # to spare. Where the suite runs as root (CI), the suite and every process it starts (its moto, the functions, the
 # payments API) get the cores first: a niceness of -10, ahead of the release builds' -5. (CI once saw 137 invocations

@@ -34,7 +34,7 @@ pub fn build_functions(fault_injection: bool) -> PathBuf {
     } else {
         PREBUILT_BINARIES
     };
-    if let Some(dir) = prebuilt_folder(prebuilt, &["charge-payment", "apply-ledger"]) {
+    if let Some(dir) = prebuilt_folder(prebuilt, function_binaries(fault_injection)) {
         return dir;
     }
     // Once per flavour and process: a suite's later runs reuse the first build instead of taking cargo's lock again
@@ -43,6 +43,20 @@ pub fn build_functions(fault_injection: bool) -> PathBuf {
     BUILT[usize::from(fault_injection)]
         .get_or_init(|| build_functions_now(fault_injection))
         .clone()
+}
+
+/// charge-payment's DynamoDB-stream consumer: an example (in `target/debug/examples`), built with the
+/// `fault-injection` feature only.
+const CHANGES_EXAMPLE: &str = "charge-payment-changes";
+
+/// The binaries of a flavour: with the `fault-injection` feature, charge-payment's example [`CHANGES_EXAMPLE`] too
+/// (the fault suite's stream runs).
+fn function_binaries(fault_injection: bool) -> &'static [&'static str] {
+    if fault_injection {
+        &["charge-payment", "apply-ledger", CHANGES_EXAMPLE]
+    } else {
+        &["charge-payment", "apply-ledger"]
+    }
 }
 
 fn build_functions_now(fault_injection: bool) -> PathBuf {
@@ -55,6 +69,9 @@ fn build_functions_now(fault_injection: bool) -> PathBuf {
         command.args([
             "--features",
             "charge-payment/fault-injection,apply-ledger/fault-injection",
+            "--bins",
+            "--example",
+            CHANGES_EXAMPLE,
         ]);
     }
     let output = command.output().expect("run cargo build");
@@ -69,8 +86,13 @@ fn build_functions_now(fault_injection: bool) -> PathBuf {
         "e2e-bin"
     });
     std::fs::create_dir_all(&dir).expect("binary folder");
-    for name in ["charge-payment", "apply-ledger"] {
-        std::fs::copy(root.join("target/debug").join(name), dir.join(name))
+    for name in function_binaries(fault_injection) {
+        let folder = if *name == CHANGES_EXAMPLE {
+            "target/debug/examples"
+        } else {
+            "target/debug"
+        };
+        std::fs::copy(root.join(folder).join(name), dir.join(name))
             .expect("copy the function binary");
     }
     dir

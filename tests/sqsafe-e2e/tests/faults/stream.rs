@@ -1,23 +1,31 @@
-//! The stream run: charge-payment fed a Kinesis stream of two shards as Lambda's stream poller feeds it
-//! (`sqsafe_local::esm::StreamMapping`: a batch of up to 10 records from the checkpoint, the checkpoint moved to the
-//! lowest sequence number the answer names, a failed invocation bisected and retried, no retry limit), under the
-//! suite's faults: SIGKILLs at the crash points, the DynamoDB proxy's throttles and 500s, the payments API's 503s
-//! before and after charging, payments slower than the function's timeout.
+//! The stream runs: charge-payment fed a Kinesis stream of two shards, and charge-payment-changes (the same charge,
+//! its payload a `Change<PaymentV1>`) fed a payment requests table's DynamoDB stream (one shard in moto), each as
+//! Lambda's stream poller feeds them (`sqsafe_local::esm::StreamMapping`: a batch of up to 10 records from the
+//! checkpoint, the checkpoint moved to the lowest sequence number the answer names, a failed invocation bisected and
+//! retried, no retry limit), under the suite's faults: SIGKILLs at the crash points, the DynamoDB proxy's throttles
+//! and 500s, the payments API's 503s before and after charging, payments slower than the function's timeout.
 //!
-//! The records: payments of 8 customers (the partition keys), some republished later in their shard, a few poison
-//! records (not a payment) and a few payments republished with another amount (a payload mismatch), among the others.
-//! The verdict, from the payments API's ledger, the failure queue and the idempotency table:
+//! The records: payments of 8 customers (Kinesis: the partition keys), some published again later (Kinesis: the same
+//! record; DynamoDB: the item written again with a new `put` attribute, a modification of the same payment), a few
+//! poison records (Kinesis: not a payment; DynamoDB: an item whose amount is not a number) and a few payments
+//! published again with another amount (a payload mismatch), among the others. The verdict, from the payments API's
+//! ledger, the failure queue and the idempotency table:
 //!
 //! - every payment charged once (`charged twice` and `lost` both 0), with its own amount;
 //! - per customer, the charges in the order of the customer's records (`out of order` 0): no record ran ahead of one
 //!   that had failed before it;
-//! - every poison record and every mismatch in the failure queue with its content and its shard and sequence number,
-//!   and nothing else there;
+//! - every poison record and every mismatch in the failure queue with its content and its place in the stream
+//!   (Kinesis: shard, sequence number, partition key; DynamoDB: stream, sequence number, event id), and nothing else
+//!   there;
 //! - no record left IN_PROGRESS, no batch given up on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, KeySchemaElement, KeyType, ScalarAttributeType,
+    StreamSpecification, StreamViewType,
+};
 use serde_json::json;
 use sqsafe_e2e::harness::{build_functions, context_field, read_all};
 use sqsafe_e2e::workspace_root;
@@ -30,7 +38,7 @@ use super::{
     local_aws, seed, sum_faults,
 };
 
-/// The stream's shards, each with its own mapping and function instance.
+/// The Kinesis stream's shards, each with its own mapping and function instance.
 const SHARDS: i32 = 2;
 /// The customers: the records' partition keys.
 const CUSTOMERS: usize = 8;
@@ -39,6 +47,25 @@ const CUSTOMERS: usize = 8;
 const STALL: Duration = Duration::from_secs(90);
 /// The pause before handing the same records over again when the checkpoint did not move (Lambda backs off too).
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Where the records go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// A Kinesis stream of [`SHARDS`] shards, records keyed by customer; charge-payment reads them.
+    Kinesis,
+    /// The DynamoDB stream of a payment requests table (`payment_id` its key); charge-payment-changes reads it.
+    Table,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn charge_payment_on_a_kinesis_stream_applies_every_record_once_in_order_under_faults() {
+    stream_run(Source::Kinesis, if heavy() { 1000 } else { 240 }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn charge_payment_on_a_dynamodb_stream_applies_every_change_once_in_order_under_faults() {
+    stream_run(Source::Table, if heavy() { 600 } else { 160 }).await;
+}
 
 /// What one shard's mapping did.
 #[derive(Debug, Default)]
@@ -54,26 +81,148 @@ struct ShardRun {
 }
 
 /// What a record put on the stream is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Put {
-    /// A payment (a republished copy is the same record again).
-    Payment,
+    /// A payment (published again: the same payment once more).
+    Payment { id: String, amount: u64 },
     /// A payment id already published, with another amount: a payload mismatch.
-    Mismatch,
+    Mismatch { id: String, amount: u64 },
     /// Not a payment.
-    Poison,
+    Poison { n: usize },
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn charge_payment_on_a_kinesis_stream_applies_every_record_once_in_order_under_faults() {
+impl Put {
+    /// The record's content as it is put: Kinesis data, or the item's attributes.
+    fn kinesis_data(&self, customer: &str) -> String {
+        let body = |id: &str, amount: u64| {
+            json!({"type": "PaymentRequested", "version": "1", "payment_id": id, "tenant": "acme",
+                   "amount": amount, "currency": "EUR", "customer_id": customer})
+            .to_string()
+        };
+        match self {
+            Put::Payment { id, amount } | Put::Mismatch { id, amount } => body(id, *amount),
+            Put::Poison { n } => format!("not a payment #{n}"),
+        }
+    }
+
+    /// The item, with `put` (the put's place) so that each put changes the item and makes a stream record.
+    fn item(&self, customer: &str, put: usize) -> BTreeMap<String, AttributeValue> {
+        let (id, amount) = match self {
+            Put::Payment { id, amount } | Put::Mismatch { id, amount } => {
+                (id.clone(), AttributeValue::N(amount.to_string()))
+            }
+            Put::Poison { n } => (
+                format!("poison-{n}"),
+                AttributeValue::S("not a number".to_owned()),
+            ),
+        };
+        BTreeMap::from([
+            ("payment_id".to_owned(), AttributeValue::S(id)),
+            ("tenant".to_owned(), AttributeValue::S("acme".to_owned())),
+            ("amount".to_owned(), amount),
+            ("currency".to_owned(), AttributeValue::S("EUR".to_owned())),
+            (
+                "customer_id".to_owned(),
+                AttributeValue::S(customer.to_owned()),
+            ),
+            ("put".to_owned(), AttributeValue::N(put.to_string())),
+        ])
+    }
+
+    /// How its letter in the failure queue is told apart ([`letter_id`]), when it must have one.
+    fn letter_id(&self, source: Source, customer: &str) -> Option<String> {
+        match (self, source) {
+            (Put::Payment { .. }, _) => None,
+            (_, Source::Kinesis) => Some(self.kinesis_data(customer)),
+            (Put::Mismatch { id, amount }, Source::Table) => Some(format!("{id}:{amount}")),
+            (Put::Poison { n }, Source::Table) => Some(format!("poison-{n}:not a number")),
+        }
+    }
+}
+
+/// A letter's identity, from its body: Kinesis, the record's data as it is; DynamoDB, the new image's payment id and
+/// amount (the body is the change, as the consumer read it).
+fn letter_id(source: Source, body: &str) -> String {
+    match source {
+        Source::Kinesis => body.to_owned(),
+        Source::Table => {
+            let change: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+            let image = &change["newImage"];
+            let amount = match &image["amount"] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            format!(
+                "{}:{amount}",
+                image["payment_id"].as_str().unwrap_or_default()
+            )
+        }
+    }
+}
+
+/// Each customer's payments (id, amount), in the order they were first published.
+type Published = BTreeMap<String, Vec<(String, u64)>>;
+
+/// The records, in the order they are put (each with its customer): each customer's payments in turn, some published
+/// again later, a poison record or a mismatch now and then. With the payments published, per customer, in order.
+fn plan(rng: &mut fastrand::Rng, payments_n: usize) -> (Vec<(String, Put)>, Published) {
+    let mut puts: Vec<(String, Put)> = Vec::new();
+    let mut published = Published::new();
+    for i in 0..payments_n {
+        let customer = format!("cus-{}", rng.usize(..CUSTOMERS));
+        let id = format!("s-{i}");
+        let amount = 100 + (i as u64 % 50);
+        puts.push((
+            customer.clone(),
+            Put::Payment {
+                id: id.clone(),
+                amount,
+            },
+        ));
+        published
+            .entry(customer.clone())
+            .or_default()
+            .push((id, amount));
+        let earlier = &published[&customer];
+        if rng.f64() < 0.2 {
+            // A producer's retry: an earlier payment of this customer, once more.
+            let (id, amount) = earlier[rng.usize(..earlier.len())].clone();
+            puts.push((customer.clone(), Put::Payment { id, amount }));
+        }
+        if rng.f64() < 0.02 {
+            puts.push((customer.clone(), Put::Poison { n: i }));
+        }
+        if rng.f64() < 0.02 {
+            let (id, amount) = &earlier[rng.usize(..earlier.len())];
+            puts.push((
+                customer.clone(),
+                Put::Mismatch {
+                    id: id.clone(),
+                    amount: amount + 1000,
+                },
+            ));
+        }
+    }
+    (puts, published)
+}
+
+async fn stream_run(source: Source, payments_n: usize) {
     let started = Instant::now();
     let seed = seed();
-    let payments_n = if heavy() { 1000 } else { 240 };
+    let (what, salt) = match source {
+        Source::Kinesis => (
+            format!("charge-payment on a Kinesis stream, {SHARDS} shards"),
+            0x5712_EA4D,
+        ),
+        Source::Table => (
+            "charge-payment-changes on a DynamoDB stream".to_owned(),
+            0xC4A6_6E5D,
+        ),
+    };
     println!(
-        "fault injection (charge-payment on a Kinesis stream, {SHARDS} shards): seed {seed} (replay with \
-         SQSAFE_FAULT_SEED={seed}), {payments_n} payments"
+        "fault injection ({what}): seed {seed} (replay with SQSAFE_FAULT_SEED={seed}), {payments_n} payments"
     );
-    let mut rng = fastrand::Rng::with_seed(seed ^ 0x5712_EA4D);
+    let mut rng = fastrand::Rng::with_seed(seed ^ salt);
 
     let options = PipelineOptions::claim();
     let local = local_aws(seed, &options).await;
@@ -81,135 +230,170 @@ async fn charge_payment_on_a_kinesis_stream_applies_every_record_once_in_order_u
     create_table(&local.dynamodb, &payments_table, "pk", None).await;
     // Now and then slower than the function's timeout: the invocation is cut and its batch comes again.
     let payments = in_process_payments(&local, seed, payments_table, seed ^ 0x510E, 4_500).await;
+    let prefix = match source {
+        Source::Kinesis => "faults-stream",
+        Source::Table => "faults-changes",
+    };
     let p = local
         .pipeline(
-            "faults-stream",
+            prefix,
             BTreeMap::from([("PaymentsApiUrl".to_owned(), payments.base_url())]),
             options,
         )
         .await;
     let config = sqsafe_testkit::sdk_config_at(&p.moto.endpoint()).await;
-    let kinesis = aws_sdk_kinesis::Client::new(&config);
-    let stream = unique_name("faults-payments");
-    kinesis
-        .create_stream()
-        .stream_name(&stream)
-        .shard_count(SHARDS)
-        .send()
-        .await
-        .expect("the stream");
 
-    // The records, in the order they are put: each customer's payments in turn, some republished later, a poison
-    // record or a mismatch now and then.
-    let body = |id: &str, amount: u64, customer: &str| {
-        json!({"type": "PaymentRequested", "version": "1", "payment_id": id, "tenant": "acme", "amount": amount,
-               "currency": "EUR", "customer_id": customer})
-        .to_string()
-    };
-    let mut puts: Vec<(String, String, Put)> = Vec::new();
-    let mut published: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
-    for i in 0..payments_n {
-        let customer = format!("cus-{}", rng.usize(..CUSTOMERS));
-        let id = format!("s-{i}");
-        let amount = 100 + (i as u64 % 50);
-        puts.push((customer.clone(), body(&id, amount, &customer), Put::Payment));
-        published
-            .entry(customer.clone())
-            .or_default()
-            .push((id, amount));
-        let earlier = &published[&customer];
-        if rng.f64() < 0.2 {
-            // A producer's retry: an earlier payment of this customer, the same record again.
-            let (id, amount) = earlier[rng.usize(..earlier.len())].clone();
-            puts.push((customer.clone(), body(&id, amount, &customer), Put::Payment));
-        }
-        if rng.f64() < 0.02 {
-            puts.push((customer.clone(), format!("not a payment #{i}"), Put::Poison));
-        }
-        if rng.f64() < 0.02 {
-            let (id, amount) = &earlier[rng.usize(..earlier.len())];
-            puts.push((
-                customer.clone(),
-                body(id, amount + 1000, &customer),
-                Put::Mismatch,
-            ));
-        }
-    }
-    for (customer, data, _) in &puts {
-        kinesis
-            .put_record()
-            .stream_name(&stream)
-            .partition_key(customer)
-            .data(aws_sdk_kinesis::primitives::Blob::new(data.as_bytes()))
-            .send()
-            .await
-            .expect("put record");
-    }
-    let poison: BTreeSet<&str> = puts
-        .iter()
-        .filter(|(_, _, put)| *put != Put::Payment)
-        .map(|(_, data, _)| data.as_str())
-        .collect();
+    let (puts, published) = plan(&mut rng, payments_n);
+    let count = |f: fn(&Put) -> bool| puts.iter().filter(|(_, put)| f(put)).count();
     println!(
-        "{} records put: {payments_n} payments, {} republished, {} poison, {} mismatched",
+        "{} records put: {payments_n} payments, {} published again, {} poison, {} mismatched",
         puts.len(),
-        puts.iter()
-            .filter(|(_, _, put)| *put == Put::Payment)
-            .count()
-            - payments_n,
-        puts.iter()
-            .filter(|(_, _, put)| *put == Put::Poison)
-            .count(),
-        puts.iter()
-            .filter(|(_, _, put)| *put == Put::Mismatch)
-            .count(),
+        count(|p| matches!(p, Put::Payment { .. })) - payments_n,
+        count(|p| matches!(p, Put::Poison { .. })),
+        count(|p| matches!(p, Put::Mismatch { .. })),
     );
-
-    // One mapping and one function instance per shard, side by side.
-    let shards: Vec<String> = kinesis
-        .list_shards()
-        .stream_name(&stream)
-        .send()
-        .await
-        .expect("shards")
-        .shards()
+    let must_letter: BTreeSet<String> = puts
         .iter()
-        .map(|s| s.shard_id().to_owned())
+        .filter_map(|(customer, put)| put.letter_id(source, customer))
         .collect();
-    assert_eq!(shards.len(), SHARDS as usize, "the stream's shards");
+
+    let (function, binary) = match source {
+        Source::Kinesis => ("charge-payment", "charge-payment"),
+        Source::Table => ("charge-payment-changes", "charge-payment-changes"),
+    };
     let binaries = build_functions(true);
-    let log_dir = workspace_root().join(format!("target/fault-logs/{}-kinesis", p.prefix));
+    let log_dir = workspace_root().join(format!("target/fault-logs/{}-stream", p.prefix));
     let _ = std::fs::remove_dir_all(&log_dir);
-    p.proxy.set_enabled(true);
-    let mut tasks = Vec::new();
-    for (i, shard) in shards.iter().enumerate() {
+    let instance = |i: usize| {
         let spec = FunctionSpec {
-            name: "charge-payment".to_owned(),
-            binary: binaries.join("charge-payment"),
+            name: function.to_owned(),
+            binary: binaries.join(binary),
+            // charge-payment's settings (the payments API, the idempotency table, the failure queue): the changes'
+            // consumer reads the same ones.
             env: p.function_env("charge-payment", seed.wrapping_add(i as u64)),
             timeout: FUNCTION_TIMEOUT,
             log_dir: log_dir.clone(),
             init_timeout: INIT_TIMEOUT,
         };
-        let instance = FunctionInstance::start(spec, i).await.expect("instance");
-        let config = StreamMappingConfig {
-            batch_size: 10,
-            maximum_retry_attempts: None,
-            bisect_on_function_error: true,
-            on_failure_queue: None,
-        };
-        let mapping = StreamMapping::of_kinesis(
-            kinesis.clone(),
-            p.sqs.clone(),
-            &stream,
-            Some(shard),
-            config,
-            instance,
-        )
-        .await
-        .expect("the shard's mapping");
-        tasks.push(tokio::spawn(run_shard(mapping)));
+        async move { FunctionInstance::start(spec, i).await.expect("instance") }
+    };
+    let mapping_config = StreamMappingConfig {
+        batch_size: 10,
+        maximum_retry_attempts: None,
+        bisect_on_function_error: true,
+        on_failure_queue: None,
+    };
+
+    // One mapping and one function instance per shard, side by side.
+    let mut mappings = Vec::new();
+    let mut shards: Vec<String> = Vec::new();
+    match source {
+        Source::Kinesis => {
+            let kinesis = aws_sdk_kinesis::Client::new(&config);
+            let stream = unique_name("faults-payments");
+            kinesis
+                .create_stream()
+                .stream_name(&stream)
+                .shard_count(SHARDS)
+                .send()
+                .await
+                .expect("the stream");
+            for (customer, put) in &puts {
+                kinesis
+                    .put_record()
+                    .stream_name(&stream)
+                    .partition_key(customer)
+                    .data(aws_sdk_kinesis::primitives::Blob::new(
+                        put.kinesis_data(customer).as_bytes(),
+                    ))
+                    .send()
+                    .await
+                    .expect("put record");
+            }
+            shards = kinesis
+                .list_shards()
+                .stream_name(&stream)
+                .send()
+                .await
+                .expect("shards")
+                .shards()
+                .iter()
+                .map(|s| s.shard_id().to_owned())
+                .collect();
+            assert_eq!(shards.len(), SHARDS as usize, "the stream's shards");
+            for (i, shard) in shards.iter().enumerate() {
+                let mapping = StreamMapping::of_kinesis(
+                    kinesis.clone(),
+                    p.sqs.clone(),
+                    &stream,
+                    Some(shard),
+                    mapping_config.clone(),
+                    instance(i).await,
+                )
+                .await
+                .expect("the shard's mapping");
+                mappings.push(mapping);
+            }
+        }
+        Source::Table => {
+            let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+            let table = unique_name("payment-requests");
+            dynamodb
+                .create_table()
+                .table_name(&table)
+                .attribute_definitions(
+                    AttributeDefinition::builder()
+                        .attribute_name("payment_id")
+                        .attribute_type(ScalarAttributeType::S)
+                        .build()
+                        .expect("attribute"),
+                )
+                .key_schema(
+                    KeySchemaElement::builder()
+                        .attribute_name("payment_id")
+                        .key_type(KeyType::Hash)
+                        .build()
+                        .expect("key"),
+                )
+                .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
+                .stream_specification(
+                    StreamSpecification::builder()
+                        .stream_enabled(true)
+                        .stream_view_type(StreamViewType::NewAndOldImages)
+                        .build()
+                        .expect("stream"),
+                )
+                .send()
+                .await
+                .expect("the payment requests table");
+            for (n, (customer, put)) in puts.iter().enumerate() {
+                dynamodb
+                    .put_item()
+                    .table_name(&table)
+                    .set_item(Some(put.item(customer, n).into_iter().collect()))
+                    .send()
+                    .await
+                    .expect("put item");
+            }
+            let mapping = StreamMapping::of_table(
+                &dynamodb,
+                aws_sdk_dynamodbstreams::Client::new(&config),
+                p.sqs.clone(),
+                &table,
+                mapping_config.clone(),
+                instance(0).await,
+            )
+            .await
+            .expect("the table stream's mapping");
+            shards.push(mapping.shard_id().to_owned());
+            mappings.push(mapping);
+        }
     }
+    p.proxy.set_enabled(true);
+    let tasks: Vec<_> = mappings
+        .into_iter()
+        .map(|m| tokio::spawn(run_shard(m)))
+        .collect();
     let mut runs = Vec::new();
     for task in tasks {
         runs.push(task.await.expect("shard task"));
@@ -238,7 +422,6 @@ async fn charge_payment_on_a_kinesis_stream_applies_every_record_once_in_order_u
         stalled.is_empty(),
         "a shard stalled (seed {seed}): {stalled:?}"
     );
-
     // Effects: the payments API's own ledger.
     let charges = payments.charges();
     let mut by_payment: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
@@ -301,37 +484,44 @@ async fn charge_payment_on_a_kinesis_stream_applies_every_record_once_in_order_u
         .url
         .clone();
     let letters = read_all(&p.sqs, &dlq).await;
-    let mut lettered: BTreeSet<&str> = BTreeSet::new();
+    let mut lettered: BTreeSet<String> = BTreeSet::new();
     let mut stray = Vec::new();
     let mut without_origin = Vec::new();
     for m in &letters {
-        let data = m.body().unwrap_or_default();
+        let body = m.body().unwrap_or_default();
         let origin = context_field(m, "stream")
             .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
             .unwrap_or_default();
-        let placed = origin["shard_id"]
-            .as_str()
-            .is_some_and(|s| shards.iter().any(|shard| shard == s))
-            && origin["sequence_number"]
-                .as_str()
-                .is_some_and(|s| !s.is_empty())
-            && origin["partition_key"]
-                .as_str()
-                .is_some_and(|k| k.starts_with("cus-"));
+        let nonempty = |field: &str| origin[field].as_str().is_some_and(|s| !s.is_empty());
+        let placed = nonempty("sequence_number")
+            && match source {
+                Source::Kinesis => {
+                    origin["shard_id"]
+                        .as_str()
+                        .is_some_and(|s| shards.iter().any(|shard| shard == s))
+                        && origin["partition_key"]
+                            .as_str()
+                            .is_some_and(|k| k.starts_with("cus-"))
+                }
+                Source::Table => nonempty("stream_arn") && nonempty("event_id"),
+            };
         if !placed {
-            without_origin.push(format!("{data:?}: {origin}"));
+            without_origin.push(format!("{body:?}: {origin}"));
         }
-        match poison.get(data) {
-            Some(known) => {
-                lettered.insert(known);
-            }
-            None => stray.push(format!(
-                "{data:?} ({})",
+        let id = letter_id(source, body);
+        if must_letter.contains(&id) {
+            lettered.insert(id);
+        } else {
+            stray.push(format!(
+                "{body:?} ({})",
                 context_field(m, "error_kind").unwrap_or_default()
-            )),
+            ));
         }
     }
-    let poison_missing: Vec<&&str> = poison.iter().filter(|d| !lettered.contains(**d)).collect();
+    let poison_missing: Vec<&String> = must_letter
+        .iter()
+        .filter(|d| !lettered.contains(*d))
+        .collect();
 
     let in_progress = p
         .records()
@@ -357,7 +547,7 @@ async fn charge_payment_on_a_kinesis_stream_applies_every_record_once_in_order_u
         wrong_amount.len(),
         out_of_order.len(),
         letters.len(),
-        poison.len(),
+        must_letter.len(),
         poison_missing.len(),
         stray.len(),
         without_origin.len(),
@@ -386,7 +576,7 @@ async fn charge_payment_on_a_kinesis_stream_applies_every_record_once_in_order_u
     );
     assert!(
         without_origin.is_empty(),
-        "letters without their shard, sequence number and partition key (seed {seed}): {without_origin:?}"
+        "letters without their place in the stream (seed {seed}): {without_origin:?}"
     );
     assert_eq!(in_progress, 0, "records left IN_PROGRESS (seed {seed})");
     assert!(
