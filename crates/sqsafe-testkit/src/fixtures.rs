@@ -3,7 +3,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    TimeToLiveSpecification,
+    StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 
@@ -88,6 +88,56 @@ pub async fn create_table(
     partition_key: &str,
     sort_key: Option<&str>,
 ) {
+    table_request(client, table, partition_key, sort_key)
+        .send()
+        .await
+        .expect("create table in moto");
+    client
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .attribute_name("expiration")
+                .enabled(true)
+                .build()
+                .expect("ttl"),
+        )
+        .send()
+        .await
+        .expect("enable TTL in moto");
+}
+
+/// Creates an on-demand table with a String partition key and a stream of `view` (no TTL: a stream consumer's test
+/// reads every change the test makes, and no other).
+///
+/// # Panics
+/// When the server refuses.
+pub async fn create_streamed_table(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    partition_key: &str,
+    view: StreamViewType,
+) {
+    table_request(client, table, partition_key, None)
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(view)
+                .build()
+                .expect("stream specification"),
+        )
+        .send()
+        .await
+        .expect("create table with a stream in moto");
+}
+
+/// The `CreateTable` request of an on-demand table with String keys.
+fn table_request(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    partition_key: &str,
+    sort_key: Option<&str>,
+) -> aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder {
     let attribute = |name: &str| {
         AttributeDefinition::builder()
             .attribute_name(name)
@@ -113,20 +163,7 @@ pub async fn create_table(
             .attribute_definitions(attribute(sk))
             .key_schema(key(sk, KeyType::Range));
     }
-    create.send().await.expect("create table in moto");
-    client
-        .update_time_to_live()
-        .table_name(table)
-        .time_to_live_specification(
-            TimeToLiveSpecification::builder()
-                .attribute_name("expiration")
-                .enabled(true)
-                .build()
-                .expect("ttl"),
-        )
-        .send()
-        .await
-        .expect("enable TTL in moto");
+    create
 }
 
 /// Creates a queue named `unique_name(prefix)` (FIFO: with the `.fifo` suffix) and returns its URL.

@@ -35,9 +35,9 @@ pub use answer::{Answer, send};
 pub use counter::RequestCounter;
 pub use downstream::{Call, FakeDownstream, Reply};
 pub use fixtures::{
-    binary_attribute, completed_records, create_queue, create_table, dlq_context, dynamodb,
-    dynamodb_at, dynamodb_losing, endpoint, item_string, message_attribute, queue_arn, receive,
-    sdk_config, sdk_config_at, sqs, unique_name,
+    binary_attribute, completed_records, create_queue, create_streamed_table, create_table,
+    dlq_context, dynamodb, dynamodb_at, dynamodb_losing, endpoint, item_string, message_attribute,
+    queue_arn, receive, sdk_config, sdk_config_at, sqs, unique_name,
 };
 #[cfg(feature = "honoured-keys")]
 pub use honoured::HONOURED_RECORD_NAME;

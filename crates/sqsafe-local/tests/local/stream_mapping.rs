@@ -7,15 +7,14 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use aws_lambda_events::dynamodb::Event as DynamoDbEvent;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType, StreamSpecification, StreamViewType,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use serde::Deserialize;
 use serde_json::Value;
 use sqsafe::{Change, Consumer, Context, Effect, Env, Intent, RecordError, Setup};
 use sqsafe_local::esm::{Delivered, Invoker, StreamMapping, StreamMappingConfig};
-use sqsafe_testkit::{create_queue, create_table, invocation_of, sdk_config, unique_name};
+use sqsafe_testkit::{
+    create_queue, create_streamed_table, create_table, invocation_of, sdk_config, unique_name,
+};
 
 #[derive(Debug, Deserialize)]
 struct Order {
@@ -66,34 +65,7 @@ async fn fixture() -> Fixture {
     create_table(&dynamodb, &idempotency, "pk", None).await;
     let dlq = create_queue(&aws_sdk_sqs::Client::new(&aws), "orders-dlq", false).await;
     let table = unique_name("orders");
-    dynamodb
-        .create_table()
-        .table_name(&table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("attribute"),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("id")
-                .key_type(KeyType::Hash)
-                .build()
-                .expect("key"),
-        )
-        .stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewAndOldImages)
-                .build()
-                .expect("stream"),
-        )
-        .send()
-        .await
-        .expect("create the orders table in moto");
+    create_streamed_table(&dynamodb, &table, "id", StreamViewType::NewAndOldImages).await;
     let env = Env::from_pairs([
         ("IDEMPOTENCY_TABLE", idempotency.as_str()),
         ("DLQ_URL", dlq.as_str()),

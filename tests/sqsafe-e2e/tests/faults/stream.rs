@@ -22,16 +22,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, KeySchemaElement, KeyType, ScalarAttributeType,
-    StreamSpecification, StreamViewType,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use serde_json::json;
 use sqsafe_e2e::harness::{build_functions, context_field, read_all};
 use sqsafe_e2e::workspace_root;
 use sqsafe_local::esm::{Delivered, StreamMapping, StreamMappingConfig};
 use sqsafe_local::lambda::{FunctionInstance, FunctionSpec, INIT_TIMEOUT, InstanceStats};
-use sqsafe_testkit::{create_table, unique_name};
+use sqsafe_testkit::{create_streamed_table, create_table, unique_name};
 
 use super::{
     FUNCTION_TIMEOUT, PipelineOptions, answers_after_the_deadline, heavy, in_process_payments,
@@ -338,34 +335,13 @@ async fn stream_run(source: Source, payments_n: usize) {
         Source::Table => {
             let dynamodb = aws_sdk_dynamodb::Client::new(&config);
             let table = unique_name("payment-requests");
-            dynamodb
-                .create_table()
-                .table_name(&table)
-                .attribute_definitions(
-                    AttributeDefinition::builder()
-                        .attribute_name("payment_id")
-                        .attribute_type(ScalarAttributeType::S)
-                        .build()
-                        .expect("attribute"),
-                )
-                .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name("payment_id")
-                        .key_type(KeyType::Hash)
-                        .build()
-                        .expect("key"),
-                )
-                .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
-                .stream_specification(
-                    StreamSpecification::builder()
-                        .stream_enabled(true)
-                        .stream_view_type(StreamViewType::NewAndOldImages)
-                        .build()
-                        .expect("stream"),
-                )
-                .send()
-                .await
-                .expect("the payment requests table");
+            create_streamed_table(
+                &dynamodb,
+                &table,
+                "payment_id",
+                StreamViewType::NewAndOldImages,
+            )
+            .await;
             for (n, (customer, put)) in puts.iter().enumerate() {
                 dynamodb
                     .put_item()
