@@ -7,6 +7,6 @@ mod handler;
 mod settings;
 mod sweeper;
 
-pub use handler::{HandlerError, Ignored, OutboxRelay, RecordOutcome, RetryPolicy};
+pub use handler::{HandlerError, OutboxRelay, RetryPolicy};
 pub use settings::Settings;
 pub use sweeper::{OutboxSweeper, SWEEPER_NAME, SweepError, SweepSummary, SweeperSettings};

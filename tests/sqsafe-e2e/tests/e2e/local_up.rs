@@ -3,6 +3,7 @@
 //! Each batch must show one line in the terminal, promptly: how many records and how each ended (applied, replayed,
 //! dead-lettered, returned for retry), and how long it took. The seed of the payment ids is printed (`--nocapture`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -110,24 +111,39 @@ fn local_up_prints_a_line_per_batch_with_how_each_record_ended() {
         "each payment charged once: {charges:?}"
     );
 
-    // The outbox relay, a DynamoDB stream consumer: its sample's three item changes written to the outbox table reach
-    // it through the table's stream (the relay acknowledges them: their destinations are not the local queues).
+    // The outbox relay, a DynamoDB stream consumer on sqsafe's stream processor: its sample's three item changes
+    // written to the outbox table reach it through the table's stream. The MODIFY and the item that is not an outbox
+    // event are ignored; the outbox event's destination (the AWS URL of the sample) is not one of the local queues
+    // it may publish to, a permanent failure: its details go to the failure queue, as the line says.
     scratch.send_to(
         &cli,
         "outbox-relay",
         &workspace_root().join("events/outbox-relay-stream.json"),
     );
     let deadline = Instant::now() + LINE_LIMIT;
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     let mut relayed = 0;
     while relayed < 3 {
         let line = up.next_line(deadline, "outbox-relay's line");
         if let Some(rest) = line.strip_prefix("outbox-relay     ") {
-            let (records, _) = rest.split_once(' ').expect("a record count");
+            let (records, told) = rest.split_once(" record").expect("a record count");
             relayed += records.parse::<usize>().expect("a count");
-            assert!(rest.contains(" acknowledged ("), "{line}");
+            // "3 records: 2 ignored, 1 dead-lettered (0.40 s)"
+            let told = told.split_once(": ").expect("outcomes").1;
+            let told = told.rsplit_once(" (").expect("a duration").0;
+            for outcome in told.split(", ") {
+                let (n, what) = outcome.split_once(' ').expect("a count and an outcome");
+                *outcomes.entry(what.to_owned()).or_default() +=
+                    n.parse::<usize>().expect("a count");
+            }
         }
     }
     assert_eq!(relayed, 3, "each change once");
+    assert_eq!(
+        outcomes,
+        BTreeMap::from([("ignored".to_owned(), 2), ("dead-lettered".to_owned(), 1)]),
+        "the relay's outcomes"
+    );
 
     let output = up.terminate();
     assert!(
