@@ -21,10 +21,12 @@
    (it finds the workspace and the template upward), and 3 and 4 again for the new consumer (the first one is
    rendered behind an SNS subscription, `envelope: sns`: both consumers' sample events, tests and deliveries go
    through an envelope); then `sqsafe new consumer --envelope s3` a third time, and 3 for it (its payload is the
-   object notification's `sqsafe::S3Object`); then `sqsafe new api` (an HTTP API behind sqsafe::api's layer): its
+   object notification's `sqsafe::S3Object`); then `sqsafe new consumer --source kinesis` and `--source
+   dynamodb-stream`, and 3 for each; then `sqsafe new api` (an HTTP API behind sqsafe::api's layer): its
    crate checked as in 3, its tests failing, every one, with the layer taken out of its handler, and 4 again; then
    `sqsafe local up --watch` serving it on a loopback port: a request sent twice is replayed byte for byte, other
-   content under its key refused;
+   content under its key refused; then the two stream consumers' tests once more, against a copy of this checkout
+   whose sqsafe-batch runs a shard's later records after a failed one (STOP_RULE): they must fail;
 6. the local pipeline on the project's template with both consumers under `cargo lambda watch`
    (`sqsafe local up --watch`, the sqsafe a team installs: no test servers): each sample message sent twice, one effect per intent, and the standard queue's second
    delivery answered from the record (replayed or skipped by the cache), not applied again;
@@ -104,8 +106,8 @@ BREAKS = [
      "the_sample_event_applies_once_and_its_redelivery_is_replayed"),
 ]
 # A Kinesis consumer's effect is a plain consumer's call; its tests are the stream's (tests/stream.rs.jinja): each of
-# the call's breaks must fail one of them. (Its stop at a shard's first failure is sqsafe's, not the handler's: with
-# it taken out of sqsafe-batch, a_failure_stops_the_shard_... fails too, tried by hand; the library's own tests hold it.)
+# the call's breaks must fail one of them. (Its stop at a shard's first failure is sqsafe's, not the handler's: see
+# STOP_RULE.)
 KINESIS_BREAKS = [
     (how, old, new, {
         "the_sample_event_calls_the_api_once_per_intent_and_its_redelivery_is_replayed":
@@ -129,6 +131,17 @@ CHANGES_BREAKS = [
      ".await;\n            let answer = sent.ok().and_then(|r| r.json().ok()).unwrap_or_default();",
      "a_failure_stops_the_shard_and_the_changes_handed_over_again_apply_once_in_order"),
 ]
+# The stop at a shard's first failure is sqsafe-batch's (its ordered path), not a generated handler's: the stream
+# consumers' generated tests prove it only if they fail without it. stop_rule_checks runs them once more against a
+# copy of this checkout with the rule taken out (a record after a reported one of its shard then runs in the same
+# invocation) and each must fail, the test named here among its failures.
+STOP_RULE = ("crates/sqsafe-batch/src/processor/fifo.rs",
+             "                if report.disposition.is_reported() {\n",
+             "                if report.disposition.is_reported() && !stream {\n")
+STOP_RULE_TESTS = {
+    NAME_KINESIS: "a_failure_stops_the_shard_and_the_records_handed_over_again_apply_once_in_order",
+    NAME_CHANGES: "a_failure_stops_the_shard_and_the_changes_handed_over_again_apply_once_in_order",
+}
 # The workspace's binaries (sqsafe, charge-payment) are in TARGET; the project builds in PROJECT_TARGET.
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
 # The sqsafe the steps run: the project's own, installed by its make test (make_test), as a team's is.
@@ -422,6 +435,54 @@ def crate_checks(project: Path, env: dict, name: str, breaks_of: list = BREAKS) 
 # SDK. Any other crate's features are in the build hash of everything above it: tokio's or bytes' changing recompiled
 # tokio, hyper and the AWS SDK (41 and 67 crates, a minute or two of CPU each time, for clippy and again for the tests).
 FEATURES_MAY_DIFFER = {"aws_lambda_events"}
+
+
+def stop_rule_checks(scratch: Path, project: Path, env: dict) -> None:
+    """The stream consumers' tests against sqsafe without its stop at a shard's first failure (STOP_RULE): a copy of
+    this checkout's sources with the rule taken out, and a copy of the project that depends on it, built in the
+    project's target folder (the third-party crates are shared; sqsafe's crates and the two consumers compile anew,
+    and what they leave there is removed after). Every consumer in STOP_RULE_TESTS must fail its named test."""
+    checkout = scratch / "sqsafe-without-the-stop-rule"
+    # The sources only: not what the steps beside this one write while it copies (builds, the venv, caches).
+    skipped = {ROOT / name for name in ("target", ".venv", ".tools", ".git", ".aws-sam", "book/book")}
+    shutil.copytree(ROOT, checkout, symlinks=True, ignore=lambda folder, names: [
+        n for n in names if Path(folder) / n in skipped or n in ("__pycache__", ".pytest_cache")])
+    path, old, new = STOP_RULE
+    source = (checkout / path).read_text()
+    if source.count(old) != 1:
+        raise SystemExit(f"project: {path}: the stop rule {old.strip()!r} is not there exactly once")
+    (checkout / path).write_text(source.replace(old, new))
+    mutant = scratch / f"{PROJECT}-without-the-stop-rule"
+    shutil.copytree(project, mutant, symlinks=True, ignore=shutil.ignore_patterns(".tools", ".aws-sam", "target"))
+    manifest = mutant / "Cargo.toml"
+    text = manifest.read_text()
+    pointed = text.count(f'path = "{ROOT}/crates/')
+    if pointed != 3:
+        raise SystemExit(f"project: {manifest} names {ROOT}/crates {pointed} times, not 3 (sqsafe, -local, -testkit)")
+    manifest.write_text(text.replace(f'path = "{ROOT}/crates/', f'path = "{checkout}/crates/'))
+    debug = PROJECT_TARGET / "debug"
+    kept = {folder: set(os.listdir(debug / folder)) for folder in ("deps", ".fingerprint", "build")
+            if (debug / folder).is_dir()}
+    args = ["cargo", "test", "--no-fail-fast"] + [a for name in STOP_RULE_TESTS for a in ("-p", name)]
+    print(f"$ {' '.join(args)}   (in {mutant}: sqsafe-batch without its stop rule; the tests must fail)", flush=True)
+    try:
+        broken = subprocess.run(args, cwd=mutant, env=env, capture_output=True, text=True)
+    finally:
+        for folder, names in kept.items():
+            for leftover in set(os.listdir(debug / folder)) - names:
+                target = debug / folder / leftover
+                shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+        shutil.rmtree(mutant, ignore_errors=True)
+        shutil.rmtree(checkout, ignore_errors=True)
+    out = broken.stdout + broken.stderr
+    if "could not compile" in out:
+        raise SystemExit(f"project: the stream consumers without the stop rule do not compile:\n{out[-3000:]}")
+    failed = set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE))
+    missing = sorted(test for test in STOP_RULE_TESTS.values() if test not in failed)
+    if broken.returncode == 0 or missing:
+        raise SystemExit(f"project: without the stop rule, {missing or 'the tests'} did not fail:\n{out[-3000:]}")
+    print(f"without the stop at a shard's first failure the stream consumers' tests fail as they must: "
+          f"{', '.join(sorted(failed))}", flush=True)
 
 
 def third_party_features(project: Path, env: dict, package: str | None = None) -> dict[str, str]:
@@ -835,7 +896,7 @@ def discard_project_outputs(project_target: Path, release_target: Path | None, s
     folder is the workspace's too (CARGO_TARGET_DIR, the default), whose test binaries may share the templates' test
     target names (handler, api), so those are left there."""
     debug = project_target / "debug"
-    for name in (NAME, NAME_TRANSACT, NAME_S3, API):
+    for name in (NAME, NAME_TRANSACT, NAME_S3, NAME_KINESIS, NAME_CHANGES, API):
         under = name.replace("-", "_")
         for leftover in (*debug.glob(f"{name}*"), *(debug / "deps").glob(f"{under}-*"),
                          *(debug / "deps").glob(f"lib{under}-*"), *(debug / ".fingerprint").glob(f"{name}-*")):
@@ -917,6 +978,9 @@ def main() -> int:
         step(f"{API} served by sqsafe local up --watch on a loopback port: a repeat replayed; the stream consumers "
              f"{NAME_KINESIS} and {NAME_CHANGES} under watch, each sample applied")
         api_local(project, env, API, [NAME_KINESIS, NAME_CHANGES])
+        step(f"{NAME_KINESIS} and {NAME_CHANGES} against sqsafe without its stop at a shard's first failure: their "
+             "tests must fail")
+        stop_rule_checks(scratch, project, env)
         step("binary size")
         sizes(inside)
         step(f"make build {pascal(NAME)}Function: its end (it ran beside the steps since the render)")
