@@ -392,6 +392,11 @@ def make_test(project: Path, env: dict) -> str:
     return str(sqsafe)
 
 
+def failed_tests(out: str) -> list[str]:
+    """The tests `cargo test` printed as FAILED, sorted, each once."""
+    return sorted(set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE)))
+
+
 def crate_checks(project: Path, env: dict, name: str, breaks_of: list = BREAKS) -> None:
     """The generated crate: formatted, clippy-clean, its tests pass; with its effect broken in each way that applies
     to it (BREAKS, a Kinesis consumer's KINESIS_BREAKS), its tests fail, the test named for that way among them."""
@@ -418,7 +423,7 @@ def crate_checks(project: Path, env: dict, name: str, breaks_of: list = BREAKS) 
                 raise SystemExit(f"project: {name} with its effect broken ({how}) does not compile:\n{out[-3000:]}")
             if broken.returncode == 0:
                 raise SystemExit(f"project: {name}'s tests passed with its effect broken ({how}):\n{out[-3000:]}")
-            failed = sorted(set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE)))
+            failed = failed_tests(out)
             if test not in failed:
                 raise SystemExit(f"project: {name}: {test} did not fail with its effect broken ({how}):\n{out[-3000:]}")
             print(f"its effect {how}: {name}'s tests fail as they must: {', '.join(failed)}", flush=True)
@@ -477,12 +482,12 @@ def stop_rule_checks(scratch: Path, project: Path, env: dict) -> None:
     out = broken.stdout + broken.stderr
     if "could not compile" in out:
         raise SystemExit(f"project: the stream consumers without the stop rule do not compile:\n{out[-3000:]}")
-    failed = set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE))
+    failed = failed_tests(out)
     missing = sorted(test for test in STOP_RULE_TESTS.values() if test not in failed)
     if broken.returncode == 0 or missing:
         raise SystemExit(f"project: without the stop rule, {missing or 'the tests'} did not fail:\n{out[-3000:]}")
     print(f"without the stop at a shard's first failure the stream consumers' tests fail as they must: "
-          f"{', '.join(sorted(failed))}", flush=True)
+          f"{', '.join(failed)}", flush=True)
 
 
 def third_party_features(project: Path, env: dict, package: str | None = None) -> dict[str, str]:
@@ -544,7 +549,7 @@ def api_checks(project: Path, env: dict, name: str) -> None:
         out = broken.stdout + broken.stderr
         if "could not compile" in out:
             raise SystemExit(f"project: {name} without its layer does not compile:\n{out[-3000:]}")
-        failed = sorted(set(re.findall(r"^test (\S+) \.\.\. FAILED$", out, re.MULTILINE)))
+        failed = failed_tests(out)
         if broken.returncode == 0 or failed != sorted(API_TESTS):
             raise SystemExit(f"project: {name} without its layer: failed {failed}, expected {API_TESTS}:\n{out[-3000:]}")
         print(f"without the idempotency layer {name}'s tests fail as they must: {', '.join(failed)}", flush=True)

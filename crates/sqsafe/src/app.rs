@@ -8,9 +8,7 @@ use std::time::SystemTime;
 use aws_lambda_events::dynamodb::Event as DynamoDbEvent;
 use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use aws_lambda_events::streams::{
-    DynamoDbBatchItemFailure, DynamoDbEventResponse, KinesisBatchItemFailure, KinesisEventResponse,
-};
+use aws_lambda_events::streams::{DynamoDbEventResponse, KinesisEventResponse};
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde::Deserialize;
 use sqsafe_batch::{
@@ -278,14 +276,7 @@ impl<C: Consumer> App<C> {
         &self,
         event: LambdaEvent<KinesisEvent>,
     ) -> Result<KinesisEventResponse, BatchError> {
-        let report = self.handle_kinesis_report(event).await?;
-        let mut response = KinesisEventResponse::default();
-        for failure in report.response.batch_item_failures {
-            let mut item = KinesisBatchItemFailure::default();
-            item.item_identifier = Some(failure.item_identifier);
-            response.batch_item_failures.push(item);
-        }
-        Ok(response)
+        Ok(self.handle_kinesis_report(event).await?.kinesis_response())
     }
 
     /// [`handle_kinesis`](Self::handle_kinesis), returning each record's disposition (for tests).
@@ -304,14 +295,10 @@ impl<C: Consumer> App<C> {
         &self,
         event: LambdaEvent<DynamoDbEvent>,
     ) -> Result<DynamoDbEventResponse, BatchError> {
-        let report = self.handle_dynamodb_report(event).await?;
-        let mut response = DynamoDbEventResponse::default();
-        for failure in report.response.batch_item_failures {
-            let mut item = DynamoDbBatchItemFailure::default();
-            item.item_identifier = Some(failure.item_identifier);
-            response.batch_item_failures.push(item);
-        }
-        Ok(response)
+        Ok(self
+            .handle_dynamodb_report(event)
+            .await?
+            .dynamodb_response())
     }
 
     /// [`handle_dynamodb`](Self::handle_dynamodb), returning each record's disposition (for tests).

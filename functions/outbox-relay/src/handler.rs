@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::sqs::SqsMessage;
-use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_lambda_events::streams::DynamoDbEventResponse;
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_runtime::LambdaEvent;
 use serde_json::{Map, Value};
@@ -37,7 +37,6 @@ const HELD_BEHIND: &str = "held_behind";
 pub struct OutboxRelay {
     relay: Relay,
     retry: RetryPolicy,
-    failure_queue: Option<String>,
     processor: Arc<BatchProcessor>,
 }
 
@@ -46,7 +45,6 @@ impl fmt::Debug for OutboxRelay {
         f.debug_struct("OutboxRelay")
             .field("relay", &self.relay)
             .field("retry", &self.retry)
-            .field("failure_queue", &self.failure_queue)
             .finish_non_exhaustive()
     }
 }
@@ -117,7 +115,6 @@ impl OutboxRelay {
         Self {
             relay,
             retry: RetryPolicy::default(),
-            failure_queue: None,
             processor,
         }
     }
@@ -133,13 +130,11 @@ impl OutboxRelay {
     /// stays `PENDING`; the sweeper publishes it once the cause is fixed. Later events of the same FIFO message
     /// group in the batch go the same way, so the group's order holds.
     pub fn failure_queue(mut self, sqs: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
-        let url = url.into();
         self.processor = Arc::new(processor(Some(FailureLetters {
             sqs,
-            url: url.clone(),
+            url: url.into(),
             table: self.relay.table().to_owned(),
         })));
-        self.failure_queue = Some(url);
         self
     }
 
@@ -208,17 +203,7 @@ impl OutboxRelay {
                 Disposition::Retry(_) | Disposition::SkippedAfterGroupFailure => {}
             }
         }
-        let mut response = DynamoDbEventResponse::default();
-        response.batch_item_failures = report
-            .response
-            .batch_item_failures
-            .into_iter()
-            .map(|f| {
-                let mut failure = DynamoDbBatchItemFailure::default();
-                failure.item_identifier = Some(f.item_identifier);
-                failure
-            })
-            .collect();
+        let response = report.dynamodb_response();
         // After the invocation's span has closed: the request id is this line's own.
         tracing::info!(
             request_id,
@@ -483,10 +468,4 @@ fn letter(table: &str, message: &SqsMessage, failure: &FailureContext) -> Value 
         "message_group_id": event.as_ref().and_then(|e| e.message_group_id().map(str::to_owned)),
         "correlation_id": event.as_ref().map(|e| e.correlation_id()),
     })
-}
-
-/// An invocation's deadline as Lambda gave it, unless it had passed already when the invocation `started`: Lambda
-/// never hands over such an invocation, emulators do (a placeholder, or a queued invocation), and it is unknown then.
-pub(crate) fn known_deadline(deadline: SystemTime, started: SystemTime) -> Option<SystemTime> {
-    (deadline > started).then_some(deadline)
 }

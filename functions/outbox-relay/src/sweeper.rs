@@ -123,11 +123,7 @@ impl OutboxSweeper {
         let deadline = UNIX_EPOCH + Duration::from_millis(event.context.deadline);
         let summary = self.run().instrument(span).await;
         // Its spans, cut before the deadline: a slow collector costs spans, never the run's answer.
-        sqsafe_telemetry::traces::flush(
-            crate::handler::known_deadline(deadline, started),
-            SystemTime::now(),
-        )
-        .await;
+        sqsafe_telemetry::traces::flush(known_deadline(deadline, started), SystemTime::now()).await;
         summary
     }
 
@@ -186,6 +182,12 @@ impl OutboxSweeper {
         );
         Ok(summary)
     }
+}
+
+/// An invocation's deadline as Lambda gave it, unless it had passed already when the invocation `started`: Lambda
+/// never hands over such an invocation, emulators do (a placeholder, or a queued invocation), and it is unknown then.
+fn known_deadline(deadline: SystemTime, started: SystemTime) -> Option<SystemTime> {
+    (deadline > started).then_some(deadline)
 }
 
 #[cfg(test)]

@@ -3,6 +3,9 @@
 use std::time::SystemTime;
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsMessage};
+use aws_lambda_events::streams::{
+    DynamoDbBatchItemFailure, DynamoDbEventResponse, KinesisBatchItemFailure, KinesisEventResponse,
+};
 
 use sqsafe_telemetry::{BatchMetrics, Metric};
 
@@ -54,6 +57,43 @@ pub struct BatchReport {
     pub records: Vec<RecordReport>,
     /// The batch's counters.
     pub metrics: BatchMetrics,
+}
+
+impl BatchReport {
+    /// The answer to a Kinesis invocation: each reported record by its sequence number (its message id).
+    pub fn kinesis_response(&self) -> KinesisEventResponse {
+        let mut response = KinesisEventResponse::default();
+        response.batch_item_failures = self
+            .reported()
+            .map(|id| {
+                let mut item = KinesisBatchItemFailure::default();
+                item.item_identifier = Some(id);
+                item
+            })
+            .collect();
+        response
+    }
+
+    /// The answer to a DynamoDB Streams invocation: each reported record by its sequence number.
+    pub fn dynamodb_response(&self) -> DynamoDbEventResponse {
+        let mut response = DynamoDbEventResponse::default();
+        response.batch_item_failures = self
+            .reported()
+            .map(|id| {
+                let mut item = DynamoDbBatchItemFailure::default();
+                item.item_identifier = Some(id);
+                item
+            })
+            .collect();
+        response
+    }
+
+    fn reported(&self) -> impl Iterator<Item = String> + '_ {
+        self.response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+    }
 }
 
 impl BatchProcessor {
